@@ -1,0 +1,62 @@
+"""arrayad: torch.func's transforms and torch's autograd on any array API backend.
+
+``import arrayad as ad`` is an array API namespace (the 2024.12 standard, with ``linalg`` and
+``fft``) whose functions accept eager ``ad.Tensor``s, raw backend arrays and the tracers of the
+transforms in ``arrayad.func``; ``arrayad.autograd`` holds the eager tape's API and ``Function``.
+"""
+
+from ._core import _core  # noqa: F401  (raises a clear error when the extension is not built)
+from ._core._core import Tensor, bind, is_grad_enabled  # noqa: F401
+
+from . import _dtypes
+from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
+                      int32, int64, uint8, uint16, uint32, uint64)
+from .backends import available_backends, backend, get_backend, set_backend  # noqa: F401
+
+__array_api_version__ = "2024.12"
+
+e = 2.718281828459045
+pi = 3.141592653589793
+inf = float("inf")
+nan = float("nan")
+newaxis = None
+
+from ._ops import (creation, dtype_functions, elementwise, extras, indexing,  # noqa: E402
+                   linalg as _linalg_ops, manipulation, reductions, searching)
+from ._ops.creation import *  # noqa: F401,F403,E402
+from ._ops.dtype_functions import *  # noqa: F401,F403,E402
+from ._ops.elementwise import *  # noqa: F401,F403,E402
+from ._ops.extras import *  # noqa: F401,F403,E402
+from ._ops.indexing import *  # noqa: F401,F403,E402
+from ._ops.linalg import *  # noqa: F401,F403,E402
+from ._ops.manipulation import *  # noqa: F401,F403,E402
+from ._ops.reductions import *  # noqa: F401,F403,E402
+from ._ops.searching import *  # noqa: F401,F403,E402
+
+from ._api import (_array_function, _array_ufunc, _backward, _check_not_transformed,  # noqa: E402,F401
+                   _check_requires_grad, _concrete, _device_of, _getitem, _inplace,
+                   _inplace_level_error, _namespace_for, _np_dot, _repr, _setitem, _to_device,
+                   _to_numpy, stop_gradient)
+from ._methods import METHODS as _METHODS  # noqa: E402
+from ._info import __array_namespace_info__  # noqa: E402,F401
+
+from . import linalg, fft  # noqa: E402,F401
+from ._ops._rules import batch_fallback as _batch_fallback  # noqa: E402
+
+def _resolve_backend(raw):
+    from .backends import _resolve
+    return _resolve(raw)
+
+_core.install_hooks(
+    ns=__import__(__name__),
+    backend_resolver=_resolve_backend,
+    dtype_from_backend=_dtypes.from_backend,
+    batch_fallback=_batch_fallback,
+    add=add,  # noqa: F405
+    zeros_like=zeros_like,  # noqa: F405
+)
+get_backend("numpy")
+
+from . import autograd, func, testing  # noqa: E402,F401
+from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
+

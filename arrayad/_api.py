@@ -1,0 +1,246 @@
+"""The glue between the array types of the core and the namespace: in-place updates, indexing,
+conversions (and when they must refuse), NumPy's protocols, printing, devices.
+
+The core's ``Array`` methods call these through the namespace (``arrayad._inplace`` ...).
+"""
+
+import numpy as np
+
+import arrayad as ad
+
+from . import _dtypes
+from ._core import _core
+from ._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
+from ._ops import indexing
+from ._ops._rules import primitive, nondifferentiable
+from .backends import backend_of
+
+TRANSFORM_NAMES = {_core.GRAD: "grad", _core.JVP: "jvp", _core.BATCH: "vmap"}
+
+
+# -- in-place updates are functional ----------------------------------------------------------------
+def _inplace(self, result):
+    """Rebind ``self`` to ``result`` (``x += y``, ``x[i] = v``): the old value is untouched, so
+    everything that saved it for a derivative stays correct."""
+    if isinstance(self, Tensor):
+        if self.requires_grad and self.is_leaf and _core.is_grad_enabled():
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation. "
+                "Update it under arrayad.no_grad(), or work on a copy (x.clone()).")
+        if not isinstance(result, Tensor):
+            raise _inplace_level_error(self, result)
+        self._replace(result)
+        return self
+    if type(result) is not type(self) or result._frame is not self._frame:
+        raise _inplace_level_error(self, result)
+    self._replace(result)
+    return self
+
+
+def _inplace_level_error(self, result):
+    if isinstance(result, BatchTracer):
+        return RuntimeError(
+            "vmap: an in-place operation would write a batched value into an unbatched array "
+            "(one made outside vmap, or with zeros(shape) inside it). Create the array with "
+            "zeros_like(batched_input) or build the result with where()/concat instead.")
+    return RuntimeError(
+        f"arrayad: an in-place operation would turn a {type(self).__name__} into a "
+        f"{type(result).__name__} of another transform. Write it out of place (y = x + v) instead.")
+
+
+def _getitem(x, key):
+    return indexing.getitem(x, key)
+
+
+def _setitem(x, key, value):
+    return indexing.setitem(x, key, value)
+
+
+# -- conversions ------------------------------------------------------------------------------------
+def _concrete(x, what):
+    """The concrete backend value of ``x`` for a Python conversion, or a clear error when the
+    conversion would lose a derivative (grad/jvp) or depends on the batch (vmap)."""
+    while True:
+        if isinstance(x, Tensor):
+            return x._value
+        if isinstance(x, BatchTracer):
+            if what == "bool":
+                raise RuntimeError(
+                    "vmap: It looks like you're attempting to use a Tensor in some data-dependent "
+                    "control flow (if/while on an array value). The value differs per batch "
+                    "element: use arrayad.where(condition, a, b) to select elementwise instead.")
+            raise RuntimeError(
+                f"vmap: It looks like you're calling {what}() on an array inside vmap. The value "
+                f"differs per batch element; keep it an array (use arrayad functions) or move "
+                f"the conversion out of the vmapped function.")
+        if isinstance(x, (GradTracer, DualTracer)):
+            if what not in ("bool", "format"):
+                kind = "grad" if isinstance(x, GradTracer) else "jvp"
+                raise RuntimeError(
+                    f"{kind}: calling {what}() on an array being differentiated would drop its "
+                    f"derivative (the result is a plain Python/NumPy value). Keep it an array "
+                    f"and use arrayad functions; if you really want a constant, call "
+                    f"x.detach() first.")
+            x = x.value if isinstance(x, GradTracer) else x.primal
+            continue
+        return x
+
+
+def _to_numpy(x, dtype=None, copy=None):
+    if isinstance(x, Tensor):
+        if x.requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.")
+        out = backend_of(x).to_numpy(x._value)
+    else:
+        raise RuntimeError(
+            f"arrayad: converting an array under a transform ({type(x).__name__}) to NumPy would "
+            f"drop its derivative or its batch dimension. Use arrayad functions on it (NumPy "
+            f"functions such as np.sin work too, through __array_ufunc__).")
+    if dtype is not None:
+        out = out.astype(dtype)
+    return np.array(out, copy=True) if copy else out
+
+
+# -- NumPy protocols --------------------------------------------------------------------------------
+_UFUNC_NAMES = {
+    "absolute": "abs", "fabs": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin",
+    "arcsinh": "asinh", "arctan": "atan", "arctanh": "atanh", "arctan2": "atan2",
+    "power": "pow", "true_divide": "divide", "conjugate": "conj", "invert": "bitwise_invert",
+    "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift", "mod": "remainder",
+}
+_FUNCTION_NAMES = {"concatenate": "concat", "transpose": "permute_dims", "absolute": "abs",
+                   "power": "pow", "amax": "max", "amin": "min", "cumsum": "cumulative_sum",
+                   "cumprod": "cumulative_prod", "arccos": "acos", "arcsin": "asin",
+                   "arctan": "atan", "arctan2": "atan2", "dot": "_np_dot"}
+
+
+def _array_ufunc(ufunc, method, inputs, kwargs):
+    name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
+    fn = getattr(ad, name, None)
+    if method != "__call__" or kwargs or fn is None:
+        raise TypeError(
+            f"arrayad: numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "") +
+            (f" with {sorted(kwargs)}" if kwargs else "") +
+            " is not supported on arrayad arrays; use the arrayad function instead.")
+    return fn(*inputs)
+
+
+def _array_function(func, types, args, kwargs):
+    name = _FUNCTION_NAMES.get(func.__name__, func.__name__)
+    fn = getattr(ad, name, None)
+    if fn is None or not callable(fn):
+        raise TypeError(
+            f"arrayad: numpy.{func.__name__} is not supported on arrayad arrays (it would "
+            f"silently drop derivatives); use arrayad functions instead.")
+    return fn(*args, **kwargs)
+
+
+def _np_dot(a, b):
+    return ad.matmul(a, b)
+
+
+# -- printing ---------------------------------------------------------------------------------------
+def _format_values(raw, prefix):
+    arr = np.asarray(raw)
+    if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        opts = {}
+    elif arr.dtype.kind in "fc":
+        opts = {"precision": 4, "floatmode": "fixed"}
+    else:
+        opts = {}
+    return np.array2string(arr, separator=", ", prefix=prefix, **opts)
+
+
+def _repr(x):
+    if isinstance(x, Tensor):
+        b = backend_of(x)
+        try:
+            body = _format_values(b.to_numpy(x._value), "tensor(")
+        except Exception:  # a lazy or foreign value that cannot be printed cheaply
+            body = f"<{type(x._value).__name__} {tuple(x.shape)}>"
+        extra = []
+        dt = x.dtype
+        if dt not in (_dtypes.float64, _dtypes.int64, _dtypes.bool):
+            extra.append(f"dtype={dt!r}")
+        if b.name != "numpy":
+            extra.append(f"backend={b.name}")
+        if x.grad_fn is not None:
+            extra.append(f"grad_fn=<{x.grad_fn.name()}>")
+        elif x.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+    level = x._frame.level
+    if isinstance(x, GradTracer):
+        return f"GradTracer(level={level}, value={x.value!r})"
+    if isinstance(x, DualTracer):
+        return f"DualTracer(level={level}, primal={x.primal!r}, tangent={x.tangent!r})"
+    return f"BatchTracer(level={level}, bdim={x.bdim}, value={x.value!r})"
+
+
+# -- devices ----------------------------------------------------------------------------------------
+def _device_of(x):
+    while isinstance(x, Array):
+        x = x._value if isinstance(x, Tensor) else (x.primal if isinstance(x, DualTracer) else x.value)
+    return _core.backend_of(x).device_of(x)
+
+
+def _to_device_impl(xp, x, device, stream=None):
+    from array_api_compat import to_device
+    return to_device(x, device, stream=stream)
+
+
+to_device_p = primitive("to_device", _to_device_impl)
+to_device_p.vjp = (lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),)
+to_device_p.jvp = lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device)
+to_device_p.batch = lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0])
+
+
+def _to_device(x, device, stream):
+    if device == _device_of(x):
+        return x
+    return bind(to_device_p, x, device=device, stream=stream)
+
+
+def _namespace_for(api_version):
+    if api_version not in (None, "2022.12", "2023.12", "2024.12", "2025.12"):
+        raise ValueError(f"arrayad: unsupported array API version {api_version!r}")
+    return ad
+
+
+# -- guards -----------------------------------------------------------------------------------------
+def _check_requires_grad(t):
+    if t.dtype.kind not in ("f", "c"):
+        raise RuntimeError(
+            f"only Tensors of floating point and complex dtype can require gradients "
+            f"(this one is {t.dtype.name}); convert it first, e.g. x.astype(arrayad.float64).")
+
+
+def _check_not_transformed(what):
+    if _core.stack_depth():
+        raise RuntimeError(
+            f"You are attempting to call Tensor.{what}() inside of a function being transformed "
+            f"by an arrayad.func transform. This is not supported: pass the tensor as an input "
+            f"of the transform (grad/vjp differentiate with respect to their inputs) instead.")
+
+
+def _backward(tensors, grad_tensors, retain_graph, create_graph, inputs):
+    from .autograd import backward
+    backward(tensors, grad_tensors, retain_graph=retain_graph, create_graph=create_graph,
+             inputs=inputs)
+
+
+# -- stop_gradient: the value, as a constant to every transform ---------------------------------------
+stop_gradient_p = primitive("stop_gradient", lambda xp, x: x)
+nondifferentiable(stop_gradient_p)
+stop_gradient_p.batch = lambda args, dims: (args[0], dims[0])
+
+
+def stop_gradient(x):
+    """``x`` as a constant: no derivative flows through it (``Tensor.detach`` for tracers)."""
+    if isinstance(x, Tensor):
+        return x.detach()
+    return bind(stop_gradient_p, x)
+
+

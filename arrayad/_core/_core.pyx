@@ -1,0 +1,1048 @@
+# cython: language_level=3
+"""arrayad's hot core: the containers and the dispatch loop, no math.
+
+What lives here:
+  * the grad mode;
+  * the level stack (``Frame``) that transforms push and pop;
+  * ``Primitive``, a named bundle of rules (the rules themselves are Python, in ``arrayad._ops``);
+  * ``bind``, which finds the innermost transform among the arguments and hands the call to it;
+  * the eager ``Tensor`` and the tape ``Node`` with the backward engine;
+  * the three tracers: ``GradTracer`` (reverse mode), ``DualTracer`` (forward mode) and
+    ``BatchTracer`` (vmap), and the interpreter for each.
+
+NOTE [levels]
+-------------
+Every transform call (grad, vjp, jvp, vmap, ...) pushes a ``Frame`` whose ``level`` is its depth in
+the stack, and wraps its inputs in tracers that point at that frame. A tracer's ``value`` (or
+``primal``/``tangent``) holds a value of a *lower* level: a tracer of an outer transform, an eager
+``Tensor`` or a raw backend array. ``bind`` picks the argument with the highest level; everything
+else is a constant to that level, which is what prevents perturbation confusion
+(``grad(lambda x: grad(lambda y: x * y)(x))``). The interpreter unwraps its own tracers, calls
+``bind`` again on the lower values (so outer levels see the operation too) and wraps the result.
+When a transform returns it marks its frame dead; a tracer of a dead frame that reaches ``bind``
+escaped its transform and raises instead of computing garbage. Frames are compared by identity, so
+a later transform that reuses the same depth is never confused with the dead one.
+
+NOTE [eager tape]
+-----------------
+An eager ``Tensor`` that requires grad has a ``Node``: a leaf node (which accumulates into
+``.grad``) or the node of the operation that made it. Operations on such tensors under grad mode
+record a node holding the primitive, its inputs and parameters; ``backward`` walks the nodes in
+topological order. Without ``create_graph`` the rules run on the raw backend arrays (cheap, nothing
+recorded); with it they run on the Tensors with grad mode on, and the forward value is recomputed
+from the inputs so that rules using the output (tanh, exp, sqrt...) are differentiable again.
+"""
+
+import weakref
+
+# ---------------------------------------------------------------------------------------------
+# Hooks installed by the Python layer (arrayad/_ops/_hooks): the core imports no array library.
+
+cdef object _ns = None            # the arrayad namespace, for the array methods
+cdef dict _backend_of_type = {}   # type of a raw array -> backend adapter (has .xp, .name)
+cdef object _backend_resolver = None   # called for a type seen for the first time
+cdef dict _scalar_fix = {}        # e.g. numpy.float64 -> numpy.asarray (0-d results stay arrays)
+cdef object _batch_fallback = None
+cdef object _dtype_from_backend = None
+cdef object _add = None
+cdef object _zeros_like = None
+cdef tuple _python_scalars = (int, float, complex, bool)
+
+
+def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add, zeros_like):
+    global _ns, _backend_resolver, _dtype_from_backend, _batch_fallback, _add, _zeros_like
+    _ns = ns
+    _backend_resolver = backend_resolver
+    _dtype_from_backend = dtype_from_backend
+    _batch_fallback = batch_fallback
+    _add = add
+    _zeros_like = zeros_like
+
+
+def register_backend_type(t, backend, scalar_fix=None):
+    _backend_of_type[t] = backend
+    if scalar_fix is not None:
+        _scalar_fix[t] = scalar_fix
+
+
+cpdef object backend_of(object raw):
+    """The backend adapter of one raw array (not a Tensor or tracer)."""
+    cdef type t = type(raw)
+    b = _backend_of_type.get(t)
+    if b is None:
+        b = _backend_resolver(raw)
+        _backend_of_type[t] = b
+    return b
+
+
+cdef object _backend_of_args(tuple args):
+    cdef object found = None
+    cdef object b
+    for a in args:
+        if isinstance(a, _python_scalars) or a is None:
+            continue
+        b = _backend_of_type.get(type(a))
+        if b is None:
+            if isinstance(a, (tuple, list)):
+                continue
+            b = backend_of(a)
+        if found is None:
+            found = b
+        elif b is not found:
+            raise TypeError(
+                f"arrayad: cannot mix arrays of two backends in one operation: "
+                f"{found.name} and {b.name}. Convert one side first, e.g. with "
+                f"arrayad.asarray(x, device=...) or the backend's own asarray."
+            )
+    return found
+
+
+cpdef object fix_scalar(object out):
+    f = _scalar_fix.get(type(out))
+    if f is not None:
+        return f(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Grad mode
+
+cdef bint _grad_enabled = True
+
+
+def is_grad_enabled():
+    return _grad_enabled
+
+
+def set_grad_enabled_flag(bint mode):
+    """Set the grad mode, return the previous one (the context managers live in arrayad.autograd)."""
+    global _grad_enabled
+    cdef bint prev = _grad_enabled
+    _grad_enabled = mode
+    return prev
+
+
+# ---------------------------------------------------------------------------------------------
+# The level stack
+
+GRAD = 1
+JVP = 2
+BATCH = 3
+cdef int K_GRAD = 1, K_JVP = 2, K_BATCH = 3
+_KIND_NAMES = {1: "grad", 2: "jvp", 3: "vmap"}
+
+cdef list _stack = []
+
+
+cdef class Frame:
+    """One active transform. ``data`` holds what its interpreter needs (vmap: batch size...)."""
+
+    def __init__(self, int level, int kind, data=None):
+        self.level = level
+        self.kind = kind
+        self.alive = True
+        self.data = data
+
+    def __repr__(self):
+        state = "alive" if self.alive else "dead"
+        return f"<Frame {_KIND_NAMES.get(self.kind, self.kind)} level={self.level} {state}>"
+
+
+def push_frame(int kind, data=None):
+    f = Frame(len(_stack) + 1, kind, data)
+    _stack.append(f)
+    return f
+
+
+def pop_frame(Frame frame):
+    """Close ``frame``. Also closes (and kills) anything left above it by an exception."""
+    frame.alive = False
+    while _stack:
+        top = _stack.pop()
+        (<Frame>top).alive = False
+        if top is frame:
+            return
+    raise RuntimeError("arrayad internal error: popped a frame that was not on the level stack")
+
+
+def stack_depth():
+    return len(_stack)
+
+
+def frames():
+    return tuple(_stack)
+
+
+def escaped_error(Frame f):
+    return RuntimeError(
+        f"arrayad: a tracer of a {_KIND_NAMES.get(f.kind, '?')} transform (level {f.level}) was "
+        f"used after that transform returned. It escaped (kept in a global, a closure or a side "
+        f"channel); return it from the transformed function instead."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitives
+
+cdef class Primitive:
+    """A named operation with its rules, all filled in from ``arrayad._ops``.
+
+    impl(xp, *raw, **params) computes on raw backend arrays (or, when ``xp_name`` is set, the
+    backend's function of that name is called directly, ``xp.<xp_name>(*raw, **params)``).
+    vjp(g, ans, *args, **params) -> tuple of cotangents, one per positional arg (None = zero).
+    jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
+    batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args.
+    """
+
+    def __init__(self, str name, impl=None, *, xp_name=None, multiple_results=False,
+                 differentiable=True):
+        self.name = name
+        self.impl = impl
+        self.xp_name = xp_name
+        self.vjp = None
+        self.jvp = None
+        self.batch = None
+        self.multiple_results = multiple_results
+        self.differentiable = differentiable
+        self._direct = {}
+
+    def __repr__(self):
+        return f"<Primitive {self.name}>"
+
+    def __reduce__(self):
+        return (_primitive_by_name, (self.name,))
+
+
+_PRIMITIVES = {}
+
+
+def _primitive_by_name(name):
+    return _PRIMITIVES[name]
+
+
+def register_primitive(Primitive p):
+    _PRIMITIVES[p.name] = p
+    return p
+
+
+cdef inline object _call_impl(Primitive prim, tuple args, dict params):
+    """Run a primitive on raw arrays (no tracer, no Tensor among ``args``)."""
+    cdef object b = _backend_of_args(args)
+    cdef object fn
+    if b is None:
+        # Only Python scalars: the default backend decides.
+        b = _backend_resolver(None)
+    if prim.xp_name is not None:
+        fn = prim._direct.get(b)
+        if fn is None:
+            fn = getattr(b.xp, prim.xp_name)
+            prim._direct[b] = fn
+        out = fn(*args, **params)
+    else:
+        out = prim.impl(b.xp, *args, **params)
+    if prim.multiple_results:
+        return tuple([fix_scalar(o) for o in out])
+    f = _scalar_fix.get(type(out))
+    if f is not None:
+        return f(out)
+    return out
+
+
+def impl(Primitive prim, *args, **params):
+    """Run ``prim`` on raw arrays, bypassing every level (used by rules that need the raw op)."""
+    return _call_impl(prim, args, params)
+
+
+def bind(Primitive prim, *args, **params):
+    """Apply ``prim``: to the innermost transform among the args, else eagerly. See NOTE [levels]."""
+    cdef Frame top = None
+    cdef Frame f
+    cdef bint has_tensor = False
+    for a in args:
+        if isinstance(a, Tracer):
+            f = (<Tracer>a)._frame
+            if top is None or f.level > top.level or (f.level == top.level and f is not top):
+                if not f.alive:
+                    raise escaped_error(f)
+                top = f
+        elif isinstance(a, Tensor):
+            has_tensor = True
+    if top is not None:
+        if top.kind == K_GRAD:
+            return _process_grad(top, prim, args, params)
+        if top.kind == K_JVP:
+            return _process_jvp(top, prim, args, params)
+        return _process_batch(top, prim, args, params)
+    if has_tensor:
+        return _process_eager(prim, args, params)
+    return _call_impl(prim, args, params)
+
+
+def bind_tuple(Primitive prim, tuple args, dict params):
+    return bind(prim, *args, **params)
+
+
+# ---------------------------------------------------------------------------------------------
+# The tape: nodes and the backward engine
+
+cdef class Node:
+    """One recorded operation (or, with ``leaf`` set, the gradient accumulator of a leaf)."""
+
+    def __init__(self, prim, tuple inputs, dict params, ans, tuple edges, int n_outputs=1,
+                 bint eager=False):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.ans = ans
+        self.edges = edges
+        self.n_outputs = n_outputs
+        self.eager = eager
+        self.released = False
+        self.leaf = None
+        self.retained = None
+
+    def name(self):
+        if self.leaf is not None:
+            return "AccumulateGrad"
+        n = getattr(self.prim, "node_name", None)
+        if n is not None:
+            return n
+        return "".join(p.capitalize() for p in str(self.prim.name).split("_")) + "Backward"
+
+    def __repr__(self):
+        return f"<{self.name()}>"
+
+    @property
+    def next_functions(self):
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.edges or ())
+
+    def release(self):
+        self.inputs = None
+        self.ans = None
+        self.released = True
+
+
+def leaf_node(tensor_or_none=None):
+    n = Node(None, (), None, None, (), 1, False)
+    if tensor_or_none is not None:
+        n.leaf = weakref.ref(tensor_or_none)
+    else:
+        n.leaf = False   # a transform's input: the engine hands its cotangent back
+    return n
+
+
+cdef list _topo_order(list roots):
+    """Nodes reachable from ``roots``, every node before the nodes it depends on."""
+    cdef list order = []
+    cdef set seen = set()
+    cdef list stack = []
+    cdef Node n
+    for r in roots:
+        if r not in seen:
+            seen.add(r)
+            stack.append((r, 0))
+            while stack:
+                n, i = stack[-1]
+                edges = n.edges
+                if edges is not None and i < len(edges):
+                    stack[-1] = (n, i + 1)
+                    e = edges[i]
+                    if e is not None and e[0] not in seen:
+                        seen.add(e[0])
+                        stack.append((e[0], 0))
+                else:
+                    stack.pop()
+                    order.append(n)
+    order.reverse()
+    return order
+
+
+cdef inline object _accum(object a, object b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return _add(a, b)
+
+
+def run_backward(list roots, list root_cts, bint retain_graph=False, bint create_graph=False,
+                 dict want=None, bint accumulate=True, set only=None):
+    """Propagate cotangents from ``roots`` (edges ``(node, index)``) to the leaves.
+
+    ``want`` maps edges to fill in (autograd.grad, transforms) and stops there; otherwise leaf
+    nodes of eager tensors accumulate into ``.grad`` (restricted to the nodes in ``only``).
+    """
+    cdef dict grads = {}
+    cdef Node node
+    cdef list slot
+    cdef list root_nodes = []
+    for (node, idx), ct in zip(roots, root_cts):
+        slot = grads.get(node)
+        if slot is None:
+            slot = [None] * node.n_outputs
+            grads[node] = slot
+        slot[idx] = _accum(slot[idx], ct)
+        root_nodes.append(node)
+    order = _topo_order(root_nodes)
+    for node in order:
+        slot = grads.pop(node, None)
+        if slot is None:
+            continue
+        if want is not None:
+            hit = False
+            for i in range(node.n_outputs):
+                key = (node, i)
+                if key in want:
+                    want[key] = _accum(want[key], slot[i])
+                    hit = True
+            if hit or node.leaf is not None:
+                continue
+        if node.retained is not None:
+            for i, ref in node.retained:
+                t = ref()
+                if t is not None and slot[i] is not None:
+                    (<Tensor>t)._grad = _accum((<Tensor>t)._grad, _as_grad(slot[i], create_graph))
+        if node.leaf is not None:
+            if accumulate and node.leaf is not False and (only is None or node in only):
+                t = node.leaf()
+                if t is not None and slot[0] is not None:
+                    (<Tensor>t)._grad = _accum((<Tensor>t)._grad, _as_grad(slot[0], create_graph))
+            continue
+        if node.released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or to access saved values "
+                "after they were freed). Saved intermediate values of the graph are freed when you "
+                "call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+                "backward through the graph a second time.")
+        in_cts = _node_vjp(node, slot, create_graph)
+        edges = node.edges
+        for i in range(len(edges)):
+            e = edges[i]
+            if e is None:
+                continue
+            ct = in_cts[i]
+            if ct is None:
+                continue
+            parent = e[0]
+            slot = grads.get(parent)
+            if slot is None:
+                slot = [None] * (<Node>parent).n_outputs
+                grads[parent] = slot
+            slot[e[1]] = _accum(slot[e[1]], ct)
+        if not retain_graph:
+            node.release()
+
+
+cdef object _as_grad(object g, bint create_graph):
+    if isinstance(g, Array):
+        if not create_graph and isinstance(g, Tensor):
+            return g.detach()
+        return g
+    return Tensor(g)
+
+
+cdef object _node_vjp(Node node, list slot, bint create_graph):
+    """Call the node's VJP rule with the saved values at the right level (NOTE [eager tape])."""
+    cdef Primitive prim
+    cdef tuple args = node.inputs
+    ans = node.ans
+    if node.n_outputs > 1:
+        for i in range(node.n_outputs):
+            if slot[i] is None:
+                slot[i] = _zeros_like(ans[i] if not isinstance(ans[i], Tensor) else (<Tensor>ans[i])._value)
+        g = tuple(slot)
+    else:
+        g = slot[0]
+    if not isinstance(node.prim, Primitive):
+        # autograd.Function nodes carry their own backward
+        return node.prim.custom_backward(node, g, create_graph)
+    prim = node.prim
+    if node.eager:
+        if create_graph:
+            g = g if isinstance(g, Array) else Tensor(g)
+            prev = set_grad_enabled_flag(True)
+            try:
+                ans = bind(prim, *args, **node.params)
+                return _call_vjp(prim, node.edges, g, ans, args, node.params)
+            finally:
+                set_grad_enabled_flag(prev)
+        args = tuple([(<Tensor>a)._value if isinstance(a, Tensor) else a for a in args])
+        if isinstance(g, Tensor):
+            g = (<Tensor>g)._value
+        prev = set_grad_enabled_flag(False)
+        try:
+            return _call_vjp(prim, node.edges, g, ans, args, node.params)
+        finally:
+            set_grad_enabled_flag(prev)
+    return _call_vjp(prim, node.edges, g, ans, args, node.params)
+
+
+cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple args, dict params):
+    """A VJP rule is one function per argument (called only for arguments that need a
+    cotangent) or, for variadic primitives, one function returning a tuple."""
+    vjp = prim.vjp
+    if vjp is None:
+        raise NotImplementedError(f"arrayad: the VJP of {prim.name} is not defined")
+    if type(vjp) is not tuple:
+        return vjp(g, ans, *args, **params)
+    cdef list out = []
+    for i in range(len(edges)):
+        f = vjp[i] if i < len(vjp) else None
+        if edges[i] is None or f is None:
+            out.append(None)
+        else:
+            out.append(f(g, ans, *args, **params))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager interpreter
+
+cdef object _process_eager(Primitive prim, tuple args, dict params):
+    cdef list raws = []
+    cdef bint record = False
+    for a in args:
+        if isinstance(a, Tensor):
+            raws.append((<Tensor>a)._value)
+            if (<Tensor>a)._node is not None:
+                record = True
+        else:
+            raws.append(a)
+    out = _call_impl(prim, tuple(raws), params)
+    if not (record and _grad_enabled and prim.differentiable):
+        if prim.multiple_results:
+            return tuple([_new_tensor(o, None, 0) for o in out])
+        return _new_tensor(out, None, 0)
+    edges = tuple([((<Tensor>a)._node, (<Tensor>a)._idx)
+                   if isinstance(a, Tensor) and (<Tensor>a)._node is not None else None
+                   for a in args])
+    if prim.multiple_results:
+        node = Node(prim, args, params, out, edges, len(out), True)
+        return tuple([_new_tensor(o, node if _is_float(o) else None, i) for i, o in enumerate(out)])
+    node = Node(prim, args, params, out, edges, 1, True)
+    return _new_tensor(out, node, 0)
+
+
+cdef inline bint _is_float(object raw):
+    dt = _dtype_from_backend(raw.dtype)
+    return dt.kind in ("f", "c")
+
+
+cdef inline Tensor _new_tensor(object value, Node node, int idx):
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t._value = value
+    t._node = node
+    t._idx = idx
+    t._grad = None
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# Reverse-mode interpreter (grad, vjp, jacrev)
+
+cdef object _process_grad(Frame frame, Primitive prim, tuple args, dict params):
+    cdef list vals = []
+    cdef list edges = []
+    cdef bint record = False
+    for a in args:
+        if isinstance(a, GradTracer) and (<GradTracer>a)._frame is frame:
+            vals.append((<GradTracer>a).value)
+            edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
+            record = True
+        else:
+            vals.append(a)
+            edges.append(None)
+    cdef tuple tvals = tuple(vals)
+    out = bind(prim, *tvals, **params)
+    if not (record and _grad_enabled and prim.differentiable):
+        return out
+    if prim.multiple_results:
+        node = Node(prim, tvals, params, out, tuple(edges), len(out), False)
+        return tuple([_new_grad_tracer(frame, o, node, i) if _is_float_value(o) else o
+                      for i, o in enumerate(out)])
+    node = Node(prim, tvals, params, out, tuple(edges), 1, False)
+    return _new_grad_tracer(frame, out, node, 0)
+
+
+cdef inline bint _is_float_value(object v):
+    return dtype_of(v).kind in ("f", "c")
+
+
+cdef inline GradTracer _new_grad_tracer(Frame frame, object value, Node node, int idx):
+    cdef GradTracer t = GradTracer.__new__(GradTracer)
+    t._frame = frame
+    t.value = value
+    t._node = node
+    t._idx = idx
+    return t
+
+
+def new_grad_tracer(Frame frame, value, Node node, int idx=0):
+    return _new_grad_tracer(frame, value, node, idx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward-mode interpreter (jvp, jacfwd, forward_ad)
+
+cdef object _process_jvp(Frame frame, Primitive prim, tuple args, dict params):
+    cdef list primals = []
+    cdef list tangents = []
+    cdef bint any_tangent = False
+    for a in args:
+        if isinstance(a, DualTracer) and (<DualTracer>a)._frame is frame:
+            primals.append((<DualTracer>a).primal)
+            tangents.append((<DualTracer>a).tangent)
+            any_tangent = True
+        else:
+            primals.append(a)
+            tangents.append(None)
+    cdef tuple tprimals = tuple(primals)
+    out = bind(prim, *tprimals, **params)
+    if not (any_tangent and prim.differentiable):
+        return out
+    tout = prim.jvp(tangents, out, *tprimals, **params)
+    if prim.multiple_results:
+        return tuple([o if t is None else _new_dual(frame, o, t) for o, t in zip(out, tout)])
+    if tout is None:
+        return out
+    return _new_dual(frame, out, tout)
+
+
+cdef inline DualTracer _new_dual(Frame frame, object primal, object tangent):
+    cdef DualTracer t = DualTracer.__new__(DualTracer)
+    t._frame = frame
+    t.primal = primal
+    t.tangent = tangent
+    return t
+
+
+def new_dual(Frame frame, primal, tangent):
+    return _new_dual(frame, primal, tangent)
+
+
+# ---------------------------------------------------------------------------------------------
+# Batching interpreter (vmap)
+
+cdef object _process_batch(Frame frame, Primitive prim, tuple args, dict params):
+    cdef list vals = []
+    cdef list dims = []
+    for a in args:
+        if isinstance(a, BatchTracer) and (<BatchTracer>a)._frame is frame:
+            vals.append((<BatchTracer>a).value)
+            dims.append((<BatchTracer>a).bdim)
+        else:
+            vals.append(a)
+            dims.append(None)
+    rule = prim.batch
+    if rule is None:
+        out, out_dim = _batch_fallback(prim, vals, dims, params, frame)
+    else:
+        out, out_dim = rule(vals, dims, **params)
+    if prim.multiple_results:
+        if not isinstance(out_dim, (tuple, list)):
+            out_dim = (out_dim,) * len(out)
+        return tuple([o if d is None else _new_batch(frame, o, d) for o, d in zip(out, out_dim)])
+    if out_dim is None:
+        return out
+    return _new_batch(frame, out, out_dim)
+
+
+cdef inline BatchTracer _new_batch(Frame frame, object value, int bdim):
+    cdef BatchTracer t = BatchTracer.__new__(BatchTracer)
+    t._frame = frame
+    t.value = value
+    t.bdim = bdim
+    return t
+
+
+def new_batch(Frame frame, value, int bdim):
+    return _new_batch(frame, value, bdim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes and dtypes of any value (raw array, Tensor, tracer)
+
+cpdef object dtype_of(object v):
+    if isinstance(v, Array):
+        return v.dtype
+    if isinstance(v, _python_scalars):
+        return _dtype_from_backend(type(v))
+    return _dtype_from_backend(v.dtype)
+
+
+cpdef tuple shape_of(object v):
+    if isinstance(v, _python_scalars):
+        return ()
+    return tuple(v.shape)
+
+
+cpdef object raw_value(object v):
+    """The backend array under a Tensor (not under a tracer: that needs its transform)."""
+    if isinstance(v, Tensor):
+        return (<Tensor>v)._value
+    return v
+
+
+class _Size(int):
+    """``x.size`` is the array API's element count and, called, torch's ``x.size(dim)``."""
+
+    def __new__(cls, n, shape):
+        self = int.__new__(cls, n)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self._shape
+        return self._shape[dim]
+
+
+cdef object _size_of(tuple shape):
+    cdef Py_ssize_t n = 1
+    for s in shape:
+        if s is None:
+            return None
+        n *= s
+    return _Size(n, shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# The array types. ``Array`` carries every array method; each delegates to the arrayad namespace
+# so that the same code serves eager tensors and tracers of every kind.
+
+cdef class Array:
+    __array_priority__ = 1000
+
+    # -- array API attributes
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return _size_of(tuple(self.shape))
+
+    @property
+    def T(self):
+        return _ns.permute_dims(self, tuple(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):
+        return _ns.matrix_transpose(self)
+
+    @property
+    def device(self):
+        return _ns._device_of(self)
+
+    @property
+    def grad(self):
+        return None
+
+    @property
+    def requires_grad(self):
+        return False
+
+    @property
+    def grad_fn(self):
+        return None
+
+    @property
+    def is_leaf(self):
+        return True
+
+    def __array_namespace__(self, *, api_version=None):
+        return _ns._namespace_for(api_version)
+
+    def to_device(self, device, /, *, stream=None):
+        return _ns._to_device(self, device, stream)
+
+    # -- arithmetic operators
+    def __add__(self, other): return _ns.add(self, other)
+    def __radd__(self, other): return _ns.add(other, self)
+    def __sub__(self, other): return _ns.subtract(self, other)
+    def __rsub__(self, other): return _ns.subtract(other, self)
+    def __mul__(self, other): return _ns.multiply(self, other)
+    def __rmul__(self, other): return _ns.multiply(other, self)
+    def __truediv__(self, other): return _ns.divide(self, other)
+    def __rtruediv__(self, other): return _ns.divide(other, self)
+    def __floordiv__(self, other): return _ns.floor_divide(self, other)
+    def __rfloordiv__(self, other): return _ns.floor_divide(other, self)
+    def __mod__(self, other): return _ns.remainder(self, other)
+    def __rmod__(self, other): return _ns.remainder(other, self)
+    def __pow__(self, other, mod=None): return _ns.pow(self, other)
+    def __rpow__(self, other, mod=None): return _ns.pow(other, self)
+    def __matmul__(self, other): return _ns.matmul(self, other)
+    def __rmatmul__(self, other): return _ns.matmul(other, self)
+    def __and__(self, other): return _ns.bitwise_and(self, other)
+    def __rand__(self, other): return _ns.bitwise_and(other, self)
+    def __or__(self, other): return _ns.bitwise_or(self, other)
+    def __ror__(self, other): return _ns.bitwise_or(other, self)
+    def __xor__(self, other): return _ns.bitwise_xor(self, other)
+    def __rxor__(self, other): return _ns.bitwise_xor(other, self)
+    def __lshift__(self, other): return _ns.bitwise_left_shift(self, other)
+    def __rlshift__(self, other): return _ns.bitwise_left_shift(other, self)
+    def __rshift__(self, other): return _ns.bitwise_right_shift(self, other)
+    def __rrshift__(self, other): return _ns.bitwise_right_shift(other, self)
+    def __neg__(self): return _ns.negative(self)
+    def __pos__(self): return _ns.positive(self)
+    def __abs__(self): return _ns.abs(self)
+    def __invert__(self): return _ns.bitwise_invert(self)
+
+    # -- in-place operators update functionally (see _ns._inplace)
+    def __iadd__(self, other): return _ns._inplace(self, _ns.add(self, other))
+    def __isub__(self, other): return _ns._inplace(self, _ns.subtract(self, other))
+    def __imul__(self, other): return _ns._inplace(self, _ns.multiply(self, other))
+    def __itruediv__(self, other): return _ns._inplace(self, _ns.divide(self, other))
+    def __ifloordiv__(self, other): return _ns._inplace(self, _ns.floor_divide(self, other))
+    def __imod__(self, other): return _ns._inplace(self, _ns.remainder(self, other))
+    def __ipow__(self, other): return _ns._inplace(self, _ns.pow(self, other))
+    def __imatmul__(self, other): return _ns._inplace(self, _ns.matmul(self, other))
+    def __iand__(self, other): return _ns._inplace(self, _ns.bitwise_and(self, other))
+    def __ior__(self, other): return _ns._inplace(self, _ns.bitwise_or(self, other))
+    def __ixor__(self, other): return _ns._inplace(self, _ns.bitwise_xor(self, other))
+    def __ilshift__(self, other): return _ns._inplace(self, _ns.bitwise_left_shift(self, other))
+    def __irshift__(self, other): return _ns._inplace(self, _ns.bitwise_right_shift(self, other))
+
+    # -- comparisons
+    def __eq__(self, other): return _ns.equal(self, other)
+    def __ne__(self, other): return _ns.not_equal(self, other)
+    def __lt__(self, other): return _ns.less(self, other)
+    def __le__(self, other): return _ns.less_equal(self, other)
+    def __gt__(self, other): return _ns.greater(self, other)
+    def __ge__(self, other): return _ns.greater_equal(self, other)
+
+    def __hash__(self):
+        return id(self)
+
+    # -- indexing
+    def __getitem__(self, key): return _ns._getitem(self, key)
+
+    def __setitem__(self, key, value):
+        _ns._inplace(self, _ns._setitem(self, key, value))
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d array")
+        return shape[0]
+
+    def __iter__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(shape[0]):
+            yield self[i]
+
+    # -- conversions (each subclass decides whether the value may be read)
+    def __bool__(self): return bool(_ns._concrete(self, "bool"))
+    def __float__(self): return float(_ns._concrete(self, "float"))
+    def __int__(self): return int(_ns._concrete(self, "int"))
+    def __complex__(self): return complex(_ns._concrete(self, "complex"))
+    def __index__(self): return int(_ns._concrete(self, "index"))
+    def item(self): return _ns._concrete(self, "item").item()
+    def tolist(self): return _ns._concrete(self, "tolist").tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return _ns._to_numpy(self, dtype, copy)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _ns._array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _ns._array_function(func, types, args, kwargs)
+
+    def __dlpack__(self, *args, **kwargs):
+        return _ns._concrete(self, "__dlpack__").__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return _ns._concrete(self, "__dlpack_device__").__dlpack_device__()
+
+    def __repr__(self):
+        return _ns._repr(self)
+
+    def __str__(self):
+        return _ns._repr(self)
+
+    def __format__(self, spec):
+        if spec:
+            return format(_ns._concrete(self, "format").item(), spec)
+        return _ns._repr(self)
+
+    def __getattr__(self, name):
+        # Every other method (sum, mean, reshape, relu, torch-style conveniences...) lives in
+        # arrayad._methods, so that the list is written once for tensors and tracers.
+        m = _ns._METHODS.get(name)
+        if m is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return m.__get__(self, type(self))
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(_ns._METHODS))
+
+
+cdef class Tensor(Array):
+    """arrayad's eager array: a backend array plus what eager autograd needs. See NOTE [eager tape]."""
+
+    def __init__(self, value, requires_grad=False):
+        if isinstance(value, Tensor):
+            value = (<Tensor>value)._value
+        self._value = fix_scalar(value)
+        self._node = None
+        self._idx = 0
+        self._grad = None
+        if requires_grad:
+            self.requires_grad = True
+
+    @property
+    def shape(self):
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self):
+        return _dtype_from_backend(self._value.dtype)
+
+    @property
+    def data(self):
+        return _new_tensor(self._value, None, 0)
+
+    @property
+    def requires_grad(self):
+        return self._node is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if not value:
+            if self._node is not None and self._node.leaf is None:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use "
+                    "a computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            self._node = None
+            return
+        if self._node is not None:
+            return
+        _ns._check_requires_grad(self)
+        self._node = leaf_node(self)
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            value = Tensor(value)
+        self._grad = value
+
+    @property
+    def grad_fn(self):
+        if self._node is None or self._node.leaf is not None:
+            return None
+        return self._node
+
+    @property
+    def is_leaf(self):
+        return self._node is None or self._node.leaf is not None
+
+    def detach(self):
+        return _new_tensor(self._value, None, 0)
+
+    def requires_grad_(self, requires_grad=True):
+        _ns._check_not_transformed("requires_grad_")
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self):
+        if self._node is None:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._node.leaf is not None:
+            return
+        if self._node.retained is None:
+            self._node.retained = []
+        self._node.retained.append((self._idx, weakref.ref(self)))
+
+    @property
+    def retains_grad(self):
+        if self._node is None or self._node.retained is None:
+            return False
+        return any(ref() is self for _, ref in self._node.retained)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        _ns._backward((self,), (gradient,) if gradient is not None else None,
+                      retain_graph, create_graph, inputs)
+
+    def _replace(self, Tensor other):
+        """Rebind this tensor to ``other``'s value and history (the functional in-place update)."""
+        self._value = other._value
+        self._node = other._node
+        self._idx = other._idx
+
+
+cdef class Tracer(Array):
+    """A value inside a transform. See NOTE [levels]."""
+
+    @property
+    def _level(self):
+        return self._frame.level
+
+    def backward(self, *args, **kwargs):
+        raise RuntimeError(
+            "backward() called inside an arrayad.func transform. This is not supported: use "
+            "arrayad.func.grad or arrayad.func.vjp instead, or call backward() outside of the "
+            "transform.")
+
+    def requires_grad_(self, requires_grad=True):
+        _ns._check_not_transformed("requires_grad_")
+
+    def detach(self):
+        return _ns.stop_gradient(self)
+
+
+cdef class GradTracer(Tracer):
+    @property
+    def shape(self):
+        return shape_of(self.value)
+
+    @property
+    def dtype(self):
+        return dtype_of(self.value)
+
+    def _replace(self, GradTracer other):
+        if other._frame is not self._frame:
+            raise _ns._inplace_level_error(self, other)
+        self.value = other.value
+        self._node = other._node
+        self._idx = other._idx
+
+
+cdef class DualTracer(Tracer):
+    @property
+    def shape(self):
+        return shape_of(self.primal)
+
+    @property
+    def dtype(self):
+        return dtype_of(self.primal)
+
+    def _replace(self, DualTracer other):
+        if other._frame is not self._frame:
+            raise _ns._inplace_level_error(self, other)
+        self.primal = other.primal
+        self.tangent = other.tangent
+
+
+cdef class BatchTracer(Tracer):
+    @property
+    def shape(self):
+        s = shape_of(self.value)
+        return s[:self.bdim] + s[self.bdim + 1:]
+
+    @property
+    def dtype(self):
+        return dtype_of(self.value)
+
+    def _replace(self, BatchTracer other):
+        if other._frame is not self._frame:
+            raise _ns._inplace_level_error(self, other)
+        self.value = other.value
+        self.bdim = other.bdim

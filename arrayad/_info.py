@@ -1,0 +1,35 @@
+"""``__array_namespace_info__``: what the namespace supports, for the default backend."""
+
+from . import _dtypes
+from .backends import default_backend
+
+
+class _Info:
+    def capabilities(self):
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self):
+        return default_backend().default_device()
+
+    def default_dtypes(self, *, device=None):
+        return {"real floating": _dtypes.float64, "complex floating": _dtypes.complex128,
+                "integral": _dtypes.int64, "indexing": _dtypes.int64}
+
+    def devices(self):
+        return [self.default_device()]
+
+    def dtypes(self, *, device=None, kind=None):
+        from ._ops.dtype_functions import isdtype
+        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float32", "float64", "complex64", "complex128"]
+        out = {}
+        for n in names:
+            d = _dtypes.by_name(n)
+            if kind is None or isdtype(d, kind):
+                out[n] = d
+        return out
+
+
+def __array_namespace_info__():
+    """Information about this array API namespace (devices, dtypes, capabilities)."""
+    return _Info()

@@ -1,0 +1,247 @@
+"""Helpers that make the common rule shapes one line each.
+
+A primitive's rules (see ``arrayad._core._core.Primitive``):
+
+* ``vjp``: a tuple with one function per positional argument, ``f(g, ans, *args, **params)``
+  returning that argument's cotangent (the engine calls only those an input needs), or for variadic
+  primitives one function returning a tuple;
+* ``jvp``: ``f(tangents, ans, *args, **params)`` returning the output tangent (None for zero);
+  ``defjvp`` builds it from one function per argument, summing the parts that are not zero;
+* ``batch``: ``f(args, dims, **params) -> (out, out_dim)``.
+
+Rules are written with arrayad operations (``ad.*``), never raw backend calls, so that they can be
+differentiated and batched again (hessian = jacfwd(jacrev), vmap(grad), ...). The arguments a
+rule sees are values of a lower level (raw arrays, eager Tensors, tracers of outer transforms).
+"""
+
+import warnings
+
+import arrayad as ad
+
+from .._core._core import (Primitive, bind, dtype_of, register_primitive, shape_of)
+
+PY_SCALARS = (int, float, complex, bool)
+
+
+def primitive(name, impl=None, *, xp_name=None, multiple_results=False, differentiable=True):
+    """Create and register a primitive. With neither ``impl`` nor ``xp_name``, the backend's
+    function of the same name is called."""
+    if impl is None and xp_name is None:
+        xp_name = name
+    return register_primitive(Primitive(name, impl, xp_name=xp_name,
+                                        multiple_results=multiple_results,
+                                        differentiable=differentiable))
+
+
+def defvjp(prim, *per_arg):
+    prim.vjp = tuple(per_arg)
+
+
+def defjvp(prim, *per_arg):
+    """Forward rule from one function per argument: ``f(t, ans, *args, **params)``."""
+    per_arg = tuple(per_arg)
+
+    def jvp(tangents, ans, *args, **params):
+        out = None
+        for i, t in enumerate(tangents):
+            if t is None or i >= len(per_arg) or per_arg[i] is None:
+                continue
+            part = per_arg[i](t, ans, *args, **params)
+            out = part if out is None else ad.add(out, part)
+        return out
+
+    prim.jvp = jvp
+
+
+def nondifferentiable(prim):
+    """Integer/bool results, or a derivative of zero almost everywhere (floor, sign...)."""
+    prim.differentiable = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+
+def ndim_of(x):
+    return 0 if x is None or isinstance(x, PY_SCALARS) else len(shape_of(x))
+
+
+def is_complex(x):
+    return not isinstance(x, (int, float, bool)) and dtype_of(x).kind == "c"
+
+
+def conj_if_complex(x):
+    return ad.conj(x) if is_complex(x) else x
+
+
+def unbroadcast(g, x):
+    """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``."""
+    if isinstance(x, PY_SCALARS):
+        return None
+    shape = shape_of(x)
+    gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if axes:
+        g = ad.sum(g, axis=axes, keepdims=False)
+    if shape_of(g) != shape:
+        g = ad.reshape(g, shape)
+    return g
+
+
+def broadcast_like(t, ans):
+    """A tangent of an input, broadcast to the shape of the output (ops that broadcast)."""
+    if shape_of(t) == shape_of(ans):
+        return t
+    return ad.broadcast_to(t, shape_of(ans))
+
+
+def normalize_axis(axis, ndim):
+    if axis < -ndim or axis >= max(ndim, 1):
+        raise IndexError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim):
+    """``None``/int/tuple -> a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(normalize_axis(a, ndim) for a in axis))
+
+
+def constant_like(x, make):
+    """A constant raw array on the backend of ``x``: ``make(xp)``. Raw, so that it mixes with
+    raw arrays, Tensors and tracers alike (a Tensor of the default backend would not)."""
+    from ..backends import backend_of
+    return make(backend_of(x).xp)
+
+
+def arange_like(x, n):
+    return constant_like(x, lambda xp: xp.arange(n))
+
+
+def eye_like(x, n, k=0):
+    from .. import _dtypes
+    return constant_like(x, lambda xp: xp.eye(n, n, k=k, dtype=_dtypes.to_backend(dtype_of(x), xp)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Batching helpers. A batched value carries its batch dimension at ``dim``.
+
+def move_to_front(x, dim):
+    if dim is None or dim == 0:
+        return x
+    return ad.moveaxis(x, dim, 0)
+
+
+def batch_size_of(args, dims):
+    for a, d in zip(args, dims):
+        if d is not None:
+            return shape_of(a)[d]
+    raise ValueError("arrayad internal error: no batched argument")
+
+
+def materialize_batch(x, dim, size):
+    """``x`` with the batch dimension in front, broadcasting an unbatched ``x``."""
+    if dim is None:
+        x = ad.asarray(x) if isinstance(x, PY_SCALARS) else x
+        return ad.broadcast_to(ad.expand_dims(x, axis=0), (size,) + shape_of(x))
+    return move_to_front(x, dim)
+
+
+def batch_elementwise(prim):
+    """Batching rule of an elementwise (broadcasting) primitive."""
+
+    def rule(args, dims, **params):
+        bdims = [d for d in dims if d is not None]
+        # Fast path: every batched arg has the same rank and batch dim, the rest are scalars.
+        first = bdims[0]
+        nd = None
+        simple = True
+        for a, d in zip(args, dims):
+            if d is None:
+                if ndim_of(a) != 0:
+                    simple = False
+                    break
+            else:
+                n = ndim_of(a)
+                if d != first or (nd is not None and n != nd):
+                    simple = False
+                    break
+                nd = n
+        if simple:
+            return bind(prim, *args, **params), first
+        out_rank = max(ndim_of(a) - (d is not None) for a, d in zip(args, dims))
+        new = []
+        for a, d in zip(args, dims):
+            if d is None:
+                new.append(a)
+            else:
+                a = move_to_front(a, d)
+                missing = out_rank - (ndim_of(a) - 1)
+                if missing:
+                    a = ad.reshape(a, shape_of(a)[:1] + (1,) * missing + shape_of(a)[1:])
+                new.append(a)
+        return bind(prim, *new, **params), 0
+
+    return rule
+
+
+def batch_axis_params(prim, axis_params=("axis",), *, keeps_rank=None):
+    """Batching rule of a unary op with integer axis parameters (reductions, flips, sorts...).
+
+    The batch dim is moved to the front and every axis parameter is shifted by one. ``axis=None``
+    means "all axes" and becomes all the logical axes.
+    """
+
+    def rule(args, dims, **params):
+        x = move_to_front(args[0], dims[0])
+        nd = ndim_of(x) - 1
+        for name in axis_params:
+            if name not in params:
+                continue
+            ax = params[name]
+            if ax is None:
+                params[name] = tuple(range(1, nd + 1))
+            elif isinstance(ax, int):
+                params[name] = normalize_axis(ax, nd) + 1
+            else:
+                params[name] = tuple(normalize_axis(a, nd) + 1 for a in ax)
+        rest = args[1:]
+        return bind(prim, x, *rest, **params), 0
+
+    return rule
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop-and-stack fallback for primitives with no batching rule (warns once per primitive).
+
+_warned = set()
+fallback_counts = {}
+
+
+def batch_fallback(prim, args, dims, params, frame):
+    if prim.name not in _warned:
+        _warned.add(prim.name)
+        warnings.warn(
+            f"arrayad.vmap: {prim.name} has no batching rule yet; falling back to a Python loop "
+            f"over the batch (slow). See docs/coverage.md.", UserWarning, stacklevel=3)
+    fallback_counts[prim.name] = fallback_counts.get(prim.name, 0) + 1
+    size = batch_size_of(args, dims)
+    results = []
+    for i in range(size):
+        sliced = [_index_along(a, d, i) for a, d in zip(args, dims)]
+        results.append(bind(prim, *sliced, **params))
+    if prim.multiple_results:
+        return tuple(ad.stack([r[k] for r in results]) for k in range(len(results[0]))), 0
+    return ad.stack(results), 0
+
+
+def _index_along(a, d, i):
+    if d is None:
+        return a
+    return ad._getitem(a, (slice(None),) * d + (i,))

@@ -1,0 +1,287 @@
+"""Creation functions (the standard's and torch's: tensor, randn, rand, randint, manual_seed).
+
+New arrays come from the default backend (``arrayad.set_backend``) and are returned as eager
+``Tensor``s. The ``*_like`` functions are primitives without derivative: they follow their
+argument (a raw array stays raw, a batched value stays batched, so that writing a batched value
+into ``zeros_like(x)`` under vmap works).
+"""
+
+import arrayad as ad
+
+from .. import _dtypes
+from .._core import _core
+from .._core._core import Array, Tensor, bind, shape_of
+from ..backends import backend_of, default_backend, get_backend
+from ._rules import nondifferentiable, primitive
+
+__all__ = ["asarray", "tensor", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
+           "empty_like", "full_like", "arange", "linspace", "eye", "meshgrid", "from_dlpack",
+           "randn", "rand", "randint", "manual_seed", "get_rng_state", "set_rng_state"]
+PRIMS = {}
+COMPOSITES = {"meshgrid"}
+
+
+def _backend(device=None):
+    return default_backend()
+
+
+def _dt(dtype, b):
+    return _dtypes.to_backend(dtype, b.xp)
+
+
+def _wrap(raw, requires_grad=False):
+    t = Tensor(raw)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _shape(shape):
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(int(s) for s in shape)
+
+
+# -- asarray / tensor ------------------------------------------------------------------------------
+def _contains_arrays(obj):
+    if isinstance(obj, Array):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_contains_arrays(o) for o in obj)
+    return False
+
+
+def asarray(obj, /, *, dtype=None, device=None, copy=None):
+    """Convert ``obj`` to an arrayad array. An arrayad array (or tracer) passes through, keeping
+    its gradient; a backend array keeps its backend; Python data goes to the default backend."""
+    if isinstance(obj, Array):
+        if dtype is not None:
+            obj = ad.astype(obj, dtype, copy=bool(copy))
+        elif copy:
+            obj = bind(_copy_p, obj)
+        if device is not None and device != obj.device:
+            obj = ad._to_device(obj, device, None)
+        return obj
+    if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
+        out = ad.stack([asarray(o) for o in obj])
+        return out if dtype is None else ad.astype(out, dtype)
+    if isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple)):
+        b = _backend()
+    else:
+        try:
+            b = backend_of(obj)
+        except TypeError:
+            b = _backend()
+    kw = {}
+    if device is not None:
+        kw["device"] = device
+    if copy is not None:
+        kw["copy"] = copy
+    return Tensor(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw))
+
+
+_copy_p = primitive("copy", lambda xp, x: xp.asarray(x, copy=True))
+_copy_p.vjp = (lambda g, ans, x: g,)
+_copy_p.jvp = lambda tangents, ans, x: bind(_copy_p, tangents[0])
+_copy_p.batch = lambda args, dims: (bind(_copy_p, args[0]), dims[0])
+PRIMS["copy"] = _copy_p
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """torch-style constructor: a new Tensor holding a copy of ``data``."""
+    if isinstance(data, Array):
+        data = ad.asarray(data, dtype=dtype, copy=True)
+        t = data.detach() if isinstance(data, Tensor) else data
+    else:
+        t = asarray(data, dtype=dtype, device=device, copy=True)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+# -- filled arrays ---------------------------------------------------------------------------------
+def zeros(shape, *, dtype=None, device=None):
+    """An array of zeros."""
+    b = _backend(device)
+    return Tensor(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device))
+
+
+def ones(shape, *, dtype=None, device=None):
+    """An array of ones."""
+    b = _backend(device)
+    return Tensor(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device))
+
+
+def empty(shape, *, dtype=None, device=None):
+    """An uninitialised array (arrayad fills it with zeros, for reproducibility)."""
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def full(shape, fill_value, *, dtype=None, device=None):
+    """An array filled with ``fill_value`` (a scalar, or a 0-d array: then it is differentiable)."""
+    if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
+        value = asarray(fill_value, dtype=dtype)
+        return bind(_copy_p, ad.broadcast_to(value, _shape(shape))) if _shape(shape) else value
+    b = _backend(device)
+    return Tensor(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device))
+
+
+def _like(name):
+    def impl(xp, x, dtype=None, device=None, **kw):
+        args = {"dtype": _dtypes.to_backend(dtype, xp)}
+        if device is not None:
+            args["device"] = device
+        return getattr(xp, name)(x, **kw, **args)
+    p = primitive(name, impl)
+    nondifferentiable(p)
+    p.batch = lambda args, dims, **params: (bind(p, args[0], **params), dims[0])
+    PRIMS[name] = p
+    return p
+
+
+zeros_like_p = _like("zeros_like")
+ones_like_p = _like("ones_like")
+full_like_p = _like("full_like")
+
+
+def zeros_like(x, /, *, dtype=None, device=None):
+    """Zeros with the shape (and by default dtype and device) of ``x``."""
+    return bind(zeros_like_p, x, dtype=dtype, device=device)
+
+
+def ones_like(x, /, *, dtype=None, device=None):
+    """Ones with the shape of ``x``."""
+    return bind(ones_like_p, x, dtype=dtype, device=device)
+
+
+def empty_like(x, /, *, dtype=None, device=None):
+    """An uninitialised array like ``x`` (zeros, for reproducibility)."""
+    return bind(zeros_like_p, x, dtype=dtype, device=device)
+
+
+def full_like(x, /, fill_value, *, dtype=None, device=None):
+    """``fill_value`` with the shape of ``x``; a 0-d array ``fill_value`` is differentiable."""
+    if not isinstance(fill_value, (bool, int, float, complex)):
+        return zeros_like(x, dtype=dtype, device=device) + fill_value
+    return bind(full_like_p, x, dtype=dtype, device=device, fill_value=fill_value)
+
+
+# -- ranges ----------------------------------------------------------------------------------------
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
+    """Evenly spaced values in ``[start, stop)``."""
+    b = _backend(device)
+    return Tensor(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device))
+
+
+def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
+    """``num`` evenly spaced values from ``start`` to ``stop``."""
+    b = _backend(device)
+    return Tensor(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
+                                endpoint=endpoint))
+
+
+def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
+    """A matrix with ones on diagonal ``k``."""
+    b = _backend(device)
+    return Tensor(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device))
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate matrices from coordinate vectors (differentiable: reshapes and broadcasts)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("meshgrid: indexing must be 'xy' or 'ij'")
+    n = len(arrays)
+    shape = [shape_of(a)[0] for a in arrays]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        pos = i
+        if indexing == "xy" and n > 1 and i < 2:
+            pos = 1 - i
+        s = [1] * n
+        s[pos] = shape_of(a)[0]
+        out.append(ad.broadcast_to(ad.reshape(a, tuple(s)), tuple(shape)))
+    return tuple(out)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An array from any object that supports DLPack (kept on its backend where possible)."""
+    if isinstance(x, Array):
+        return asarray(x, device=device, copy=copy)
+    for name in ("numpy", "torch", "cupy", "array_api_strict"):
+        try:
+            b = get_backend(name)
+        except ImportError:
+            continue
+        if isinstance(x, b.array_types):
+            return Tensor(b.xp.from_dlpack(x))
+    return Tensor(_backend().xp.from_dlpack(x))
+
+
+# -- random numbers (torch-style) ------------------------------------------------------------------
+def _size_args(size):
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _random(draw, shape, requires_grad):
+    """Draw random numbers, honouring the ``randomness`` mode of every enclosing vmap:
+    'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
+    different = []
+    for f in _core.frames():
+        if f.kind == _core.BATCH:
+            mode = f.data.randomness
+            if mode == "error":
+                raise RuntimeError(
+                    "vmap: called random operation while in randomness error mode. Please either "
+                    "use the 'same' or 'different' randomness flags on vmap or perform the "
+                    "randomness operation out of vmap")
+            if mode == "different":
+                different.append(f)
+    full_shape = tuple(f.data.size for f in different) + tuple(shape)
+    out = _wrap(draw(full_shape), requires_grad and not different)
+    for f in different:
+        out = _core.new_batch(f, out, 0)
+    return out
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
+    b = _backend(device)
+    return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    """Uniform samples on [0, 1)."""
+    b = _backend(device)
+    return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad)
+
+
+def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None):
+    """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
+    if high is None:
+        low, high = 0, low
+    b = _backend(device)
+    return _random(lambda s: b.integers(low, high, s, _dt(dtype, b), device), _shape(size), False)
+
+
+def manual_seed(seed):
+    """Seed the random generators of every backend (loaded now or later)."""
+    from .. import backends
+    backends._SEED[0] = int(seed)
+    for b in backends._LOADED.values():
+        b.seed(int(seed))
+
+
+def get_rng_state():
+    """The random state of every loaded backend (restored by ``set_rng_state``)."""
+    from .. import backends
+    return {name: b.get_rng_state() for name, b in backends._LOADED.items()}
+
+
+def set_rng_state(state):
+    from .. import backends
+    for name, s in state.items():
+        backends._LOADED[name].set_rng_state(s)

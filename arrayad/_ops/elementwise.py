@@ -1,0 +1,212 @@
+"""Elementwise functions of the array API standard: each primitive's rules in one row.
+
+Unary rows give the derivative ``d(ans, x)``; the VJP is ``g * conj(d)`` and the JVP ``t * d``
+(holomorphic convention, as torch). Binary rows give both partial derivatives
+``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast dimensions away (``unbroadcast``).
+Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produce bool/int results
+or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
+"""
+
+import math
+
+import arrayad as ad
+
+from .._core._core import bind
+from ._rules import (batch_elementwise, broadcast_like, conj_if_complex, defjvp, defvjp,
+                     nondifferentiable, primitive, unbroadcast)
+
+__all__ = []
+PRIMS = {}
+
+
+def _export(name, fn, doc):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "arrayad"
+    fn.__doc__ = doc
+    globals()[name] = fn
+    __all__.append(name)
+    return fn
+
+
+def _unary_api(name, prim, doc):
+    def fn(x, /):
+        return bind(prim, x)
+    return _export(name, fn, doc)
+
+
+def _binary_api(name, prim, doc):
+    def fn(x1, x2, /):
+        return bind(prim, x1, x2)
+    return _export(name, fn, doc)
+
+
+def unary(name, deriv=None, *, doc="", xp_name=None):
+    """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff)."""
+    p = primitive(name, xp_name=xp_name or name)
+    p.batch = batch_elementwise(p)
+    if deriv is None:
+        nondifferentiable(p)
+    else:
+        defvjp(p, lambda g, ans, x: g * conj_if_complex(deriv(ans, x)))
+        defjvp(p, lambda t, ans, x: t * deriv(ans, x))
+    PRIMS[name] = p
+    _unary_api(name, p, doc or f"Elementwise {name}.")
+    return p
+
+
+def linear_unary(name, vjp, jvp=None, *, doc=""):
+    """An elementwise unary function that is linear in its input (negative, conj, real...)."""
+    p = primitive(name)
+    p.batch = batch_elementwise(p)
+    defvjp(p, lambda g, ans, x: vjp(g, x))
+    defjvp(p, lambda t, ans, x: (jvp or (lambda t: bind(p, t)))(t))
+    PRIMS[name] = p
+    _unary_api(name, p, doc or f"Elementwise {name}.")
+    return p
+
+
+def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
+    """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
+
+    A partial of ``None`` with the other given means zero; both ``None`` means nondiff.
+    """
+    p = primitive(name, xp_name=xp_name or name)
+    p.batch = batch_elementwise(p)
+    if d1 is None and d2 is None:
+        nondifferentiable(p)
+    else:
+        defvjp(p,
+               None if d1 is None else
+               lambda g, ans, x1, x2: unbroadcast(g * conj_if_complex(d1(ans, x1, x2)), x1),
+               None if d2 is None else
+               lambda g, ans, x1, x2: unbroadcast(g * conj_if_complex(d2(ans, x1, x2)), x2))
+        defjvp(p,
+               None if d1 is None else
+               lambda t, ans, x1, x2: broadcast_like(t * d1(ans, x1, x2), ans),
+               None if d2 is None else
+               lambda t, ans, x1, x2: broadcast_like(t * d2(ans, x1, x2), ans))
+    PRIMS[name] = p
+    _binary_api(name, p, doc or f"Elementwise {name}.")
+    return p
+
+
+# -- unary, differentiable ----------------------------------------------------------------------
+unary("sin", lambda ans, x: ad.cos(x))
+unary("cos", lambda ans, x: -ad.sin(x))
+unary("tan", lambda ans, x: 1 + ans * ans)
+unary("asin", lambda ans, x: ad.reciprocal(ad.sqrt(1 - x * x)))
+unary("acos", lambda ans, x: -ad.reciprocal(ad.sqrt(1 - x * x)))
+unary("atan", lambda ans, x: ad.reciprocal(1 + x * x))
+unary("sinh", lambda ans, x: ad.cosh(x))
+unary("cosh", lambda ans, x: ad.sinh(x))
+unary("tanh", lambda ans, x: 1 - ans * ans)
+unary("asinh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x + 1)))
+unary("acosh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x - 1)))
+unary("atanh", lambda ans, x: ad.reciprocal(1 - x * x))
+unary("exp", lambda ans, x: ans)
+unary("expm1", lambda ans, x: ans + 1)
+unary("log", lambda ans, x: ad.reciprocal(x))
+unary("log1p", lambda ans, x: ad.reciprocal(1 + x))
+unary("log2", lambda ans, x: ad.reciprocal(x * math.log(2.0)))
+unary("log10", lambda ans, x: ad.reciprocal(x * math.log(10.0)))
+unary("sqrt", lambda ans, x: 0.5 / ans)
+unary("square", lambda ans, x: 2 * x)
+unary("reciprocal", lambda ans, x: -(ans * ans))
+unary("abs", lambda ans, x: ad.sign(x))
+
+# -- unary, linear ------------------------------------------------------------------------------
+linear_unary("negative", lambda g, x: -g)
+linear_unary("positive", lambda g, x: g)
+linear_unary("conj", lambda g, x: ad.conj(g))
+# real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
+linear_unary("real", lambda g, x: ad.astype(g, x.dtype) if ad.isdtype(x.dtype, "complex floating") else g)
+linear_unary("imag", lambda g, x: ad.astype(g, x.dtype) * 1j if ad.isdtype(x.dtype, "complex floating")
+             else ad.zeros_like(g))
+
+# -- unary, not differentiable (bool/int results, or zero derivative almost everywhere) ----------
+for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", "isinf", "isnan",
+              "logical_not", "bitwise_invert"]:
+    unary(_name)
+
+# -- binary ---------------------------------------------------------------------------------------
+_add = binary("add", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: 1.0)
+_sub = binary("subtract", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: -1.0)
+# add/subtract are linear: skip the multiplication by one.
+defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2))
+defjvp(_add, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(t, ans))
+defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2))
+defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
+
+binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
+binary("divide", lambda ans, x1, x2: ad.reciprocal(x2), lambda ans, x1, x2: -ans / x2)
+
+
+def _pow_d1(ans, x1, x2):
+    # x2 * x1 ** (x2 - 1), written so that x1 = 0 with x2 = 0 gives 0 * ... not nan.
+    return x2 * ad.pow(x1, x2 - 1)
+
+
+def _pow_d2(ans, x1, x2):
+    # ans * log(x1), defined as 0 where x1 == 0 (the limit for x2 > 0), as torch and JAX do.
+    safe = ad.where(x1 == 0, ad.ones_like(ans) if not isinstance(x1, (int, float)) else 1.0, x1)
+    return ad.where(x1 == 0, 0.0, ans * ad.log(safe))
+
+
+binary("pow", _pow_d1, _pow_d2)
+binary("atan2", lambda ans, x1, x2: x2 / (x1 * x1 + x2 * x2),
+       lambda ans, x1, x2: -x1 / (x1 * x1 + x2 * x2))
+binary("hypot", lambda ans, x1, x2: x1 / ans, lambda ans, x1, x2: x2 / ans)
+binary("logaddexp", lambda ans, x1, x2: ad.exp(x1 - ans), lambda ans, x1, x2: ad.exp(x2 - ans))
+# maximum/minimum: ties split the gradient in half (as torch does).
+binary("maximum", lambda ans, x1, x2: ad.where(x1 > x2, 1.0, ad.where(x1 == x2, 0.5, 0.0)),
+       lambda ans, x1, x2: ad.where(x2 > x1, 1.0, ad.where(x1 == x2, 0.5, 0.0)))
+binary("minimum", lambda ans, x1, x2: ad.where(x1 < x2, 1.0, ad.where(x1 == x2, 0.5, 0.0)),
+       lambda ans, x1, x2: ad.where(x2 < x1, 1.0, ad.where(x1 == x2, 0.5, 0.0)))
+binary("copysign", lambda ans, x1, x2: ad.where(ad.signbit(x1) == ad.signbit(ans), 1.0, -1.0),
+       lambda ans, x1, x2: 0.0 * ans)
+binary("remainder", lambda ans, x1, x2: 1.0 + 0.0 * ans,
+       lambda ans, x1, x2: -ad.floor_divide(x1, x2))
+# nextafter(x1, x2) moves x1 by one ulp: derivative 1 in x1, 0 in x2.
+binary("nextafter", lambda ans, x1, x2: 1.0 + 0.0 * ans, lambda ans, x1, x2: 0.0 * ans)
+
+for _name in ["floor_divide", "equal", "not_equal", "less", "less_equal", "greater",
+              "greater_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]:
+    binary(_name)
+
+
+# -- clip: x with optional array or scalar bounds -------------------------------------------------
+def _clip_impl(xp, x, lo, hi):
+    return xp.clip(x, lo, hi)
+
+
+clip_p = primitive("clip", _clip_impl)
+clip_p.batch = batch_elementwise(clip_p)
+
+
+def _inside(ans, x, lo, hi):
+    m = ad.ones_like(x, dtype=ad.bool)
+    if lo is not None:
+        m = ad.logical_and(m, x >= lo)
+    if hi is not None:
+        m = ad.logical_and(m, x <= hi)
+    return m
+
+
+defvjp(clip_p,
+       lambda g, ans, x, lo, hi: unbroadcast(ad.where(_inside(ans, x, lo, hi), g, 0.0), x),
+       lambda g, ans, x, lo, hi: unbroadcast(ad.where(x < lo, g, 0.0), lo),
+       lambda g, ans, x, lo, hi: unbroadcast(ad.where(x > hi, g, 0.0), hi))
+defjvp(clip_p,
+       lambda t, ans, x, lo, hi: broadcast_like(ad.where(_inside(ans, x, lo, hi), t, 0.0), ans),
+       lambda t, ans, x, lo, hi: broadcast_like(ad.where(x < lo, t, 0.0), ans),
+       lambda t, ans, x, lo, hi: broadcast_like(ad.where(x > hi, t, 0.0), ans))
+PRIMS["clip"] = clip_p
+
+
+def clip(x, /, min=None, max=None):
+    """Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays."""
+    return bind(clip_p, x, min, max)
+
+
+_export("clip", clip, clip.__doc__)

@@ -1,0 +1,124 @@
+"""Linear algebra of the main namespace: matmul (a primitive) and tensordot, vecdot (composites).
+
+The ``linalg`` extension's functions live in ``arrayad/linalg.py``.
+"""
+
+import arrayad as ad
+
+from .._core._core import bind, shape_of
+from ._rules import conj_if_complex, defjvp, defvjp, move_to_front, ndim_of, normalize_axis, \
+    primitive, unbroadcast
+
+__all__ = ["matmul", "tensordot", "vecdot"]
+PRIMS = {}
+COMPOSITES = {"tensordot", "vecdot"}
+
+matmul_p = primitive("matmul")
+
+
+def _promote(x1, x2, g):
+    """Matrices for the 1-d cases of matmul (a vector is a row on the left, a column on the
+    right), with the cotangent reshaped to match."""
+    v1, v2 = ndim_of(x1) == 1, ndim_of(x2) == 1
+    if v1:
+        x1 = ad.expand_dims(x1, axis=0)
+        g = ad.expand_dims(g, axis=-2)
+    if v2:
+        x2 = ad.expand_dims(x2, axis=-1)
+        g = ad.expand_dims(g, axis=-1)
+    return x1, x2, g
+
+
+def _matmul_vjp1(g, ans, x1, x2):
+    p1, p2, gp = _promote(x1, x2, g)
+    ct = matmul(gp, ad.matrix_transpose(conj_if_complex(p2)))
+    return ad.reshape(unbroadcast(ct, p1), shape_of(x1))
+
+
+def _matmul_vjp2(g, ans, x1, x2):
+    p1, p2, gp = _promote(x1, x2, g)
+    ct = matmul(ad.matrix_transpose(conj_if_complex(p1)), gp)
+    return ad.reshape(unbroadcast(ct, p2), shape_of(x2))
+
+
+defvjp(matmul_p, _matmul_vjp1, _matmul_vjp2)
+defjvp(matmul_p, lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t))
+
+
+def _matmul_batch(args, dims):
+    (x1, x2), (d1, d2) = args, dims
+    # The common cases, with no data movement: a batch of vectors or matrices on the left times
+    # an unbatched matrix on the right, and an unbatched matrix times a batch of vectors.
+    if d2 is None and ndim_of(x2) == 2:
+        x1 = move_to_front(x1, d1)
+        return matmul(x1, x2), 0
+    if d1 is None and ndim_of(x2) == 2 and d2 is not None and ndim_of(x1) == 2:
+        # x1 @ v for each batch vector v: (m, k) @ (k, B) = (m, B)
+        return matmul(x1, x2 if d2 == 1 else ad.matrix_transpose(x2)), 1
+    v1 = ndim_of(x1) - (d1 is not None) == 1
+    v2 = ndim_of(x2) - (d2 is not None) == 1
+    x1 = move_to_front(x1, d1)
+    x2 = move_to_front(x2, d2)
+    if v1:
+        x1 = ad.expand_dims(x1, axis=1 if d1 is not None else 0)
+    if v2:
+        x2 = ad.expand_dims(x2, axis=-1)
+    r1 = ndim_of(x1) - (d1 is not None)
+    r2 = ndim_of(x2) - (d2 is not None)
+    rank = max(r1, r2)
+
+    def pad(x, d, r):
+        if d is None or r == rank:
+            return x
+        s = shape_of(x)
+        return ad.reshape(x, s[:1] + (1,) * (rank - r) + s[1:])
+
+    out = matmul(pad(x1, d1, r1), pad(x2, d2, r2))
+    # Every batched operand carries its batch dim in front, padded to the full rank, so the
+    # result's batch dim is in front too.
+    if v2:
+        out = ad.squeeze(out, axis=-1)
+    if v1:
+        out = ad.squeeze(out, axis=-2)
+    return out, 0
+
+
+matmul_p.batch = _matmul_batch
+PRIMS["matmul"] = matmul_p
+
+
+def matmul(x1, x2, /):
+    """Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast)."""
+    return bind(matmul_p, x1, x2)
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    """Sum products over the last ``axes`` axes of x1 and the first of x2 (or the listed axes)."""
+    n1, n2 = ndim_of(x1), ndim_of(x2)
+    if isinstance(axes, int):
+        a1 = list(range(n1 - axes, n1))
+        a2 = list(range(axes))
+    else:
+        a1 = [normalize_axis(a, n1) for a in axes[0]]
+        a2 = [normalize_axis(a, n2) for a in axes[1]]
+    free1 = [a for a in range(n1) if a not in a1]
+    free2 = [a for a in range(n2) if a not in a2]
+    s1, s2 = shape_of(x1), shape_of(x2)
+    k = 1
+    for a in a1:
+        k *= s1[a]
+    m = 1
+    for a in free1:
+        m *= s1[a]
+    n = 1
+    for a in free2:
+        n *= s2[a]
+    lhs = ad.reshape(ad.permute_dims(x1, tuple(free1 + a1)), (m, k))
+    rhs = ad.reshape(ad.permute_dims(x2, tuple(a2 + free2)), (k, n))
+    return ad.reshape(matmul(lhs, rhs), tuple(s1[a] for a in free1) + tuple(s2[a] for a in free2))
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Dot product of vectors along ``axis`` (x1 is conjugated), broadcasting the rest."""
+    return ad.sum(ad.conj(x1) * x2 if ad.isdtype(x1.dtype, "complex floating") else x1 * x2,
+                  axis=axis)

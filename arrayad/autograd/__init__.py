@@ -1,0 +1,193 @@
+"""torch.autograd's API on arrayad's eager tape: backward, grad, the grad-mode switches,
+``Function`` (custom rules) and ``forward_ad``."""
+
+import functools
+
+from .._core import _core
+from .._core._core import Array, Tensor, run_backward, shape_of
+
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "Function", "once_differentiable", "forward_ad", "FunctionCtx"]
+
+import arrayad as ad  # noqa: E402
+
+
+# -- grad mode --------------------------------------------------------------------------------------
+class _GradMode:
+    """A context manager (and decorator) that sets the grad mode and restores it on exit."""
+
+    _mode = None
+
+    def __init__(self):
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(_core.set_grad_enabled_flag(self._mode))
+        return self
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled_flag(self._prev.pop())
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)() if not isinstance(self, set_grad_enabled) else \
+                    set_grad_enabled(self._mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Operations inside record nothing on the tape (transforms inside still work)."""
+    _mode = False
+
+
+class enable_grad(_GradMode):
+    """Re-enable recording, e.g. inside a ``no_grad`` block."""
+    _mode = True
+
+
+class set_grad_enabled(_GradMode):
+    """Set the grad mode to ``mode``: immediately, and back on exit when used with ``with``."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self._mode = bool(mode)
+        self._prev.append(_core.set_grad_enabled_flag(self._mode))
+        self._entered = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled_flag(self._prev.pop())
+        return False
+
+
+def is_grad_enabled():
+    return _core.is_grad_enabled()
+
+
+# -- backward / grad --------------------------------------------------------------------------------
+def _no_transform(api):
+    if _core.stack_depth():
+        raise RuntimeError(
+            f"{api}() called inside an arrayad.func transform. This is not supported, please use "
+            f"arrayad.func.grad or arrayad.func.vjp instead or call {api}() outside of the "
+            f"transform.")
+
+
+def _as_tuple(x):
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    return (x,)
+
+
+def _roots_and_cts(tensors, grad_tensors, create_graph, api):
+    roots, cts = [], []
+    grad_tensors = _as_tuple(grad_tensors) or (None,) * len(tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"{api}: got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn. "
+                f"Make an input require grad (x.requires_grad_() or ad.tensor(..., "
+                f"requires_grad=True)) before computing the output.")
+        if g is None:
+            if int(t.size) != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs (output {i} has "
+                    f"shape {t.shape}); pass gradient= with the output's shape.")
+            g = ad.ones_like(t._value)
+        else:
+            if shape_of(g) != t.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {shape_of(g)} and "
+                    f"output[{i}] has a shape of {t.shape}.")
+            if not create_graph:
+                g = g._value if isinstance(g, Tensor) else ad.stop_gradient(g)
+        if create_graph and not isinstance(g, Array):
+            g = Tensor(g)
+        roots.append((t._node, t._idx))
+        cts.append(g)
+    return roots, cts
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into the ``.grad`` of the leaves (or only of ``inputs``)."""
+    _no_transform("backward")
+    tensors = _as_tuple(tensors)
+    if grad_variables is not None:
+        grad_tensors = grad_variables
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots, cts = _roots_and_cts(tensors, grad_tensors, create_graph, "backward")
+    only = None
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        only = set()
+        for t in inputs:
+            if not isinstance(t, Tensor) or not t.requires_grad:
+                raise RuntimeError("backward: every tensor in inputs= must require grad")
+            if not t.is_leaf:
+                t.retain_grad()
+            only.add(t._node)
+    prev = _core.set_grad_enabled_flag(bool(create_graph))
+    try:
+        run_backward(roots, cts, bool(retain_graph), bool(create_graph), None, True, only)
+    finally:
+        _core.set_grad_enabled_flag(prev)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs`` (nothing accumulates in .grad)."""
+    _no_transform("autograd.grad")
+    outputs = _as_tuple(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if retain_graph is None:
+        retain_graph = create_graph
+    if is_grads_batched:
+        from ..func import vmap
+
+        def one(*gs):
+            return grad(outputs, inputs, gs, retain_graph=True, create_graph=create_graph,
+                        allow_unused=allow_unused, materialize_grads=materialize_grads)
+        return vmap(one)(*_as_tuple(grad_outputs))
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors (index {i}) does not require "
+                               f"grad")
+    roots, cts = _roots_and_cts(outputs, grad_outputs, create_graph, "autograd.grad")
+    want = {(t._node, t._idx): None for t in inputs}
+    prev = _core.set_grad_enabled_flag(bool(create_graph))
+    try:
+        run_backward(roots, cts, bool(retain_graph), bool(create_graph), want, False, None)
+    finally:
+        _core.set_grad_enabled_flag(prev)
+    result = []
+    for i, t in enumerate(inputs):
+        g = want[(t._node, t._idx)]
+        if g is None:
+            if materialize_grads:
+                g = ad.zeros_like(t.detach())
+            elif not allow_unused:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in the "
+                    f"graph. Set allow_unused=True if this is the desired behavior.")
+        elif not isinstance(g, Tensor):
+            g = Tensor(g)
+        result.append(g)
+    return tuple(result)
+
+
+from .function import Function, FunctionCtx, once_differentiable  # noqa: E402
+from . import forward_ad  # noqa: E402

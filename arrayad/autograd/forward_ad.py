@@ -1,0 +1,1 @@
+"""forward_ad (being written)."""

@@ -1,0 +1,39 @@
+"""CuPy arrays on an NVIDIA GPU, through array-api-compat's CuPy namespace."""
+import cupy
+from array_api_compat import cupy as compat_cupy
+
+from . import Backend
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+    xp = compat_cupy
+    array_types = (cupy.ndarray,)
+
+    def seed(self, seed):
+        self._rng = cupy.random.default_rng(seed)
+
+    def get_rng_state(self):
+        # cupy's Generator has no portable state object: keep the whole generator
+        import copy
+        return copy.deepcopy(self._rng)
+
+    def set_rng_state(self, state):
+        import copy
+        self._rng = copy.deepcopy(state)
+
+    def normal(self, shape, dtype, device):
+        return self._rng.standard_normal(tuple(shape), dtype=dtype or cupy.float64)
+
+    def uniform(self, shape, dtype, device):
+        return self._rng.random(tuple(shape), dtype=dtype or cupy.float64)
+
+    def integers(self, low, high, shape, dtype, device):
+        return self._rng.integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
+
+    def to_numpy(self, x):
+        return cupy.asnumpy(x)
+
+
+def make():
+    return CupyBackend()

@@ -1,0 +1,2 @@
+"""The array API ``fft`` extension."""
+__all__ = []

@@ -1,0 +1,766 @@
+"""torch.func's transforms: grad, grad_and_value, vjp, jvp, linearize, jacrev, jacfwd, hessian,
+vmap (and JAX's value_and_grad).
+
+Each transform call pushes a frame on the level stack, wraps its inputs in tracers of that frame,
+calls the function and unwraps what comes out (NOTE [levels] in ``_core.pyx``). Inputs and outputs
+keep their type: NumPy in, NumPy out; ``ad.Tensor`` in, ``ad.Tensor`` out; a tracer of an outer
+transform in, a tracer of that transform out.
+"""
+
+import functools
+
+from . import _dtypes
+from ._core import _core
+from ._core._core import (Array, BatchTracer, DualTracer, GradTracer, Tensor, dtype_of,
+                          leaf_node, new_batch, new_dual, new_grad_tracer, run_backward, shape_of)
+from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
+                      tree_map, tree_unflatten)
+from .backends import backend_of, default_backend
+
+__all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
+           "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
+           "tree_flatten", "tree_unflatten", "tree_map"]
+
+import arrayad as ad  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
+# Values in and out
+
+def _is_array(x):
+    return isinstance(x, Array) or (not isinstance(x, (bool, int, float, complex, str, type(None)))
+                                    and hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _as_array(x, api, what="Thing passed to transform API"):
+    """A leaf at a differentiated position: arrays pass; Python floats become 0-d arrays of the
+    default backend; anything else is refused."""
+    if isinstance(x, float):
+        return default_backend().xp.asarray(x, dtype=default_backend().xp.float64)
+    if isinstance(x, complex):
+        return default_backend().xp.asarray(x)
+    if not _is_array(x):
+        raise ValueError(f"{api}: {what} must be an array (ad.Tensor, NumPy, torch, ...), got "
+                         f"{type(x)}")
+    return x
+
+
+def _check_float(x, api, where):
+    dt = dtype_of(x)
+    if dt.kind not in ("f", "c"):
+        raise ValueError(
+            f"{api}: Expected {where} to be floating point or complex, but got {dt.name}. "
+            f"Differentiate with respect to a float array (x.astype(arrayad.float64)).")
+
+
+class _Native:
+    """Converts results back to the kind of values the caller passed (see module docstring)."""
+
+    __slots__ = ("mode",)
+
+    def __init__(self, leaves):
+        mode = "raw"
+        for x in leaves:
+            if isinstance(x, Tensor):
+                mode = "tensor"
+            elif isinstance(x, Array):
+                self.mode = "tracer"
+                return
+        self.mode = mode
+
+    def __call__(self, x):
+        if self.mode == "raw":
+            if isinstance(x, Tensor) and not x.requires_grad:
+                return x._value
+        elif self.mode == "tensor":
+            if _is_array(x) and not isinstance(x, Array):
+                return Tensor(x)
+        return x
+
+    def tree(self, tree):
+        if self.mode == "tracer":
+            return tree
+        return tree_map(self, tree)
+
+
+def _fname(func):
+    return getattr(func, "__name__", None) or repr(func)
+
+
+# ---------------------------------------------------------------------------------------------
+# argnums
+
+def _check_argnums(argnums, nargs, api):
+    if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple)):
+        raise RuntimeError(f"{api}: argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    if not nums:
+        raise RuntimeError(f"{api}: argnums must be non-empty")
+    out = []
+    for a in nums:
+        if isinstance(a, bool) or not isinstance(a, int):
+            raise RuntimeError(f"{api}: argnums must be int or Tuple[int, ...], got element {a!r}")
+        if not -nargs <= a < nargs:
+            raise RuntimeError(
+                f"{api}: Got argnum={a}, but only {nargs} positional inputs. Pass argnums within "
+                f"[-{nargs}, {nargs}).")
+        out.append(a % nargs)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{api}: argnums elements must be unique, got {argnums}")
+    return tuple(out)
+
+
+def _select(args, nums, single):
+    diff = tuple(args[i] for i in nums)
+    return diff[0] if single else diff
+
+
+def _replace(args, nums, new, single):
+    args = list(args)
+    new = (new,) if single else new
+    for i, v in zip(nums, new):
+        args[i] = v
+    return tuple(args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reverse mode
+
+def _wrap_grad_inputs(frame, tree, api):
+    leaves, spec = tree_flatten(tree)
+    tracers = []
+    for x in leaves:
+        x = _as_array(x, api)
+        _check_float(x, api, "primal")
+        tracers.append(new_grad_tracer(frame, x, leaf_node(None), 0))
+    return tracers, spec
+
+
+def _grad_output(frame, out):
+    """(lower-level value, edge or None) of an output at ``frame``."""
+    if isinstance(out, GradTracer) and out._frame is frame:
+        return out.value, (out._node, out._idx)
+    return out, None
+
+
+def _backprop(roots, cts, inputs):
+    """Cotangents of the leaf tracers ``inputs`` (zeros where the output does not depend on one)."""
+    want = {(t._node, 0): None for t in inputs}
+    live = [(r, c) for r, c in zip(roots, cts) if r is not None]
+    if live:
+        run_backward([r for r, _ in live], [c for _, c in live], True, False, want, False, None)
+    out = []
+    for t in inputs:
+        g = want[(t._node, 0)]
+        out.append(ad.zeros_like(t.value) if g is None else g)
+    return out
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``func``'s gradient with respect to the ``argnums`` arguments, and its value.
+
+    Returns ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux`` (torch.func's order).
+    """
+    api = "grad_and_value(f)(*args)"
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        nums = _check_argnums(argnums, len(args), api)
+        single = isinstance(argnums, int)
+        native = _Native(tree_flatten(args)[0])
+        frame = _core.push_frame(_core.GRAD)
+        prev = _core.set_grad_enabled_flag(True)
+        try:
+            tracers, spec = _wrap_grad_inputs(frame, _select(args, nums, single), api)
+            out = func(*_replace(args, nums, tree_unflatten(tracers, spec), single), **kwargs)
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise RuntimeError(
+                        f"{api}: output of function f should be a tuple: (output, aux) if "
+                        f"has_aux is True")
+                out, aux = out
+            if not isinstance(out, Array) and not _is_array(out):
+                raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
+            if len(shape_of(out)) != 0:
+                raise RuntimeError(
+                    f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with "
+                    f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
+                    f"instead?")
+            value, edge = _grad_output(frame, out)
+            _core.set_grad_enabled_flag(prev)
+            grads = _backprop([edge], [ad.ones_like(value)], tracers)
+            aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
+        finally:
+            _core.set_grad_enabled_flag(prev)
+            _core.pop_frame(frame)
+        g = native.tree(tree_unflatten(grads, spec))
+        value = native(value)
+        if has_aux:
+            return g, (value, native.tree(aux))
+        return g, value
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """The gradient of scalar-valued ``func`` with respect to argument(s) ``argnums``.
+
+    With ``has_aux``, ``func`` returns ``(output, aux)`` and the result is ``(grad, aux)``.
+    """
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper
+
+
+def value_and_grad(func, argnums=0, has_aux=False):
+    """JAX's spelling: ``(value, grad)``, or ``((value, aux), grad)`` with ``has_aux``."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return value, g
+
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one cotangent per primal and
+    may be called any number of times (also under other transforms: ``vmap(vjp_fn)``)."""
+    api = "vjp(f, *primals)"
+    native = _Native(tree_flatten(primals)[0])
+    frame = _core.push_frame(_core.GRAD)
+    prev = _core.set_grad_enabled_flag(True)
+    try:
+        tracers, in_spec = _wrap_grad_inputs(frame, primals, api)
+        out = func(*tree_unflatten(tracers, in_spec))
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) "
+                                   f"if has_aux is True")
+            out, aux = out
+        out_leaves, out_spec = tree_flatten(out)
+        values, edges = [], []
+        for o in out_leaves:
+            if not _is_array(o):
+                raise RuntimeError(f"{api}: Expected f to return arrays, got {type(o)}")
+            v, e = _grad_output(frame, o)
+            if dtype_of(v).kind not in ("f", "c"):
+                raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
+                                   f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
+            values.append(v)
+            edges.append(e)
+        if has_aux:
+            aux = tree_map(lambda a: _grad_output(frame, a)[0], aux)
+    finally:
+        _core.set_grad_enabled_flag(prev)
+        _core.pop_frame(frame)
+
+    def vjp_fn(*cotangents, retain_graph=True, create_graph=None):
+        cts = cotangents[0] if len(cotangents) == 1 else cotangents
+        ct_leaves, ct_spec = tree_flatten(cts)
+        if ct_spec != out_spec:
+            raise RuntimeError(
+                f"vjp_fn: Expected pytree structure of cotangents to be the same as pytree "
+                f"structure of outputs to the function. cotangents: {ct_spec}, primal output: "
+                f"{out_spec}")
+        for i, (c, v) in enumerate(zip(ct_leaves, values)):
+            if shape_of(c) != shape_of(v):
+                raise RuntimeError(
+                    f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
+                    f"and output[{i}] has a shape of {shape_of(v)}.")
+        grads = _backprop(edges, list(ct_leaves), tracers)
+        result = tree_unflatten(grads, in_spec)
+        ct_native = _Native(ct_leaves)
+        return ct_native.tree(result) if ct_native.mode != "tracer" else result
+
+    out_native = native.tree(tree_unflatten(values, out_spec))
+    if has_aux:
+        return out_native, vjp_fn, native.tree(aux)
+    return out_native, vjp_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward mode
+
+def _wrap_jvp_inputs(frame, primals, tangents, api):
+    if not isinstance(primals, (tuple, list)):
+        raise RuntimeError(f"{api}: Expected primals to be a tuple. E.g. it should be valid to "
+                           f"call f(*primals).")
+    p_leaves, p_spec = tree_flatten(tuple(primals))
+    t_leaves, t_spec = tree_flatten(tuple(tangents) if isinstance(tangents, (tuple, list))
+                                    else tangents)
+    if p_spec != t_spec:
+        raise RuntimeError(
+            f"{api}: Expected primals and tangents to have the same python structure. For "
+            f"example, if primals is a tuple of 3 tensors, tangents also must be. Got primals "
+            f"with structure {p_spec} and tangents with structure {t_spec}")
+    duals = []
+    for p, t in zip(p_leaves, t_leaves):
+        p = _as_array(p, api, "primal")
+        t = _as_array(t, api, "tangent")
+        _check_float(p, api, "primal")
+        if shape_of(p) != shape_of(t):
+            raise RuntimeError(
+                f"{api}: Trying to set a forward gradient that has a different size than that of "
+                f"the original Tensor: primal shape {shape_of(p)}, tangent shape {shape_of(t)}.")
+        duals.append(new_dual(frame, p, t))
+    return duals, p_spec, p_leaves
+
+
+def _jvp_output(frame, out):
+    if isinstance(out, DualTracer) and out._frame is frame:
+        return out.primal, out.tangent
+    return out, None
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(func(*primals), J @ tangents)``: forward-mode automatic differentiation."""
+    api = "jvp(f, primals, tangents)"
+    native = _Native(tree_flatten(primals)[0])
+    frame = _core.push_frame(_core.JVP)
+    try:
+        duals, spec, _ = _wrap_jvp_inputs(frame, primals, tangents, api)
+        out = func(*tree_unflatten(duals, spec))
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) "
+                                   f"if has_aux is True")
+            out, aux = out
+        leaves, out_spec = tree_flatten(out)
+        ps, ts = [], []
+        for o in leaves:
+            if not _is_array(o):
+                raise RuntimeError(f"{api}: Expected f to return arrays, got {type(o)}")
+            p, t = _jvp_output(frame, o)
+            if t is None:
+                if strict:
+                    raise RuntimeError(
+                        "jvp(f, primals, tangents, strict=True): The output of f is independent "
+                        "of the inputs. This is not allowed with strict=True.")
+                t = ad.zeros_like(p)
+            ps.append(p)
+            ts.append(t)
+        if has_aux:
+            aux = tree_map(lambda a: _jvp_output(frame, a)[0], aux)
+    finally:
+        _core.pop_frame(frame)
+    result = (native.tree(tree_unflatten(ps, out_spec)), native.tree(tree_unflatten(ts, out_spec)))
+    return result + (native.tree(aux),) if has_aux else result
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``, evaluating ``func`` once: the forward pass is recorded and
+    ``jvp_fn(*tangents)`` pushes tangents through the recorded graph with the JVP rules."""
+    api = "linearize(f, *primals)"
+    native = _Native(tree_flatten(primals)[0])
+    frame = _core.push_frame(_core.GRAD)
+    prev = _core.set_grad_enabled_flag(True)
+    try:
+        tracers, in_spec = _wrap_grad_inputs(frame, primals, api)
+        out = func(*tree_unflatten(tracers, in_spec))
+        leaves, out_spec = tree_flatten(out)
+        outs = [_grad_output(frame, o) for o in leaves]
+    finally:
+        _core.set_grad_enabled_flag(prev)
+        _core.pop_frame(frame)
+    in_nodes = [t._node for t in tracers]
+    in_shapes = [shape_of(t.value) for t in tracers]
+
+    def jvp_fn(*tangents):
+        t_leaves, t_spec = tree_flatten(tangents)
+        if t_spec != in_spec:
+            raise RuntimeError(f"linearize jvp_fn: expected tangents with the structure of the "
+                               f"primals {in_spec}, got {t_spec}")
+        for i, (t, s) in enumerate(zip(t_leaves, in_shapes)):
+            if shape_of(t) != s:
+                raise RuntimeError(f"linearize jvp_fn: tangent {i} has shape {shape_of(t)}, "
+                                   f"expected {s}")
+        known = {(n, 0): t for n, t in zip(in_nodes, t_leaves)}
+        result = []
+        for value, edge in outs:
+            if edge is None:
+                result.append(ad.zeros_like(value))
+            else:
+                t = _push_forward(edge, known)
+                result.append(ad.zeros_like(value) if t is None else t)
+        return _Native(t_leaves).tree(tree_unflatten(result, out_spec))
+
+    return native.tree(tree_unflatten([v for v, _ in outs], out_spec)), jvp_fn
+
+
+def _push_forward(edge, known):
+    """Tangent at ``edge`` of the recorded graph, from the tangents ``known`` at the inputs."""
+    if edge in known:
+        return known[edge]
+    node, idx = edge
+    for n in _core_topo_forward(node):
+        if (n, 0) in known:
+            continue
+        ts = [known.get(e) if e is not None else None for e in n.edges]
+        if all(t is None for t in ts):
+            for i in range(n.n_outputs):
+                known[(n, i)] = None
+            continue
+        if n.prim.jvp is None:
+            raise NotImplementedError(f"linearize: {n.name()} has no forward rule")
+        tout = n.prim.jvp(ts, n.ans, *n.inputs, **n.params)
+        if n.n_outputs > 1:
+            for i, t in enumerate(tout):
+                known[(n, i)] = t
+        else:
+            known[(n, 0)] = tout
+    return known.get(edge)
+
+
+def _core_topo_forward(root):
+    """The nodes ``root`` depends on, inputs first."""
+    order, seen, stack = [], set(), [(root, 0)]
+    seen.add(root)
+    while stack:
+        n, i = stack[-1]
+        if n.edges is not None and i < len(n.edges):
+            stack[-1] = (n, i + 1)
+            e = n.edges[i]
+            if e is not None and e[0] not in seen:
+                seen.add(e[0])
+                stack.append((e[0], 0))
+        else:
+            stack.pop()
+            if n.leaf is None:
+                order.append(n)
+    return order
+
+
+# ---------------------------------------------------------------------------------------------
+# Jacobians
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _basis(like, n, shape):
+    """The standard basis of R^n as an (n, *shape) constant on the backend of ``like``."""
+    dtype = dtype_of(like)
+    b = backend_of(like)
+    eye = b.xp.eye(n, dtype=_dtypes.to_backend(dtype, b.xp))
+    return b.xp.reshape(eye, (n,) + tuple(shape))
+
+
+def _chunked_vmap(fn, basis_list, chunk_size, n):
+    """vmap ``fn`` over the leading axis of every array in ``basis_list`` (a list of bases of the
+    same length n), in chunks; chunk_size=1 is a plain loop (no vmap restrictions apply)."""
+    if chunk_size is None or chunk_size >= n:
+        return vmap(fn)(*basis_list)
+    if chunk_size < 1:
+        raise ValueError("jacobian: chunk_size must be a positive integer or None")
+    pieces = []
+    for start in range(0, n, chunk_size):
+        chunk = [b[start:start + chunk_size] for b in basis_list]
+        if chunk_size == 1:
+            res = fn(*[c[0] for c in chunk])
+            pieces.append(tree_map(lambda r: ad.expand_dims(r, axis=0), res))
+        else:
+            pieces.append(vmap(fn)(*chunk))
+    leaves = [tree_flatten(p)[0] for p in pieces]
+    spec = tree_flatten(pieces[0])[1]
+    return tree_unflatten([ad.concat([lv[i] for lv in leaves], axis=0)
+                           for i in range(len(leaves[0]))], spec)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """Jacobian of ``func`` by reverse mode: ``vmap(vjp_fn)`` over the output basis. Each block
+    has shape ``out.shape + in.shape``; indexed ``[output][argnum]`` for pytrees."""
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        nums = _check_argnums(argnums, len(args), "jacrev")
+        single = isinstance(argnums, int)
+        diff = _select(args, nums, single)
+
+        def partial(*d):
+            return func(*_replace(args, nums, d[0] if single else d, single))
+
+        for leaf in tree_flatten(diff)[0]:
+            if _is_array(leaf) and dtype_of(leaf).kind == "c":
+                raise RuntimeError("jacrev: Expected all inputs to be real but received complex "
+                                   "tensor")
+        res = vjp(partial, *((diff,) if single else diff), has_aux=has_aux)
+        out, vjp_fn = res[0], res[1]
+        out_leaves, out_spec = tree_flatten(out)
+        in_leaves, in_spec = tree_flatten(diff)
+        blocks = []   # blocks[i][j]: d out_i / d in_j
+        for i, o in enumerate(out_leaves):
+            n = _numel(shape_of(o))
+            bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
+                     for k, other in enumerate(out_leaves)]
+
+            def pull(*cts):
+                return vjp_fn(tree_unflatten(list(cts), out_spec))
+
+            cols = _chunked_vmap(pull, bases, chunk_size, n)
+            col_leaves = tree_flatten(cols)[0]
+            blocks.append([ad.reshape(c, shape_of(o) + shape_of(x))
+                           for c, x in zip(col_leaves, in_leaves)])
+        jac = tree_unflatten([tree_unflatten(row, in_spec) if not single else row[0]
+                              for row in blocks], out_spec)
+        if single:
+            jac = tree_unflatten([row[0] for row in blocks], out_spec)
+        return (jac, res[2]) if has_aux else jac
+
+    return wrapper
+
+
+def _zero_rows(leaf, n):
+    """Zero cotangents (n of them) for an output other than the one being differentiated."""
+    b = backend_of(leaf)
+    return b.xp.zeros((n,) + tuple(shape_of(leaf)),
+                      dtype=_dtypes.to_backend(dtype_of(leaf), b.xp))
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
+    """Jacobian of ``func`` by forward mode: ``vmap(jvp)`` over the input basis."""
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        nums = _check_argnums(argnums, len(args), "jacfwd")
+        single = isinstance(argnums, int)
+        diff = _select(args, nums, single)
+        in_leaves, in_spec = tree_flatten(diff)
+        in_leaves = [_as_array(x, "jacfwd") for x in in_leaves]
+
+        def partial(*leaves):
+            d = tree_unflatten(list(leaves), in_spec)
+            return func(*_replace(args, nums, d, single))
+
+        aux_box = []
+        columns = []   # per input leaf: output pytree with leaves of shape (n_j, *out.shape)
+        out_value = None
+        for j, x in enumerate(in_leaves):
+            n = _numel(shape_of(x))
+            basis = _basis(x, n, shape_of(x))
+
+            def push(t, j=j):
+                tangents = [t if k == j else ad.zeros_like(v) for k, v in enumerate(in_leaves)]
+                res = jvp(partial, tuple(in_leaves), tuple(tangents), has_aux=has_aux)
+                if has_aux:
+                    return res[1], res[0], res[2]
+                return res[1], res[0]
+
+            res = _chunked_vmap_out(push, basis, chunk_size, n, randomness)
+            columns.append(res[0])
+            out_value = res[1]
+            if has_aux:
+                aux_box.append(res[2])
+        out_leaves, out_spec = tree_flatten(out_value)
+        per_out = []
+        for i, o in enumerate(out_leaves):
+            row = []
+            for j, x in enumerate(in_leaves):
+                col = tree_flatten(columns[j])[0][i]          # (n_j, *out.shape)
+                col = ad.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
+                row.append(ad.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
+            per_out.append(tree_unflatten(row, in_spec) if not single else row[0])
+        jac = tree_unflatten(per_out, out_spec)
+        if has_aux:
+            return jac, tree_map(lambda a: a[0] if _is_array(a) else a, aux_box[0])
+        return jac
+
+    return wrapper
+
+
+def _chunked_vmap_out(push, basis, chunk_size, n, randomness):
+    """vmap ``push`` over the basis; the primal output and aux are unbatched (out_dims None)."""
+
+    def run(b):
+        return vmap(push, in_dims=0, out_dims=0, randomness=randomness)(b)
+
+    if chunk_size is None or chunk_size >= n:
+        res = run(basis)
+    else:
+        if chunk_size < 1:
+            raise ValueError("jacfwd: chunk_size must be a positive integer or None")
+        parts = [run(basis[s:s + chunk_size]) for s in range(0, n, chunk_size)]
+        first = parts[0]
+        tang = [tree_flatten(p[0])[0] for p in parts]
+        spec = tree_flatten(first[0])[1]
+        joined = tree_unflatten([ad.concat([t[i] for t in tang], axis=0)
+                                 for i in range(len(tang[0]))], spec)
+        res = (joined,) + tuple(first[1:])
+    # the primal (and aux) came back batched by broadcast: take the first row
+    return (res[0],) + tuple(tree_map(lambda a: a[0] if _is_array(a) else a, r) for r in res[1:])
+
+
+def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """``jacfwd(jacrev(func, argnums), argnums)``: forward-over-reverse second derivatives."""
+    if has_aux:
+        inner = jacrev(func, argnums, has_aux=True, chunk_size=chunk_size)
+
+        def outer(*args):
+            jac, aux = inner(*args)
+            return jac, aux
+        return jacfwd(outer, argnums, has_aux=True, chunk_size=chunk_size)
+    return jacfwd(jacrev(func, argnums, chunk_size=chunk_size), argnums, chunk_size=chunk_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap
+
+class _VmapData:
+    __slots__ = ("size", "randomness")
+
+    def __init__(self, size, randomness):
+        self.size = size
+        self.randomness = randomness
+
+
+def _vmap_api(func, in_dims):
+    return f"vmap({_fname(func)}, in_dims={in_dims!r}, ...)(<inputs>)"
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over a dimension of its inputs (0 by default), with the batch dimension
+    placed at ``out_dims`` of the outputs. kwargs are passed through unbatched."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        api = _vmap_api(func, in_dims)
+        if isinstance(in_dims, bool) or not isinstance(in_dims, (int, tuple)):
+            raise ValueError(
+                f"{api}: expected `in_dims` to be int or a (potentially nested) tuple matching "
+                f"the structure of inputs, got: {type(in_dims)}.")
+        if not args:
+            raise ValueError(
+                f"vmap({_fname(func)})(<inputs>): got no inputs. Maybe you forgot to add inputs, "
+                f"or you are trying to vmap over a function with no inputs. The latter is "
+                f"unsupported.")
+        leaves, spec = tree_flatten(args)
+        if isinstance(in_dims, int):
+            dims = [in_dims] * len(leaves)
+        else:
+            if len(in_dims) != len(args):
+                raise ValueError(
+                    f"{api}: in_dims is not compatible with the structure of `inputs`. in_dims "
+                    f"has structure {tree_flatten(in_dims)[1]} but inputs has structure {spec}.")
+            try:
+                dims = broadcast_prefix(in_dims, args)
+            except ValueError as e:
+                raise ValueError(
+                    f"{api}: in_dims is not compatible with the structure of `inputs`. {e}") from None
+        size = None
+        sizes = []
+        for x, d in zip(leaves, dims):
+            if d is None:
+                continue
+            if not isinstance(d, int) or isinstance(d, bool):
+                raise ValueError(f"{api}: in_dims leaves must be int or None, got {d!r}")
+            if not _is_array(x):
+                raise ValueError(
+                    f"{api}: Got in_dim={d} for an input but the input is of type {type(x)}. We "
+                    f"cannot vmap over non-Tensor arguments, please use None as the respective "
+                    f"in_dim")
+            nd = len(shape_of(x))
+            if not -nd <= d < nd:
+                raise ValueError(
+                    f"{api}: Got in_dim={d} for some input, but that input is a Tensor of "
+                    f"dimensionality {nd} so expected in_dim to satisfy -{nd} <= in_dim < {nd}.")
+            sizes.append(shape_of(x)[d % nd])
+        if not sizes:
+            raise ValueError(f"vmap: Expected at least one Tensor to vmap over ({api})")
+        if any(s != sizes[0] for s in sizes):
+            raise ValueError(
+                f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
+                f"sizes {sizes} for the mapped dimension")
+        size = sizes[0]
+        if chunk_size is not None and chunk_size < size:
+            return _vmap_chunked(func, leaves, spec, dims, out_dims, randomness, chunk_size,
+                                 size, kwargs)
+        return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
+
+    return wrapper
+
+
+def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
+    native = _Native(leaves)
+    frame = _core.push_frame(_core.BATCH, _VmapData(size, randomness))
+    try:
+        wrapped = [x if d is None else new_batch(frame, x, d % len(shape_of(x)))
+                   for x, d in zip(leaves, dims)]
+        out = func(*tree_unflatten(wrapped, spec), **kwargs)
+        out_leaves, out_spec = tree_flatten(out)
+        if isinstance(out_dims, int):
+            odims = [out_dims] * len(out_leaves)
+        else:
+            try:
+                odims = broadcast_prefix(out_dims, out)
+            except ValueError as e:
+                raise ValueError(f"vmap({_fname(func)}, ...): out_dims is not compatible with the "
+                                 f"structure of `outputs`. {e}") from None
+        results = []
+        for o, d in zip(out_leaves, odims):
+            results.append(_unbatch(func, frame, o, d, size))
+    finally:
+        _core.pop_frame(frame)
+    return native.tree(tree_unflatten(results, out_spec))
+
+
+def _unbatch(func, frame, o, d, size):
+    batched = isinstance(o, BatchTracer) and o._frame is frame
+    if d is None:
+        if batched:
+            raise ValueError(f"vmap: `{_fname(func)}` can not return a BatchedTensor when out_dim "
+                             f"is None")
+        return o
+    if not _is_array(o):
+        raise ValueError(f"vmap: `{_fname(func)}` must only return Tensors, got type {type(o)}. "
+                         f"Did you mean to set out_dims= to None for output?")
+    if batched:
+        value, bdim = o.value, o.bdim
+    else:
+        value = ad.broadcast_to(ad.expand_dims(o, axis=0), (size,) + shape_of(o))
+        bdim = 0
+    nd = len(shape_of(value))
+    if not -nd <= d < nd:
+        raise ValueError(f"vmap: out_dims={d} is out of range for an output with {nd} dims")
+    d = d % nd
+    if d != bdim:
+        value = ad.moveaxis(value, bdim, d)
+    return value
+
+
+def _vmap_chunked(func, leaves, spec, dims, out_dims, randomness, chunk_size, size, kwargs):
+    from .backends import _LOADED
+    state = {n: b.get_rng_state() for n, b in _LOADED.items()} if randomness == "same" else None
+    parts = []
+    for start in range(0, size, chunk_size):
+        stop = min(start + chunk_size, size)
+        chunk = [x if d is None else ad._getitem(x, (slice(None),) * (d % len(shape_of(x)))
+                                                   + (slice(start, stop),))
+                 for x, d in zip(leaves, dims)]
+        if state is not None:
+            for n, s in state.items():
+                _LOADED[n].set_rng_state(s)
+        parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
+                                kwargs))
+    out_leaves, out_spec = tree_flatten(parts[0])
+    odims = [out_dims] * len(out_leaves) if isinstance(out_dims, int) else \
+        broadcast_prefix(out_dims, parts[0])
+    joined = []
+    for i, d in enumerate(odims):
+        pieces = [tree_flatten(p)[0][i] for p in parts]
+        joined.append(pieces[0] if d is None else ad.concat(pieces, axis=d))
+    return tree_unflatten(joined, out_spec)

@@ -1,0 +1,1 @@
+"""Testing helpers (check_grads: being written)."""

@@ -1,0 +1,840 @@
+#!/usr/bin/env python
+"""Side-by-side benchmark: arrayad vs. torch.func, HIPS autograd and JAX.
+
+Runs the same float64 workloads, single-threaded, in one process on every
+installed library and prints microseconds per call, plus ratio tables.
+See benchmarks/README.md for details, or run with ``--help``.
+"""
+
+# --- thread / precision settings: must happen before numpy/torch/jax load ---
+import os
+
+THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    "JAX_ENABLE_X64": "1",
+}
+os.environ.update(THREAD_ENV)
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import gc  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# Optional libraries.  Each import failure is recorded and the library skipped.
+# ---------------------------------------------------------------------------
+
+IMPORT_NOTES = {}  # library key -> reason it is unavailable
+VERSIONS = {"python": platform.python_version(), "numpy": np.__version__}
+
+try:
+    import torch
+    import torch.func as tfunc
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only allowed before any inter-op work started
+        pass
+    VERSIONS["torch"] = torch.__version__
+except Exception as exc:  # pragma: no cover - depends on the environment
+    torch = tfunc = None
+    IMPORT_NOTES["torch.func"] = f"import torch failed: {exc!r}"
+
+try:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    VERSIONS["jax"] = jax.__version__
+    try:
+        import jaxlib
+
+        VERSIONS["jaxlib"] = jaxlib.__version__
+    except Exception:
+        pass
+except Exception as exc:  # pragma: no cover
+    jax = jnp = None
+    IMPORT_NOTES["jax"] = IMPORT_NOTES["jax.jit"] = f"import jax failed: {exc!r}"
+
+try:
+    import autograd
+    import autograd.numpy as anp
+
+    try:
+        from importlib.metadata import version as _dist_version
+
+        VERSIONS["autograd"] = _dist_version("autograd")
+    except Exception:
+        VERSIONS["autograd"] = getattr(autograd, "__version__", "?")
+except Exception as exc:  # pragma: no cover
+    autograd = anp = None
+    IMPORT_NOTES["autograd"] = f"import autograd failed: {exc!r}"
+
+# Use the arrayad of this checkout (repo root = parent of benchmarks/) when
+# run as ``python benchmarks/compare.py``; an installed copy otherwise.
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isdir(os.path.join(_REPO_ROOT, "arrayad")) and _REPO_ROOT not in sys.path:
+    sys.path.insert(0, _REPO_ROOT)
+
+try:
+    import arrayad as ad
+    from arrayad import func as adf
+
+    VERSIONS["arrayad"] = getattr(ad, "__version__", "?")
+    _ad_file = getattr(ad, "__file__", None)
+    if _ad_file:
+        VERSIONS["arrayad"] += f" ({os.path.dirname(_ad_file)})"
+except Exception as exc:
+    ad = adf = None
+    IMPORT_NOTES["arrayad"] = f"import arrayad failed: {type(exc).__name__}: {exc}"
+
+try:
+    import mygrad as mg
+
+    VERSIONS["mygrad"] = getattr(mg, "__version__", "?")
+except Exception as exc:
+    mg = None
+    IMPORT_NOTES["mygrad"] = f"not installed ({type(exc).__name__})"
+
+# Column order of the tables.  "mygrad" only has an eager16 cell.
+ALL_LIBS = ["numpy-fwd", "arrayad", "torch.func", "autograd", "jax", "jax.jit", "mygrad"]
+LIB_ALIASES = {
+    "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
+    "arrayad": "arrayad", "ad": "arrayad",
+    "torch": "torch.func", "torch.func": "torch.func",
+    "autograd": "autograd",
+    "jax": "jax", "jax-eager": "jax",
+    "jax.jit": "jax.jit", "jit": "jax.jit", "jax-jit": "jax.jit",
+    "mygrad": "mygrad",
+}
+# The correctness reference: the first of these that produces a result.
+REFERENCE_ORDER = ["torch.func", "autograd", "jax", "jax.jit"]
+
+
+class NotApplicable(Exception):
+    """The library has no equivalent of this workload (shown as n/a)."""
+
+
+# ---------------------------------------------------------------------------
+# Namespaces: the workload functions are written once against an ``xp``
+# namespace providing sin/cos/exp/tanh/log/sum/mean; ``@`` and ``**`` are
+# plain operators.
+# ---------------------------------------------------------------------------
+
+
+class _ArrayadNamespace:
+    """Resolve math functions for arrayad.
+
+    Prefers top-level ``arrayad.<name>`` (torch-style); otherwise falls back
+    to the array-API namespace of the first argument
+    (``x.__array_namespace__()``), and finally to NumPy.
+    """
+
+    def __getattr__(self, name):
+        top = getattr(ad, name, None) if ad is not None else None
+        if callable(top):
+            return top
+
+        def op(x, *args, **kwargs):
+            get_ns = getattr(x, "__array_namespace__", None)
+            ns = get_ns() if get_ns is not None else np
+            return getattr(ns, name)(x, *args, **kwargs)
+
+        return op
+
+
+AD_NS = _ArrayadNamespace()
+
+
+def chain_vec(xp, x):
+    s = xp.sin(x) * xp.cos(x) + xp.exp(-x * x)
+    y = xp.tanh(s) * 2 - s / 3
+    return xp.log(1 + y * y)
+
+
+def chain(xp, x):
+    return xp.sum(chain_vec(xp, x))
+
+
+def mlp_loss(xp, x, w1, w2, y):
+    return xp.mean((xp.tanh(x @ w1) @ w2 - y) ** 2)
+
+
+def loss1(xp, w1, w2, x, y):  # one example: x (128,), y (10,)
+    return xp.sum((xp.tanh(x @ w1) @ w2 - y) ** 2)
+
+
+def layer(xp, W, b, x):
+    return xp.tanh(W @ x + b)
+
+
+def bind(fn, xp):
+    """``fn(xp, *args)`` -> ``f(*args)``."""
+
+    def f(*args):
+        return fn(xp, *args)
+
+    f.__name__ = fn.__name__
+    return f
+
+
+# ---------------------------------------------------------------------------
+# Data (float64, fixed seed) and per-library conversion.
+# ---------------------------------------------------------------------------
+
+
+def make_data(seed=0):
+    rng = np.random.default_rng(seed)
+    d = {}
+    d["x16"] = rng.standard_normal(16)
+    d["x1m"] = rng.standard_normal(1_000_000)
+    d["mlp_x"] = rng.standard_normal((64, 128))
+    d["mlp_w1"] = rng.standard_normal((128, 256)) / np.sqrt(128)
+    d["mlp_w2"] = rng.standard_normal((256, 10)) / np.sqrt(256)
+    d["mlp_y"] = rng.standard_normal((64, 10))
+    d["jac_W"] = rng.standard_normal((128, 128)) / np.sqrt(128)
+    d["jac_b"] = rng.standard_normal(128)
+    d["jac_x"] = rng.standard_normal(128)
+    d["vj_X"] = rng.standard_normal((64, 16))
+    for v in d.values():
+        assert v.dtype == np.float64
+    return d
+
+
+def to_torch(a):
+    return torch.tensor(a, dtype=torch.float64)
+
+
+def to_jax(a):
+    return jax.block_until_ready(jnp.asarray(a, dtype=jnp.float64))
+
+
+def to_numpy_tree(r):
+    """Flatten a result (array / tuple / list) into a list of NumPy arrays."""
+    if isinstance(r, (tuple, list)):
+        out = []
+        for item in r:
+            out.extend(to_numpy_tree(item))
+        return out
+    if torch is not None and isinstance(r, torch.Tensor):
+        return [r.detach().cpu().numpy()]
+    if isinstance(r, np.ndarray):
+        return [r]
+    for attr in ("numpy", "to_numpy"):  # e.g. tensor wrappers
+        m = getattr(r, attr, None)
+        if callable(m) and not isinstance(r, np.generic):
+            try:
+                return [np.asarray(m())]
+            except Exception:
+                pass
+    data = getattr(r, "data", None)  # mygrad / arrayad style wrappers
+    if isinstance(data, np.ndarray):
+        return [data]
+    return [np.asarray(r)]
+
+
+def results_match(res, ref, rtol=1e-6):
+    """Return None if equal, else a short reason."""
+    a, b = to_numpy_tree(res), to_numpy_tree(ref)
+    if len(a) != len(b):
+        return f"{len(a)} outputs vs {len(b)} in reference"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.shape != y.shape:
+            return f"output {i}: shape {x.shape} vs reference {y.shape}"
+        if x.dtype != y.dtype:
+            return f"output {i}: dtype {x.dtype} vs reference {y.dtype}"
+        if not np.allclose(x, y, rtol=rtol):
+            err = float(np.max(np.abs(x.astype(np.float64) - y)))
+            return f"output {i}: max abs diff {err:.3g}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Workloads.  Each builder returns a zero-argument callable that performs one
+# call (including ``block_until_ready`` for JAX); transforms are built once,
+# outside the timed region.  Raise NotApplicable for "n/a" cells.
+# ---------------------------------------------------------------------------
+
+
+def _jax_call(fn, *args):
+    def run():
+        return jax.block_until_ready(fn(*args))
+
+    return run
+
+
+def vmap_of(T, fn, in_dims=0):
+    """``T.vmap(fn, in_dims)``; JAX spells the keyword ``in_axes``."""
+    if jax is not None and T is jax:
+        return jax.vmap(fn, in_axes=in_dims)
+    return T.vmap(fn, in_dims=in_dims)
+
+
+def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
+    """Generic cell: ``make_fn(T, xp)`` returns the transformed function,
+    where T is the transform module (adf / torch.func / jax)."""
+    if lib == "arrayad":
+        fn = make_fn(adf, AD_NS)
+        return lambda: fn(*np_args)
+    if lib == "torch.func":
+        fn = make_fn(tfunc, torch)
+        args = [to_torch(a) for a in np_args]
+        return lambda: fn(*args)
+    if lib in ("jax", "jax.jit"):
+        fn = make_fn(jax, jnp)
+        if lib == "jax.jit":
+            fn = jax.jit(fn)
+        return _jax_call(fn, *[to_jax(a) for a in np_args])
+    raise NotApplicable(n_a_reason or "no equivalent")
+
+
+class Workload:
+    def __init__(self, name, desc, floor, cells, heavy=False):
+        self.name = name
+        self.desc = desc
+        self.floor = floor  # data -> zero-arg callable (NumPy forward)
+        self.cells = cells  # (lib, data) -> zero-arg callable
+        self.heavy = heavy
+
+
+def _chain_grad_cell(key):
+    def cells(lib, d):
+        x = d[key]
+        if lib == "autograd":
+            g = autograd.grad(bind(chain, anp))
+            return lambda: g(x)
+        if lib == "mygrad":
+            raise NotApplicable("eager only (see eager16)")
+        return _transform_cell(lib, lambda T, xp: T.grad(bind(chain, xp)), [x])
+
+    return cells
+
+
+def _eager16_cell(lib, d):
+    x_np = d["x16"]
+    if lib == "arrayad":
+        def run():
+            x = ad.tensor(x_np, requires_grad=True)
+            chain(AD_NS, x).backward()
+            return x.grad
+        return run
+    if lib == "torch.func":  # plain torch autograd, eager
+        def run():
+            x = torch.tensor(x_np, requires_grad=True)
+            chain(torch, x).backward()
+            return x.grad
+        return run
+    if lib == "mygrad":
+        def run():
+            x = mg.tensor(x_np)
+            chain(mg, x).backward()
+            return x.grad
+        return run
+    if lib == "autograd":
+        raise NotApplicable("functional only, no eager .backward()")
+    raise NotApplicable("no eager tape (functional API only)")
+
+
+def _mlp_cell(lib, d):
+    args = [d["mlp_x"], d["mlp_w1"], d["mlp_w2"], d["mlp_y"]]
+    if lib == "autograd":
+        g = autograd.grad(bind(mlp_loss, anp), argnum=(1, 2))
+        return lambda: g(*args)
+    if lib == "mygrad":
+        raise NotApplicable("eager only")
+    return _transform_cell(lib, lambda T, xp: T.grad(bind(mlp_loss, xp), argnums=(1, 2)), args)
+
+
+def _jac_cell(mode):
+    def cells(lib, d):
+        W, b, x = d["jac_W"], d["jac_b"], d["jac_x"]
+        if lib == "autograd":
+            if mode == "jacfwd":
+                raise NotApplicable("no forward mode")
+            g = autograd.jacobian(lambda v: layer(anp, W, b, v))
+            return lambda: g(x)
+        if lib == "mygrad":
+            raise NotApplicable("no jacobian transform")
+        if lib == "arrayad":
+            Wc, bc = W, b
+        elif lib == "torch.func":
+            Wc, bc = to_torch(W), to_torch(b)
+        elif lib in ("jax", "jax.jit"):
+            Wc, bc = to_jax(W), to_jax(b)
+        else:
+            raise NotApplicable("no equivalent")
+
+        def make(T, xp):
+            return getattr(T, mode)(lambda v: layer(xp, Wc, bc, v))
+
+        return _transform_cell(lib, make, [x])
+
+    return cells
+
+
+def _hessian_cell(lib, d):
+    x = d["x16"]
+    if lib == "autograd":
+        h = autograd.hessian(bind(chain, anp))
+        return lambda: h(x)
+    if lib == "mygrad":
+        raise NotApplicable("no hessian transform")
+    return _transform_cell(lib, lambda T, xp: T.hessian(bind(chain, xp)), [x])
+
+
+_IN_DIMS = (None, None, 0, 0)
+
+
+def _psg_cell(lib, d):
+    args = [d["mlp_w1"], d["mlp_w2"], d["mlp_x"], d["mlp_y"]]
+    if lib == "autograd":
+        g = autograd.grad(bind(loss1, anp), argnum=(0, 1))
+        w1, w2, X, Y = args
+
+        def run():  # no vmap in autograd: Python loop over the batch
+            gs = [g(w1, w2, X[i], Y[i]) for i in range(X.shape[0])]
+            return np.stack([a for a, _ in gs]), np.stack([b for _, b in gs])
+
+        return run
+    if lib == "mygrad":
+        raise NotApplicable("no vmap")
+
+    def make(T, xp):
+        return vmap_of(T, T.grad(bind(loss1, xp), argnums=(0, 1)), _IN_DIMS)
+
+    return _transform_cell(lib, make, args)
+
+
+def _vmap_fwd_cell(lib, d):
+    args = [d["mlp_w1"], d["mlp_w2"], d["mlp_x"], d["mlp_y"]]
+    if lib == "autograd":
+        raise NotApplicable("no vmap (forward is plain NumPy = floor)")
+    if lib == "mygrad":
+        raise NotApplicable("no vmap")
+    return _transform_cell(lib, lambda T, xp: vmap_of(T, bind(loss1, xp), _IN_DIMS), args)
+
+
+def _vmap_jacfwd_cell(lib, d):
+    X = d["vj_X"]
+    if lib == "autograd":
+        raise NotApplicable("no forward mode, no vmap")
+    if lib == "mygrad":
+        raise NotApplicable("no vmap")
+    return _transform_cell(lib, lambda T, xp: vmap_of(T, T.jacfwd(bind(chain_vec, xp))), [X])
+
+
+def _floor_chain(key):
+    return lambda d: (lambda: chain(np, d[key]))
+
+
+def _floor_mlp(d):
+    x, w1, w2, y = d["mlp_x"], d["mlp_w1"], d["mlp_w2"], d["mlp_y"]
+    return lambda: mlp_loss(np, x, w1, w2, y)
+
+
+def _floor_layer(d):
+    W, b, x = d["jac_W"], d["jac_b"], d["jac_x"]
+    return lambda: layer(np, W, b, x)
+
+
+def _floor_batched_loss(d):
+    X, w1, w2, Y = d["mlp_x"], d["mlp_w1"], d["mlp_w2"], d["mlp_y"]
+    return lambda: np.sum((np.tanh(X @ w1) @ w2 - Y) ** 2, axis=1)
+
+
+def _floor_vj(d):
+    X = d["vj_X"]
+    return lambda: chain_vec(np, X)
+
+
+WORKLOADS = [
+    Workload("chain16", "grad of elementwise chain, n=16", _floor_chain("x16"), _chain_grad_cell("x16")),
+    Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"), heavy=True),
+    Workload("eager16", "eager x.grad after f(x).backward(), n=16", _floor_chain("x16"), _eager16_cell),
+    Workload("mlp", "grad wrt (w1, w2) of 2-layer MLP MSE, batch 64", _floor_mlp, _mlp_cell),
+    Workload("jacrev", "jacrev of tanh(W@x+b), 128x128", _floor_layer, _jac_cell("jacrev")),
+    Workload("jacfwd", "jacfwd of tanh(W@x+b), 128x128", _floor_layer, _jac_cell("jacfwd")),
+    Workload("hessian16", "hessian of chain, n=16", _floor_chain("x16"), _hessian_cell),
+    Workload("per_sample_grads", "vmap(grad(loss1)) over batch 64", _floor_batched_loss, _psg_cell),
+    Workload("vmap_fwd", "vmap(loss1) forward, batch 64", _floor_batched_loss, _vmap_fwd_cell),
+    Workload("vmap_jacfwd", "vmap(jacfwd(chain_vec)), 64 x 16", _floor_vj, _vmap_jacfwd_cell),
+]
+WORKLOAD_NAMES = [w.name for w in WORKLOADS]
+
+
+# ---------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------
+
+
+def measure(run, min_time, repeats, max_calls=1_000_000):
+    """Median over ``repeats`` measurements of the per-call time in us; each
+    measurement loops ``n`` calls, ``n`` chosen so it lasts >= min_time."""
+    gc.collect()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            run()
+        dt = time.perf_counter() - t0
+        if dt >= min_time or n >= max_calls:
+            break
+        if dt <= 0:
+            n *= 10
+        else:
+            n = min(max_calls, max(n * 2, int(n * 1.2 * min_time / dt) + 1))
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            run()
+        samples.append((time.perf_counter() - t0) / n)
+    return statistics.median(samples) * 1e6, n
+
+
+class Cell:
+    """Outcome of one (workload, library) pair."""
+
+    def __init__(self, us=None, text=None, detail=None, calls=None, verified=True):
+        self.us = us
+        self.text = text  # "n/a", "error: ...", "MISMATCH", "-"
+        self.detail = detail
+        self.calls = calls
+        self.verified = verified
+
+
+def short_exc(exc, limit=60):
+    msg = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+def compute_reference(w, data, verbose):
+    """(library, result) of the first reference library that works."""
+    for lib in REFERENCE_ORDER:
+        if lib in IMPORT_NOTES:
+            continue
+        try:
+            res = w.cells(lib, data)()
+            to_numpy_tree(res)
+            return lib, res
+        except NotApplicable:
+            continue
+        except Exception as exc:
+            if verbose:
+                print(f"  [reference {lib} failed for {w.name}: {short_exc(exc)}]", file=sys.stderr)
+            continue
+    return None, None
+
+
+def run_cell(w, lib, data, ref, min_time, repeats, debug):
+    try:
+        if lib == "numpy-fwd":
+            run = w.floor(data)
+        else:
+            run = w.cells(lib, data)
+        t0 = time.perf_counter()
+        result = run()  # warm-up (and jit compile)
+        first_call = time.perf_counter() - t0
+        if lib != "numpy-fwd":
+            if ref is not None:
+                why = results_match(result, ref)
+                if why is not None:
+                    return Cell(text="MISMATCH", detail=why)
+            else:
+                to_numpy_tree(result)
+        if first_call > 1.0:  # very slow cell: keep its total time bounded
+            repeats = min(repeats, 3)
+        else:
+            run()
+        us, n = measure(run, min_time, repeats)
+        return Cell(us=us, calls=n, verified=(ref is not None or lib == "numpy-fwd"))
+    except NotApplicable as exc:
+        return Cell(text="n/a", detail=str(exc))
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        return Cell(text=f"error: {short_exc(exc, 28)}", detail=short_exc(exc, 300))
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+
+def fmt_us(v):
+    if v < 10:
+        return f"{v:.2f}"
+    if v < 1000:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+def cell_text(c):
+    if c is None:
+        return "-"
+    if c.us is not None:
+        return fmt_us(c.us) + ("" if c.verified else "*")
+    return c.text
+
+
+RATIO_COLS = [("numpy-fwd", "arrayad / numpy-fwd"), ("torch.func", "arrayad / torch.func"),
+              ("jax.jit", "arrayad / jax.jit"), ("autograd", "arrayad / autograd")]
+
+
+def build_tables(results, workloads, libs):
+    head = ["workload"] + libs
+    rows = [[w.name] + [cell_text(results[w.name].get(lib)) for lib in libs] for w in workloads]
+    ratio_head = ["workload"] + [title for _, title in RATIO_COLS]
+    ratio_rows = []
+    for w in workloads:
+        r = results[w.name]
+        a = r.get("arrayad")
+        row = [w.name]
+        for lib, _ in RATIO_COLS:
+            b = r.get(lib)
+            if a is not None and a.us is not None and b is not None and b.us is not None:
+                row.append(f"{a.us / b.us:.2f}x")
+            else:
+                row.append("-")
+        ratio_rows.append(row)
+    return (head, rows), (ratio_head, ratio_rows)
+
+
+def text_table(head, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(  # noqa: E731
+        str(c).ljust(wd) if i == 0 else str(c).rjust(wd) for i, (c, wd) in enumerate(zip(cells, widths)))
+    sep = "  ".join("-" * wd for wd in widths)
+    return "\n".join([line(head), sep] + [line(r) for r in rows])
+
+
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def thread_settings():
+    s = {k: os.environ.get(k, "") for k in THREAD_ENV}
+    if torch is not None:
+        s["torch.get_num_threads()"] = str(torch.get_num_threads())
+        s["torch.get_num_interop_threads()"] = str(torch.get_num_interop_threads())
+    if jax is not None:
+        s["jax_enable_x64"] = str(jax.config.jax_enable_x64)
+    return s
+
+
+def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
+    notes = []
+    for lib in skipped_libs:
+        notes.append(f"{lib}: skipped, {IMPORT_NOTES[lib]}")
+    for w in workloads:
+        r = results[w.name]
+        for lib in libs:
+            c = r.get(lib)
+            if c is not None and c.us is None and c.detail:
+                notes.append(f"{w.name} / {lib}: {c.text.split(':')[0]} - {c.detail}")
+    unverified = [w.name for w in workloads if ref_libs.get(w.name) is None]
+    if unverified:
+        notes.append("* = not verified, no reference result for: " + ", ".join(unverified))
+    return notes
+
+
+def write_markdown(path, tables, notes, args, ref_libs):
+    (head, rows), (rhead, rrows) = tables
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    lines = [
+        "# arrayad side-by-side benchmark",
+        "",
+        f"Date: {now}  ",
+        f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} logical CPUs  ",
+        f"Command: `python {' '.join(sys.argv)}`  ",
+        f"Mode: {'quick' if args.quick else 'full'} (min {args.min_time:g} s per measurement, "
+        f"median of {args.repeats})",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in VERSIONS.items()),
+        "",
+        "Thread settings: " + ", ".join(f"`{k}={v}`" for k, v in thread_settings().items()),
+        "",
+        "Correctness reference per workload: "
+        + ", ".join(f"{w}: {lib or 'none'}" for w, lib in ref_libs.items()),
+        "",
+        "## Time per call (microseconds, float64, single thread)",
+        "",
+        "`numpy-fwd` is the plain NumPy forward pass of the same function (the floor). "
+        "For `eager16` the torch.func column is plain torch autograd (eager).",
+        "",
+        md_table(head, rows),
+        "",
+        "## Ratios (lower is better for arrayad)",
+        "",
+        md_table(rhead, rrows),
+        "",
+    ]
+    if notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines))
+
+
+def write_plot(path, results, workloads, libs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"numpy-fwd": "#7f7f7f", "arrayad": "#d62728", "torch.func": "#ff7f0e",
+              "autograd": "#2ca02c", "jax": "#1f77b4", "jax.jit": "#17becf", "mygrad": "#9467bd"}
+    nlib = len(libs)
+    width = 0.8 / max(nlib, 1)
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(workloads) + 2), 5.5))
+    xs = np.arange(len(workloads))
+    for j, lib in enumerate(libs):
+        vals, pos = [], []
+        for i, w in enumerate(workloads):
+            c = results[w.name].get(lib)
+            if c is not None and c.us is not None:
+                vals.append(c.us)
+                pos.append(xs[i] - 0.4 + width * (j + 0.5))
+        ax.bar(pos, vals, width, label=lib, color=colors.get(lib))
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([w.name for w in workloads], rotation=30, ha="right")
+    ax.set_ylabel("microseconds per call (log scale)")
+    ax.set_title("arrayad vs peers, float64, single thread (lower is better)")
+    ax.grid(axis="y", which="major", alpha=0.3)
+    ax.legend(ncol=min(nlib, 4), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer/shorter measurements (smoke run)")
+    p.add_argument("--only", default=None, help="comma-separated workloads (default: all): " + ",".join(WORKLOAD_NAMES))
+    p.add_argument("--libs", default=None,
+                   help="comma-separated libraries (default: all installed): numpy,arrayad,torch,autograd,jax,jax.jit,mygrad")
+    p.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown to PATH")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart to PATH")
+    p.add_argument("--min-time", type=float, default=None,
+                   help="seconds per measurement (default 0.2, --quick 0.05)")
+    p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 7, --quick 3)")
+    p.add_argument("--debug", action="store_true", help="print tracebacks of failing cells")
+    args = p.parse_args(argv)
+    if args.min_time is None:
+        args.min_time = 0.05 if args.quick else 0.2
+    if args.repeats is None:
+        args.repeats = 3 if args.quick else 7
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    if args.only:
+        names = [s.strip() for s in args.only.split(",") if s.strip()]
+        bad = [n for n in names if n not in WORKLOAD_NAMES]
+        if bad:
+            sys.exit(f"unknown workload(s): {', '.join(bad)}; choose from {', '.join(WORKLOAD_NAMES)}")
+        workloads = [w for w in WORKLOADS if w.name in names]
+    else:
+        workloads = list(WORKLOADS)
+
+    if args.libs:
+        wanted = []
+        for s in args.libs.split(","):
+            s = s.strip().lower()
+            if not s:
+                continue
+            if s not in LIB_ALIASES:
+                sys.exit(f"unknown library {s!r}; choose from {', '.join(sorted(set(LIB_ALIASES)))}")
+            wanted.append(LIB_ALIASES[s])
+        requested = [lib for lib in ALL_LIBS if lib in wanted]
+    else:
+        requested = list(ALL_LIBS)
+    # mygrad is optional and only has an eager16 cell: silent if not installed
+    skipped = [lib for lib in requested if lib in IMPORT_NOTES and not (lib == "mygrad" and not args.libs)]
+    libs = [lib for lib in requested if lib not in IMPORT_NOTES]
+    if "mygrad" in libs and not any(w.name == "eager16" for w in workloads):
+        libs.remove("mygrad")
+
+    print("arrayad benchmark: " + ", ".join(f"{k} {v}" for k, v in VERSIONS.items()))
+    print("threads: " + ", ".join(f"{k}={v}" for k, v in thread_settings().items()))
+    for lib in skipped:
+        print(f"note: skipping {lib}: {IMPORT_NOTES[lib]}")
+    print(f"mode: {'quick' if args.quick else 'full'}, >= {args.min_time:g} s per measurement, "
+          f"median of {args.repeats}", flush=True)
+
+    data = make_data()
+    results = {}
+    ref_libs = {}
+    t_start = time.perf_counter()
+    for w in workloads:
+        repeats = min(args.repeats, 3 if args.quick else 5) if w.heavy else args.repeats
+        ref_lib, ref = compute_reference(w, data, args.debug)
+        ref_libs[w.name] = ref_lib
+        print(f"[{w.name}] {w.desc} (reference: {ref_lib or 'none'})", file=sys.stderr, flush=True)
+        results[w.name] = {}
+        for lib in libs:
+            t0 = time.perf_counter()
+            c = run_cell(w, lib, data, ref, args.min_time, repeats, args.debug)
+            results[w.name][lib] = c
+            extra = f" ({c.calls} calls/measurement)" if c.calls else (f" ({c.detail})" if c.detail else "")
+            print(f"    {lib:<11} {cell_text(c):>14}{extra}  [{time.perf_counter() - t0:.1f} s]",
+                  file=sys.stderr, flush=True)
+        del ref
+    elapsed = time.perf_counter() - t_start
+
+    tables = build_tables(results, workloads, libs)
+    notes = notes_lines(results, workloads, libs, skipped, ref_libs)
+    print()
+    print("Time per call, microseconds (float64, 1 thread; numpy-fwd = plain NumPy forward = floor;")
+    print("eager16's torch.func column is plain torch autograd)")
+    print(text_table(*tables[0]))
+    print()
+    if "arrayad" in libs:
+        print("Ratios (arrayad time / peer time; < 1 means arrayad is faster)")
+    else:
+        print("Ratios: arrayad not available, nothing to compare")
+    print(text_table(*tables[1]))
+    if notes:
+        print()
+        print("Notes:")
+        for n in notes:
+            print("  - " + n)
+    print(f"\ntotal benchmark time: {elapsed:.1f} s")
+
+    if args.markdown:
+        write_markdown(args.markdown, tables, notes, args, ref_libs)
+        print(f"wrote {args.markdown}")
+    if args.plot:
+        try:
+            write_plot(args.plot, results, workloads, libs)
+            print(f"wrote {args.plot}")
+        except Exception as exc:
+            print(f"plot failed: {short_exc(exc, 200)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

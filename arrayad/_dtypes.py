@@ -73,8 +73,9 @@ def from_backend(dt):
         return dt
     if dt in _PY:
         return _PY[dt]
-    name = getattr(dt, "name", None) or str(dt)
-    name = str(name).replace("torch.", "")
+    name = getattr(dt, "name", None)
+    if not isinstance(name, str):
+        name = str(dt).rsplit(".", 1)[-1]   # torch.float64, array_api_strict.float64
     if name == "bool_":
         name = "bool"
     if name not in _BY_NAME:

@@ -558,7 +558,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                     return res[1], res[0], res[2]
                 return res[1], res[0]
 
-            res = _chunked_vmap_out(push, basis, chunk_size, n, randomness)
+            res = _chunked_vmap_out(push, basis, chunk_size, n, randomness, has_aux)
             columns.append(res[0])
             out_value = res[1]
             if has_aux:
@@ -574,32 +574,30 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             per_out.append(tree_unflatten(row, in_spec) if not single else row[0])
         jac = tree_unflatten(per_out, out_spec)
         if has_aux:
-            return jac, tree_map(lambda a: a[0] if _is_array(a) else a, aux_box[0])
+            return jac, aux_box[0]
         return jac
 
     return wrapper
 
 
-def _chunked_vmap_out(push, basis, chunk_size, n, randomness):
-    """vmap ``push`` over the basis; the primal output and aux are unbatched (out_dims None)."""
+def _chunked_vmap_out(push, basis, chunk_size, n, randomness, has_aux):
+    """vmap ``push`` over the basis. Its primal output and aux do not depend on the tangent, so
+    they come out unbatched (out_dims None)."""
+    out_dims = (0, None, None) if has_aux else (0, None)
 
     def run(b):
-        return vmap(push, in_dims=0, out_dims=0, randomness=randomness)(b)
+        return vmap(push, in_dims=0, out_dims=out_dims, randomness=randomness)(b)
 
     if chunk_size is None or chunk_size >= n:
-        res = run(basis)
-    else:
-        if chunk_size < 1:
-            raise ValueError("jacfwd: chunk_size must be a positive integer or None")
-        parts = [run(basis[s:s + chunk_size]) for s in range(0, n, chunk_size)]
-        first = parts[0]
-        tang = [tree_flatten(p[0])[0] for p in parts]
-        spec = tree_flatten(first[0])[1]
-        joined = tree_unflatten([ad.concat([t[i] for t in tang], axis=0)
-                                 for i in range(len(tang[0]))], spec)
-        res = (joined,) + tuple(first[1:])
-    # the primal (and aux) came back batched by broadcast: take the first row
-    return (res[0],) + tuple(tree_map(lambda a: a[0] if _is_array(a) else a, r) for r in res[1:])
+        return run(basis)
+    if chunk_size < 1:
+        raise ValueError("jacfwd: chunk_size must be a positive integer or None")
+    parts = [run(basis[s:s + chunk_size]) for s in range(0, n, chunk_size)]
+    tang = [tree_flatten(p[0])[0] for p in parts]
+    spec = tree_flatten(parts[0][0])[1]
+    joined = tree_unflatten([ad.concat([t[i] for t in tang], axis=0)
+                             for i in range(len(tang[0]))], spec)
+    return (joined,) + tuple(parts[0][1:])
 
 
 def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):

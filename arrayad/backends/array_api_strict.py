@@ -8,7 +8,7 @@ from . import Backend
 class StrictBackend(Backend):
     name = "array_api_strict"
     xp = array_api_strict
-    array_types = (array_api_strict.Array,)
+    array_types = (array_api_strict._array_object.Array,)
 
     def to_numpy(self, x):
         import numpy as np

@@ -1,0 +1,63 @@
+"""Shared fixtures: the backends every test runs on.
+
+``backend`` is parametrized over NumPy and array-api-strict always, torch and Dask when they are
+installed. ``to_backend(np_array)`` converts test data; ``to_numpy(x)`` converts results back.
+"""
+import importlib.util
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+
+BACKENDS = ["numpy", "array_api_strict"]
+for _name in ("torch", "dask"):
+    if importlib.util.find_spec(_name) is not None:
+        BACKENDS.append(_name)
+
+
+class Backend:
+    """Test-side view of one backend: convert NumPy data in and results out."""
+
+    def __init__(self, name):
+        self.name = name
+        self.adapter = ad.get_backend(name)
+        self.xp = self.adapter.xp
+
+    def __repr__(self):
+        return self.name
+
+    def __call__(self, a, dtype=None):
+        """NumPy data -> a raw array of this backend."""
+        a = np.asarray(a, dtype=dtype)
+        if self.name == "numpy":
+            return a
+        if self.name == "dask":
+            import dask.array as da
+            return da.from_array(a)
+        return self.xp.asarray(a)
+
+    def tensor(self, a, requires_grad=False):
+        t = ad.Tensor(self(a))
+        if requires_grad:
+            t.requires_grad_()
+        return t
+
+
+def to_numpy(x):
+    """Any result (raw array of any backend, ad.Tensor, Python scalar) -> NumPy."""
+    if isinstance(x, ad.Tensor):
+        x = x.detach()._value
+    if isinstance(x, (int, float, complex, bool, np.ndarray, np.generic)):
+        return np.asarray(x)
+    return np.asarray(ad.backends.backend_of(x).to_numpy(x))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return Backend(request.param)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -86,6 +86,15 @@ def _concrete(x, what):
         return x
 
 
+def _to_scalar(x, what):
+    """A Python number from a one-element array (``float(x)``, ``x.item()``...)."""
+    v = _concrete(x, what)
+    item = getattr(v, "item", None)
+    if item is None:  # array-api-strict has no item(): go through NumPy
+        return backend_of(v).to_numpy(v).item()
+    return item()
+
+
 def _to_numpy(x, dtype=None, copy=None):
     if isinstance(x, Tensor):
         if x.requires_grad:

@@ -63,12 +63,12 @@ def by_name(name):
 
 def from_backend(dt):
     """The arrayad DType of a backend dtype (numpy dtype, torch.dtype, strict dtype...)."""
+    # Keyed by type too: comparing dtypes of two libraries is not meaningful (strict warns).
+    key = (type(dt), dt)
     try:
-        return _FROM_BACKEND[dt]
+        return _FROM_BACKEND[key]
     except KeyError:
         pass
-    except TypeError:  # unhashable
-        raise
     if isinstance(dt, DType):
         return dt
     if dt in _PY:
@@ -86,7 +86,7 @@ def from_backend(dt):
         except TypeError:
             raise KeyError(f"arrayad: unsupported dtype {dt!r}") from None
     result = _BY_NAME[name]
-    _FROM_BACKEND[dt] = result
+    _FROM_BACKEND[key] = result
     return result
 
 

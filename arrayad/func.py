@@ -130,6 +130,9 @@ def _wrap_grad_inputs(frame, tree, api):
     leaves, spec = tree_flatten(tree)
     tracers = []
     for x in leaves:
+        if x is None:   # a None leaf is not differentiated; its gradient is None
+            tracers.append(None)
+            continue
         x = _as_array(x, api)
         _check_float(x, api, "primal")
         tracers.append(new_grad_tracer(frame, x, leaf_node(None), 0))
@@ -145,12 +148,15 @@ def _grad_output(frame, out):
 
 def _backprop(roots, cts, inputs):
     """Cotangents of the leaf tracers ``inputs`` (zeros where the output does not depend on one)."""
-    want = {(t._node, 0): None for t in inputs}
+    want = {(t._node, 0): None for t in inputs if t is not None}
     live = [(r, c) for r, c in zip(roots, cts) if r is not None]
     if live:
         run_backward([r for r, _ in live], [c for _, c in live], True, False, want, False, None)
     out = []
     for t in inputs:
+        if t is None:
+            out.append(None)
+            continue
         g = want[(t._node, 0)]
         out.append(ad.zeros_like(t.value) if g is None else g)
     return out
@@ -372,8 +378,8 @@ def linearize(func, *primals):
     finally:
         _core.set_grad_enabled_flag(prev)
         _core.pop_frame(frame)
-    in_nodes = [t._node for t in tracers]
-    in_shapes = [shape_of(t.value) for t in tracers]
+    in_nodes = [t._node for t in tracers if t is not None]
+    in_shapes = [shape_of(t.value) for t in tracers if t is not None]
 
     def jvp_fn(*tangents):
         t_leaves, t_spec = tree_flatten(tangents)
@@ -513,10 +519,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             col_leaves = tree_flatten(cols)[0]
             blocks.append([ad.reshape(c, shape_of(o) + shape_of(x))
                            for c, x in zip(col_leaves, in_leaves)])
-        jac = tree_unflatten([tree_unflatten(row, in_spec) if not single else row[0]
+        jac = tree_unflatten([row[0] if single else tree_unflatten(row, in_spec)
                               for row in blocks], out_spec)
-        if single:
-            jac = tree_unflatten([row[0] for row in blocks], out_spec)
+        jac = _Native(tree_flatten(args)[0]).tree(jac)
         return (jac, res[2]) if has_aux else jac
 
     return wrapper
@@ -572,7 +577,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                 col = ad.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
                 row.append(ad.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
             per_out.append(tree_unflatten(row, in_spec) if not single else row[0])
-        jac = tree_unflatten(per_out, out_spec)
+        jac = _Native(tree_flatten(args)[0]).tree(tree_unflatten(per_out, out_spec))
         if has_aux:
             return jac, aux_box[0]
         return jac

@@ -15,6 +15,7 @@ cdef class Primitive:
     cdef public object batch
     cdef public bint multiple_results
     cdef public bint differentiable
+    cdef public bint keeps_level
     cdef public dict _direct
     cdef public str xp_name
     cdef object __weakref__

@@ -192,6 +192,10 @@ cdef class Primitive:
     vjp(g, ans, *args, **params) -> tuple of cotangents, one per positional arg (None = zero).
     jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
     batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args.
+
+    ``keeps_level``: a non-differentiable primitive whose result should stay a value of the
+    transform it was called in (zeros_like & co.), so that writing a traced value into it in
+    place (``y = zeros_like(x); y[0] = x[1]``) updates a tracer, not a raw array.
     """
 
     def __init__(self, str name, impl=None, *, xp_name=None, multiple_results=False,
@@ -204,6 +208,7 @@ cdef class Primitive:
         self.batch = None
         self.multiple_results = multiple_results
         self.differentiable = differentiable
+        self.keeps_level = False
         self._direct = {}
 
     def __repr__(self):
@@ -547,14 +552,19 @@ cdef object _process_grad(Frame frame, Primitive prim, tuple args, dict params):
     for a in args:
         if isinstance(a, GradTracer) and (<GradTracer>a)._frame is frame:
             vals.append((<GradTracer>a).value)
-            edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
-            record = True
+            if (<GradTracer>a)._node is None:   # a constant of this level
+                edges.append(None)
+            else:
+                edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
+                record = True
         else:
             vals.append(a)
             edges.append(None)
     cdef tuple tvals = tuple(vals)
     out = bind(prim, *tvals, **params)
     if not (record and _grad_enabled and prim.differentiable):
+        if prim.keeps_level:
+            return _new_grad_tracer(frame, out, None, 0)
         return out
     if prim.multiple_results:
         node = Node(prim, tvals, params, out, tuple(edges), len(out), False)
@@ -599,6 +609,13 @@ cdef object _process_jvp(Frame frame, Primitive prim, tuple args, dict params):
     cdef tuple tprimals = tuple(primals)
     out = bind(prim, *tprimals, **params)
     if not (any_tangent and prim.differentiable):
+        if prim.keeps_level:
+            return _new_dual(frame, out, None)
+        return out
+    for t in tangents:
+        if t is not None:
+            break
+    else:   # only constants of this level (tangent None)
         return out
     tout = prim.jvp(tangents, out, *tprimals, **params)
     if prim.multiple_results:
@@ -835,11 +852,11 @@ cdef class Array:
 
     # -- conversions (each subclass decides whether the value may be read)
     def __bool__(self): return bool(_ns._concrete(self, "bool"))
-    def __float__(self): return float(_ns._concrete(self, "float"))
-    def __int__(self): return int(_ns._concrete(self, "int"))
-    def __complex__(self): return complex(_ns._concrete(self, "complex"))
-    def __index__(self): return int(_ns._concrete(self, "index"))
-    def item(self): return _ns._concrete(self, "item").item()
+    def __float__(self): return float(_ns._to_scalar(self, "float"))
+    def __int__(self): return int(_ns._to_scalar(self, "int"))
+    def __complex__(self): return complex(_ns._to_scalar(self, "complex"))
+    def __index__(self): return int(_ns._to_scalar(self, "index"))
+    def item(self): return _ns._to_scalar(self, "item")
     def tolist(self): return _ns._concrete(self, "tolist").tolist()
 
     def __array__(self, dtype=None, copy=None):

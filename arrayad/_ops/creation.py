@@ -134,6 +134,7 @@ def _like(name):
         return getattr(xp, name)(x, **kw, **args)
     p = primitive(name, impl)
     nondifferentiable(p)
+    p.keeps_level = True   # see Primitive: in-place writes into the result must work
     p.batch = lambda args, dims, **params: (bind(p, args[0], **params), dims[0])
     PRIMS[name] = p
     return p

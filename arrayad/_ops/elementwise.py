@@ -138,7 +138,7 @@ defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: u
 defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
 
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
-binary("divide", lambda ans, x1, x2: ad.reciprocal(x2), lambda ans, x1, x2: -ans / x2)
+binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
 
 
 def _pow_d1(ans, x1, x2):

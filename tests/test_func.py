@@ -1,0 +1,454 @@
+"""arrayad.func: the transforms, their nestings, pytrees, errors and state hygiene.
+
+Every derivative is checked against central finite differences of a NumPy reference (``fd_*``),
+or against torch.func where torch is installed.
+"""
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad._core import _core
+from arrayad.func import (grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize,
+                          value_and_grad, vjp, vmap)
+
+from conftest import to_numpy
+
+RNG = np.random.default_rng(42)
+
+
+def chain(x):
+    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
+    y = ad.tanh(s) * 2 - s / 3
+    return ad.sum(ad.log(1 + y * y))
+
+
+def chain_np(x):
+    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
+    y = np.tanh(s) * 2 - s / 3
+    return np.sum(np.log(1 + y * y))
+
+
+def fd_grad(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g
+
+
+def fd_jac(f, x, eps=1e-6):
+    out = np.asarray(f(x))
+    jac = np.zeros(out.shape + x.shape)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        jac[(...,) + i] = (np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps)
+    return jac
+
+
+X = RNG.standard_normal(4)
+
+
+# -- results, on every backend ---------------------------------------------------------------------
+def test_grad_native_in_native_out(backend):
+    x = backend(X)
+    g = grad(chain)(x)
+    assert type(g) is type(x)
+    np.testing.assert_allclose(to_numpy(g), fd_grad(chain_np, X), rtol=1e-6, atol=1e-8)
+
+
+def test_grad_of_tensor_returns_tensor(backend):
+    g = grad(chain)(backend.tensor(X))
+    assert isinstance(g, ad.Tensor)
+    np.testing.assert_allclose(to_numpy(g), fd_grad(chain_np, X), rtol=1e-6, atol=1e-8)
+
+
+def test_jacobians_and_hessian(backend):
+    W = RNG.standard_normal((3, 4))
+    f = lambda x: ad.tanh(ad.matmul(backend(W), x))  # noqa: E731
+    expected = fd_jac(lambda x: np.tanh(W @ x), X)
+    np.testing.assert_allclose(to_numpy(jacrev(f)(backend(X))), expected, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(to_numpy(jacfwd(f)(backend(X))), expected, rtol=1e-6, atol=1e-8)
+    h = hessian(chain)(backend(X))
+    np.testing.assert_allclose(to_numpy(h), fd_jac(lambda x: fd_grad(chain_np, x, 1e-5), X, 1e-4),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_matches_loop(backend):
+    xs = RNG.standard_normal((5, 4))
+    out = vmap(chain)(backend(xs))
+    np.testing.assert_allclose(to_numpy(out), [chain_np(r) for r in xs], rtol=1e-12)
+    per_sample = vmap(grad(chain))(backend(xs))
+    np.testing.assert_allclose(to_numpy(per_sample), [fd_grad(chain_np, r) for r in xs],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_vjp_and_jvp_agree(backend):
+    u, v = RNG.standard_normal(3), RNG.standard_normal(4)
+    W = RNG.standard_normal((3, 4))
+    f = lambda x: ad.sin(ad.matmul(backend(W), x))  # noqa: E731
+    out, vjp_fn = vjp(f, backend(X))
+    (ct,) = vjp_fn(backend(u))
+    _, t = jvp(f, (backend(X),), (backend(v),))
+    assert np.isclose(np.dot(to_numpy(ct), v), np.dot(u, to_numpy(t)))
+    np.testing.assert_allclose(to_numpy(out), np.sin(W @ X))
+
+
+# -- the nestings of the contract --------------------------------------------------------------
+def f_scalar(x):
+    return ad.sum(ad.sin(x) * x * x)
+
+
+def f_scalar_np(x):
+    return np.sum(np.sin(x) * x * x)
+
+
+def H_np(x):
+    # d2/dx2 of sin(x) x^2, diagonal
+    return np.diag(-np.sin(x) * x * x + 4 * x * np.cos(x) + 2 * np.sin(x))
+
+
+NESTINGS = {
+    "grad(grad)": lambda x: grad(lambda y: grad(lambda z: ad.sum(ad.sin(z)))(y)[0])(x),
+    "grad(grad(grad))": lambda x: grad(grad(grad(ad.sin)))(x[0]),
+    "jacfwd(jacrev)": lambda x: jacfwd(jacrev(f_scalar))(x),
+    "jacrev(jacrev)": lambda x: jacrev(jacrev(f_scalar))(x),
+    "jacfwd(jacfwd)": lambda x: jacfwd(jacfwd(f_scalar))(x),
+    "jacrev(jacfwd)": lambda x: jacrev(jacfwd(f_scalar))(x),
+    "jvp(grad)": lambda x: jvp(grad(f_scalar), (x,), (ad.ones_like(x),))[1],
+    "vjp(grad)": lambda x: vjp(grad(f_scalar), x)[1](ad.ones_like(x))[0],
+    "jvp(vjp)": lambda x: jvp(lambda y: vjp(f_scalar, y)[1](ad.asarray(1.0))[0], (x,),
+                              (ad.ones_like(x),))[1],
+    "vjp(jvp)": lambda x: vjp(lambda y: jvp(f_scalar, (y,), (ad.ones_like(y),))[1], x)[1](
+        ad.asarray(1.0))[0],
+    "jvp(jvp)": lambda x: jvp(lambda y: jvp(f_scalar, (y,), (ad.ones_like(y),))[1], (x,),
+                              (ad.ones_like(x),))[1],
+    "grad(jvp)": lambda x: grad(lambda y: jvp(f_scalar, (y,), (ad.ones_like(y),))[1])(x),
+}
+EXPECTED = {
+    "grad(grad)": lambda x: np.array([-np.sin(x[0]), 0, 0]),
+    "grad(grad(grad))": lambda x: np.array(-np.cos(x[0])),
+    "jvp(grad)": lambda x: H_np(x) @ np.ones_like(x),
+    "vjp(grad)": lambda x: H_np(x) @ np.ones_like(x),
+    "jvp(vjp)": lambda x: H_np(x) @ np.ones_like(x),
+    "vjp(jvp)": lambda x: H_np(x) @ np.ones_like(x),
+    "jvp(jvp)": lambda x: np.ones_like(x) @ H_np(x) @ np.ones_like(x),
+    "grad(jvp)": lambda x: H_np(x) @ np.ones_like(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTINGS))
+def test_nesting(name):
+    x = RNG.standard_normal(3)
+    got = to_numpy(NESTINGS[name](x))
+    expected = EXPECTED.get(name, H_np)(x)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert _core.stack_depth() == 0
+
+
+def test_vmap_nestings():
+    xs = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(vmap(hessian(f_scalar))(xs), [H_np(r) for r in xs], atol=1e-12)
+    np.testing.assert_allclose(vmap(jacrev(ad.sin))(xs), [np.diag(np.cos(r)) for r in xs])
+    np.testing.assert_allclose(vmap(vmap(lambda v: ad.sum(v * v)))(xs[None]),
+                               (xs * xs).sum(-1)[None])
+    np.testing.assert_allclose(vmap(lambda v: jvp(ad.sin, (v,), (ad.ones_like(v),))[1])(xs),
+                               np.cos(xs))
+    _, vjp_fn = vjp(ad.sin, xs[0])
+    np.testing.assert_allclose(vmap(vjp_fn)(np.eye(4))[0], np.diag(np.cos(xs[0])))
+    # grad(vmap): gradient of a batched computation summed
+    np.testing.assert_allclose(grad(lambda w: ad.sum(vmap(lambda r: ad.sum(ad.sin(r * w)))(xs)))(X),
+                               fd_grad(lambda w: np.sum(np.sin(xs * w)), X), rtol=1e-6, atol=1e-8)
+
+
+def test_perturbation_confusion():
+    # d/dx [ d/dy (x * y) at y=x ] = d/dx x = 1; a level-blind implementation gives 2.
+    assert grad(lambda x: grad(lambda y: x * y)(x))(2.0) == 1.0
+    # and the vmap analogue: the inner vmap must not batch the outer value twice
+    xs = np.arange(3.0)
+    out = vmap(lambda x: vmap(lambda y: x * y)(xs))(xs)
+    np.testing.assert_allclose(out, np.outer(xs, xs))
+    # forward mode: jvp over x of jvp over y of x*y, tangent ones: d/dx(x) = 1
+    inner = lambda x: jvp(lambda y: x * y, (x,), (ad.asarray(1.0),))[1]  # noqa: E731
+    assert jvp(inner, (ad.asarray(2.0),), (ad.asarray(1.0),))[1].item() == 1.0
+
+
+def test_escaped_tracer_raises():
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return ad.sum(x * x)
+
+    grad(f)(X)
+    with pytest.raises(RuntimeError, match="escaped|after that transform returned"):
+        ad.sin(leaked[0])
+    vmap(lambda x: leaked.append(x) or x)(np.ones((2, 3)))
+    with pytest.raises(RuntimeError, match="after that transform returned"):
+        leaked[-1] + 1
+
+
+# -- API details ---------------------------------------------------------------------------------
+def test_argnums_and_has_aux_and_value():
+    f = lambda x, y: (ad.sum(x * y), {"aux": x + 1})  # noqa: E731
+    (gx, gy), aux = grad(f, argnums=(0, 1), has_aux=True)(X, 2 * X)
+    np.testing.assert_allclose(gx, 2 * X)
+    np.testing.assert_allclose(gy, X)
+    np.testing.assert_allclose(aux["aux"], X + 1)
+    g, (value, aux) = grad_and_value(f, argnums=-1, has_aux=True)(X, 2 * X)
+    np.testing.assert_allclose(g, X)
+    assert np.isclose(value, np.sum(2 * X * X))
+    value, g = value_and_grad(lambda x: ad.sum(x * x))(X)
+    np.testing.assert_allclose(g, 2 * X)
+
+
+def test_pytree_arguments():
+    Point = collections.namedtuple("Point", "a b")
+
+    @ad.func.register_dataclass
+    @dataclasses.dataclass
+    class Params:
+        w: object
+        b: object
+
+    def loss(p, pts):
+        return ad.sum(p.w * pts["x"][0].a + p.b * pts["x"][1]) + ad.sum(pts["y"] ** 2)
+
+    p = Params(w=X, b=np.float64(0.5) * np.ones(4))
+    pts = {"x": [Point(a=2 * X, b=None), 3 * X], "y": X[:2]}
+    gp, gpts = grad(loss, argnums=(0, 1))(p, pts)
+    assert isinstance(gp, Params)
+    np.testing.assert_allclose(gp.w, 2 * X)
+    np.testing.assert_allclose(gp.b, 3 * X)
+    np.testing.assert_allclose(gpts["x"][0].a, X)
+    assert gpts["x"][0].b is None
+    np.testing.assert_allclose(gpts["y"], 2 * X[:2])
+
+
+def test_unused_input_gets_zeros():
+    gx, gy = grad(lambda x, y: ad.sum(x * x), argnums=(0, 1))(X, X)
+    np.testing.assert_array_equal(gy, np.zeros_like(X))
+
+
+def test_vmap_in_dims_out_dims_and_kwargs():
+    a = RNG.standard_normal((4, 3))
+    b = RNG.standard_normal(4)
+    out = vmap(lambda x, y, scale=1.0: x * y * scale, in_dims=(1, None), out_dims=1)(a, b, scale=2.0)
+    np.testing.assert_allclose(out, (a * b[:, None] * 2.0))
+    out = vmap(lambda t: t["u"] + t["v"], in_dims=({"u": 0, "v": None},))({"u": a, "v": 1.0})
+    np.testing.assert_allclose(out, a + 1.0)
+    out = vmap(ad.sum, in_dims=-1)(a)
+    np.testing.assert_allclose(out, a.sum(0))
+    x, y = vmap(lambda r: (r, 3.0), out_dims=(0, None))(a)
+    assert y == 3.0
+
+
+def test_vmap_chunk_size_and_randomness():
+    a = RNG.standard_normal((7, 3))
+    np.testing.assert_allclose(vmap(ad.sin, chunk_size=3)(a), np.sin(a))
+    with pytest.raises(RuntimeError, match="randomness"):
+        vmap(lambda r: r + ad.randn(3))(a)
+    diff = to_numpy(vmap(lambda r: ad.randn(3) + 0 * r, randomness="different")(a))
+    assert diff.shape == (7, 3) and not np.allclose(diff[0], diff[1])
+    same = to_numpy(vmap(lambda r: ad.randn(3) + 0 * r, randomness="same")(a))
+    np.testing.assert_allclose(same[0], same[1])
+    ad.manual_seed(3)
+    s1 = to_numpy(vmap(lambda r: ad.randn(3) + 0 * r, randomness="same", chunk_size=2)(a))
+    np.testing.assert_allclose(s1[0], s1[6])
+    with pytest.raises(RuntimeError, match="Only allowed values for randomness"):
+        vmap(ad.sin, randomness="foo")
+
+
+def test_jacobian_chunking_and_pytrees():
+    W = RNG.standard_normal((3, 4))
+    f = lambda x: ad.tanh(ad.matmul(W, x))  # noqa: E731
+    full = jacrev(f)(X)
+    for cs in (1, 2):
+        np.testing.assert_allclose(jacrev(f, chunk_size=cs)(X), full)
+        np.testing.assert_allclose(jacfwd(f, chunk_size=cs)(X), full)
+    jx, jy = jacrev(lambda x, y: x * y, argnums=(0, 1))(X, 2 * X)
+    np.testing.assert_allclose(jx, np.diag(2 * X))
+    np.testing.assert_allclose(jy, np.diag(X))
+    outs = jacfwd(lambda x: (ad.sin(x), ad.sum(x)))(X)
+    np.testing.assert_allclose(outs[0], np.diag(np.cos(X)))
+    np.testing.assert_allclose(outs[1], np.ones(4))
+
+
+def test_linearize_evaluates_once():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return ad.sin(x) * x
+
+    out, jvp_fn = linearize(f, X)
+    t1 = jvp_fn(np.ones(4))
+    t2 = jvp_fn(2 * np.ones(4))
+    assert len(calls) == 1
+    np.testing.assert_allclose(out, np.sin(X) * X)
+    np.testing.assert_allclose(t1, np.cos(X) * X + np.sin(X))
+    np.testing.assert_allclose(t2, 2 * t1)
+
+
+def test_inplace_writes_inside_transforms():
+    def f(x):
+        y = ad.zeros_like(x)
+        y[0] = x[1] * 2
+        y[1:] = x[:-1]
+        y += x
+        return ad.sum(y * y)
+
+    def f_np(x):
+        y = np.zeros_like(x)
+        y[0] = x[1] * 2
+        y[1:] = x[:-1]
+        y += x
+        return np.sum(y * y)
+
+    np.testing.assert_allclose(grad(f)(X), fd_grad(f_np, X), rtol=1e-6, atol=1e-8)
+    xs = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(vmap(f)(xs), [f_np(r) for r in xs])
+    np.testing.assert_allclose(vmap(grad(f))(xs), [fd_grad(f_np, r) for r in xs], rtol=1e-6,
+                               atol=1e-8)
+
+
+def test_control_flow():
+    def f(x):
+        if ad.sum(x) > 0:
+            return ad.sum(x * x)
+        return ad.sum(-x)
+
+    np.testing.assert_allclose(grad(f)(np.abs(X)), 2 * np.abs(X))
+    np.testing.assert_allclose(grad(f)(-np.abs(X)), -np.ones(4))
+    with pytest.raises(RuntimeError, match="where"):
+        vmap(f)(RNG.standard_normal((2, 4)))
+    with pytest.raises(RuntimeError, match="item"):
+        vmap(lambda x: ad.sum(x).item())(RNG.standard_normal((2, 4)))
+
+
+@pytest.mark.parametrize("convert", [float, int, lambda t: t.item(), np.asarray])
+def test_conversions_that_drop_derivatives_raise(convert):
+    with pytest.raises(RuntimeError, match="derivative|drop"):
+        grad(lambda x: ad.asarray(convert(ad.sum(x))) * ad.sum(x))(X)
+    assert _core.stack_depth() == 0 and ad.is_grad_enabled()
+
+
+def test_conversions_on_concrete_tensors_work():
+    t = ad.tensor([2.5])
+    assert float(t) == 2.5 and int(t) == 2 and t.item() == 2.5
+    np.testing.assert_array_equal(np.asarray(t), [2.5])
+
+
+def test_numpy_ufuncs_route_to_arrayad():
+    g = grad(lambda x: np.sum(np.sin(x) * np.float64(2.0)))(X)
+    np.testing.assert_allclose(g, 2 * np.cos(X))
+
+
+def test_backward_inside_transform_raises():
+    def f(x):
+        t = ad.tensor([1.0], requires_grad=True)
+        (t * 2).sum().backward()
+        return ad.sum(x)
+
+    with pytest.raises(RuntimeError, match="backward\\(\\) called inside"):
+        grad(f)(X)
+    assert _core.stack_depth() == 0
+
+
+# -- errors of the contract ----------------------------------------------------------------------
+def test_grad_errors():
+    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a scalar Tensor, got "
+                                           "tensor with 1 dims"):
+        grad(ad.sin)(X)
+    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a Tensor"):
+        grad(lambda x: 1.0)(X)
+    with pytest.raises(RuntimeError, match="Got argnum=2, but only 1 positional inputs"):
+        grad(ad.sum, argnums=2)(X)
+    with pytest.raises(RuntimeError, match="argnums elements must be unique"):
+        grad(lambda x, y: ad.sum(x), argnums=(0, 0))(X, X)
+    with pytest.raises(RuntimeError, match="argnums must be non-empty"):
+        grad(ad.sum, argnums=())(X)
+    with pytest.raises(RuntimeError, match="argnums must be int or Tuple"):
+        grad(ad.sum, argnums=[0])(X)
+    with pytest.raises(ValueError, match="floating point"):
+        grad(ad.sum)(np.arange(3))
+    with pytest.raises(ValueError, match="must be an array"):
+        grad(ad.sum)("abc")
+    assert _core.stack_depth() == 0 and ad.is_grad_enabled()
+
+
+def test_vmap_errors():
+    a = np.ones((2, 3))
+    with pytest.raises(ValueError, match="expected `in_dims` to be int or a \\(potentially nested\\) "
+                                         "tuple"):
+        vmap(lambda x, y: x, in_dims=[0, 0])(a, a)
+    with pytest.raises(ValueError, match="in_dims is not compatible with the structure"):
+        vmap(lambda x, y: x, in_dims=(0,))(a, a)
+    with pytest.raises(ValueError, match="same size in the mapped dimension, got sizes \\[2, 3\\]"):
+        vmap(lambda x, y: x + y)(a, np.ones((3, 3)))
+    with pytest.raises(ValueError, match="at least one Tensor to vmap over"):
+        vmap(lambda x: x, in_dims=None)(a) if False else vmap(lambda x: x, in_dims=(None,))(a)
+    with pytest.raises(ValueError, match="got no inputs"):
+        vmap(lambda: 1)()
+    with pytest.raises(ValueError, match="expected in_dim to satisfy -2 <= in_dim < 2"):
+        vmap(lambda x: x, in_dims=2)(a)
+    with pytest.raises(ValueError, match="cannot vmap over non-Tensor arguments"):
+        vmap(lambda x, y: x, in_dims=(0, 0))(a, 1.0)
+    with pytest.raises(ValueError, match="must only return Tensors"):
+        vmap(lambda x: 1.0)(a)
+    with pytest.raises(ValueError, match="can not return a BatchedTensor when out_dim is None"):
+        vmap(lambda x: x, out_dims=None)(a)
+    assert _core.stack_depth() == 0
+
+
+def test_vjp_jvp_errors():
+    _, vjp_fn = vjp(ad.sin, X)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        vjp_fn(np.ones(3))
+    with pytest.raises(RuntimeError, match="pytree structure of cotangents"):
+        vjp_fn((np.ones(4), np.ones(4)))
+    with pytest.raises(RuntimeError, match="All outputs of f must be floating-point"):
+        vjp(lambda x: ad.astype(x, ad.int64), X)
+    with pytest.raises(RuntimeError, match="Expected primals to be a tuple"):
+        jvp(ad.sin, X, X)
+    with pytest.raises(RuntimeError, match="same python structure"):
+        jvp(lambda x, y: x, (X, X), (X,))
+    with pytest.raises(RuntimeError, match="different size"):
+        jvp(ad.sin, (X,), (np.ones(3),))
+    with pytest.raises(RuntimeError, match="independent of the inputs"):
+        jvp(lambda x: ad.ones_like(x), (X,), (X,), strict=True)
+    zero = jvp(lambda x: ad.ones_like(x), (X,), (X,))[1]
+    np.testing.assert_array_equal(zero, np.zeros(4))
+    with pytest.raises(ValueError, match="floating point"):
+        jvp(ad.sin, (np.arange(3),), (np.arange(3),))
+    assert _core.stack_depth() == 0
+
+
+def test_state_restored_after_errors():
+    state = ad.get_rng_state()
+    with ad.no_grad():
+        with pytest.raises(RuntimeError):
+            grad(lambda x: ad.sin(x))(X)
+        assert not ad.is_grad_enabled()
+    assert ad.is_grad_enabled()
+    with pytest.raises(ZeroDivisionError):
+        vmap(lambda x: grad(lambda y: 1 / 0)(x))(np.ones((2, 3)))
+    assert _core.stack_depth() == 0
+    assert str(ad.get_rng_state()) == str(state)
+
+
+def test_no_grad_inside_and_outside():
+    # grad ignores a no_grad around the call, and respects one inside f (as torch.func)
+    with ad.no_grad():
+        np.testing.assert_allclose(grad(lambda x: ad.sum(x * x))(X), 2 * X)
+
+    def f(x):
+        with ad.no_grad():
+            c = x * x
+        return ad.sum(c + x)
+
+    np.testing.assert_allclose(grad(f)(X), np.ones(4))

@@ -13,6 +13,7 @@ from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16
                       int32, int64, uint8, uint16, uint32, uint64)
 from .backends import available_backends, backend, get_backend, set_backend  # noqa: F401
 
+__version__ = "0.1.0"
 __array_api_version__ = "2024.12"
 
 e = 2.718281828459045

@@ -1,0 +1,104 @@
+"""A short tour of arrayad: ``python -m arrayad``."""
+
+import numpy as np
+
+import arrayad as ad
+from arrayad.func import grad, hessian, jacfwd, jacrev, jvp, linearize, vjp, vmap
+
+
+def section(title):
+    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+
+
+def main():
+    print(f"arrayad {ad.__version__}: array API {ad.__array_api_version__}, "
+          f"default backend {ad.backends.default_backend().name}")
+    print("backends available here:", ", ".join(ad.available_backends()))
+
+    section("eager autograd (torch-style)")
+    x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
+    y = x * x
+    print("x =", x)
+    print("y = x * x =", y)
+    y.sum().backward()
+    print("after y.sum().backward(): x.grad =", x.grad)
+
+    section("grad / grad(grad)")
+    f = lambda x: ad.sin(x) * x  # noqa: E731
+    print("d/dx sin(x) x at 1.0      =", grad(f)(1.0))
+    print("d2/dx2 sin(x) x at 1.0    =", grad(grad(f))(1.0))
+    print("perturbation confusion: grad(lambda x: grad(lambda y: x * y)(x))(2.0) =",
+          grad(lambda x: grad(lambda y: x * y)(x))(2.0))
+
+    section("NumPy in, NumPy out")
+    xs = np.linspace(-1.0, 1.0, 4)
+    g = grad(lambda v: ad.sum(ad.tanh(v) ** 2))(xs)
+    print(type(g).__name__, g)
+
+    section("vjp / jvp / linearize")
+    out, vjp_fn = vjp(ad.sin, xs)
+    print("vjp of sin with ones:", vjp_fn(np.ones(4))[0])
+    print("jvp of sin with ones:", jvp(ad.sin, (xs,), (np.ones(4),))[1])
+    out, jvp_fn = linearize(lambda v: ad.exp(v) * v, xs)
+    print("linearize(exp(v) v) applied to ones:", jvp_fn(np.ones(4)))
+
+    section("jacrev / jacfwd / hessian")
+    W = np.arange(6.0).reshape(2, 3) / 6
+    print("jacrev of tanh(W x):\n", jacrev(lambda v: ad.tanh(W @ v))(xs[:3]))
+    print("jacfwd agrees:", np.allclose(jacfwd(lambda v: ad.tanh(W @ v))(xs[:3]),
+                                        jacrev(lambda v: ad.tanh(W @ v))(xs[:3])))
+    print("hessian of sum(sin(x)):\n", hessian(lambda v: ad.sum(ad.sin(v)))(xs[:3]))
+
+    section("vmap: per-sample gradients")
+    w = np.array([0.5, -1.0, 2.0])
+    batch = np.arange(12.0).reshape(4, 3) / 10
+    targets = np.array([0.1, 0.2, 0.3, 0.4])
+    loss = lambda w, x, t: (ad.sum(w * x) - t) ** 2  # noqa: E731
+    print(vmap(grad(loss), in_dims=(None, 0, 0))(w, batch, targets))
+
+    section("the same code on other backends")
+    for name in ad.available_backends():
+        if name == "numpy":
+            continue
+        b = ad.get_backend(name)
+        xb = b.xp.asarray(xs)
+        gb = grad(lambda v: ad.sum(ad.tanh(v) ** 2))(xb)
+        print(f"{name:>17}: {type(gb).__module__}.{type(gb).__name__}",
+              np.allclose(b.to_numpy(gb), g))
+
+    try:
+        _function_demo()
+    except NotImplementedError:
+        pass
+
+
+def _function_demo():
+    from arrayad.autograd import Function
+
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, = ctx.saved_tensors
+            return grad_output * 2 * x
+
+        @staticmethod
+        def jvp(ctx, *inputs, **kwargs):
+            x, tangent_x = inputs
+            return x ** 2, 2 * x * tangent_x
+
+    section("autograd.Function with a jvp (seed 003)")
+    x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
+    res, tangent_res = Square.apply(x, ad.tensor([1.0, 0.5, 2.0]))
+    print(res)
+    print(tangent_res)
+    res.sum().backward()
+    print("x.grad =", x.grad)
+
+
+if __name__ == "__main__":
+    main()

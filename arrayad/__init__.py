@@ -56,6 +56,10 @@ _core.install_hooks(
     add=add,  # noqa: F405
     zeros_like=zeros_like,  # noqa: F405
 )
+_core.install_operators({name: elementwise.PRIMS[name] for name in (
+    "add", "subtract", "multiply", "divide", "less", "less_equal", "greater", "greater_equal",
+    "equal", "not_equal", "negative", "pow")})
+_core.install_operators({"matmul": _linalg_ops.PRIMS["matmul"]})
 get_backend("numpy")
 
 from . import autograd, func, testing  # noqa: E402,F401

@@ -156,7 +156,7 @@ class _ArrayadNamespace:
         return op
 
 
-AD_NS = _ArrayadNamespace()
+AD_NS = ad if ad is not None else _ArrayadNamespace()
 
 
 def chain_vec(xp, x):

@@ -59,6 +59,16 @@ def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add,
     _zeros_like = zeros_like
 
 
+cdef dict _op = {}   # operator name -> the Primitive of the function of the same name
+
+
+def install_operators(dict prims):
+    """The primitives behind the arithmetic and comparison operators. The dunders bind them
+    directly (one Python call less per operator); the namespace functions of the same names are
+    plain binds of the same primitives, so both spellings behave identically."""
+    _op.update(prims)
+
+
 def register_backend_type(t, backend, scalar_fix=None):
     _backend_of_type[t] = backend
     if scalar_fix is not None:
@@ -79,11 +89,9 @@ cdef object _backend_of_args(tuple args):
     cdef object found = None
     cdef object b
     for a in args:
-        if isinstance(a, _python_scalars) or a is None:
-            continue
         b = _backend_of_type.get(type(a))
         if b is None:
-            if isinstance(a, (tuple, list)):
+            if a is None or isinstance(a, _python_scalars) or isinstance(a, (tuple, list)):
                 continue
             b = backend_of(a)
         if found is None:
@@ -235,16 +243,19 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     cdef object b = _backend_of_args(args)
     cdef object fn
     if b is None:
-        # Only Python scalars: the default backend decides.
+        # Only Python scalars: the default backend's namespace function decides.
         b = _backend_resolver(None)
+        if prim.xp_name is not None:
+            return fix_scalar(getattr(b.xp, prim.xp_name)(*args, **params))
     if prim.xp_name is not None:
         fn = prim._direct.get(b)
         if fn is None:
-            fn = getattr(b.xp, prim.xp_name)
+            # an adapter may offer a faster spelling (NumPy: the operator instead of the ufunc)
+            fn = getattr(b, "fast", {}).get(prim.xp_name) or getattr(b.xp, prim.xp_name)
             prim._direct[b] = fn
-        out = fn(*args, **params)
+        out = fn(*args, **params) if params else fn(*args)
     else:
-        out = prim.impl(b.xp, *args, **params)
+        out = prim.impl(b.xp, *args, **params) if params else prim.impl(b.xp, *args)
     if prim.multiple_results:
         return tuple([fix_scalar(o) for o in out])
     f = _scalar_fix.get(type(out))
@@ -260,18 +271,24 @@ def impl(Primitive prim, *args, **params):
 
 def bind(Primitive prim, *args, **params):
     """Apply ``prim``: to the innermost transform among the args, else eagerly. See NOTE [levels]."""
+    return _bind(prim, args, params)
+
+
+cdef object _bind(Primitive prim, tuple args, dict params):
     cdef Frame top = None
     cdef Frame f
     cdef bint has_tensor = False
     for a in args:
-        if isinstance(a, Tracer):
-            f = (<Tracer>a)._frame
-            if top is None or f.level > top.level or (f.level == top.level and f is not top):
-                if not f.alive:
-                    raise escaped_error(f)
-                top = f
-        elif isinstance(a, Tensor):
+        if not isinstance(a, Array):
+            continue
+        if isinstance(a, Tensor):
             has_tensor = True
+            continue
+        f = (<Tracer>a)._frame
+        if top is None or f.level > top.level or (f.level == top.level and f is not top):
+            if not f.alive:
+                raise escaped_error(f)
+            top = f
     if top is not None:
         if top.kind == K_GRAD:
             return _process_grad(top, prim, args, params)
@@ -284,7 +301,7 @@ def bind(Primitive prim, *args, **params):
 
 
 def bind_tuple(Primitive prim, tuple args, dict params):
-    return bind(prim, *args, **params)
+    return _bind(prim, args, params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,6 +350,19 @@ def leaf_node(tensor_or_none=None):
         n.leaf = weakref.ref(tensor_or_none)
     else:
         n.leaf = False   # a transform's input: the engine hands its cotangent back
+    return n
+
+
+cdef inline Node _new_node(object prim, tuple inputs, dict params, object ans, tuple edges,
+                           int n_outputs, bint eager):
+    cdef Node n = Node.__new__(Node)
+    n.prim = prim
+    n.inputs = inputs
+    n.params = params
+    n.ans = ans
+    n.edges = edges
+    n.n_outputs = n_outputs
+    n.eager = eager
     return n
 
 
@@ -491,12 +521,15 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
     if type(vjp) is not tuple:
         return vjp(g, ans, *args, **params)
     cdef list out = []
+    cdef Py_ssize_t n = len(vjp)
     for i in range(len(edges)):
-        f = vjp[i] if i < len(vjp) else None
+        f = vjp[i] if i < n else None
         if edges[i] is None or f is None:
             out.append(None)
-        else:
+        elif params:
             out.append(f(g, ans, *args, **params))
+        else:
+            out.append(f(g, ans, *args))
     return out
 
 
@@ -522,15 +555,14 @@ cdef object _process_eager(Primitive prim, tuple args, dict params):
                    if isinstance(a, Tensor) and (<Tensor>a)._node is not None else None
                    for a in args])
     if prim.multiple_results:
-        node = Node(prim, args, params, out, edges, len(out), True)
+        node = _new_node(prim, args, params, out, edges, len(out), True)
         return tuple([_new_tensor(o, node if _is_float(o) else None, i) for i, o in enumerate(out)])
-    node = Node(prim, args, params, out, edges, 1, True)
+    node = _new_node(prim, args, params, out, edges, 1, True)
     return _new_tensor(out, node, 0)
 
 
 cdef inline bint _is_float(object raw):
-    dt = _dtype_from_backend(raw.dtype)
-    return dt.kind in ("f", "c")
+    return dtype_of(raw).kind in ("f", "c")
 
 
 cdef inline Tensor _new_tensor(object value, Node node, int idx):
@@ -561,16 +593,16 @@ cdef object _process_grad(Frame frame, Primitive prim, tuple args, dict params):
             vals.append(a)
             edges.append(None)
     cdef tuple tvals = tuple(vals)
-    out = bind(prim, *tvals, **params)
+    out = _bind(prim, tvals, params)
     if not (record and _grad_enabled and prim.differentiable):
         if prim.keeps_level:
             return _new_grad_tracer(frame, out, None, 0)
         return out
     if prim.multiple_results:
-        node = Node(prim, tvals, params, out, tuple(edges), len(out), False)
+        node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
         return tuple([_new_grad_tracer(frame, o, node, i) if _is_float_value(o) else o
                       for i, o in enumerate(out)])
-    node = Node(prim, tvals, params, out, tuple(edges), 1, False)
+    node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
     return _new_grad_tracer(frame, out, node, 0)
 
 
@@ -607,7 +639,7 @@ cdef object _process_jvp(Frame frame, Primitive prim, tuple args, dict params):
             primals.append(a)
             tangents.append(None)
     cdef tuple tprimals = tuple(primals)
-    out = bind(prim, *tprimals, **params)
+    out = _bind(prim, tprimals, params)
     if not (any_tangent and prim.differentiable):
         if prim.keeps_level:
             return _new_dual(frame, out, None)
@@ -679,18 +711,32 @@ def new_batch(Frame frame, value, int bdim):
 # ---------------------------------------------------------------------------------------------
 # Shapes and dtypes of any value (raw array, Tensor, tracer)
 
+cdef dict _dtype_cache = {}   # id(backend dtype) -> (backend dtype, arrayad DType)
+
+
 cpdef object dtype_of(object v):
+    """The arrayad DType of a raw array, Tensor, tracer or Python scalar."""
     if isinstance(v, Array):
         return v.dtype
     if isinstance(v, _python_scalars):
         return _dtype_from_backend(type(v))
-    return _dtype_from_backend(v.dtype)
+    dt = v.dtype
+    # Backend dtypes are (nearly always) singletons: cache by identity, check it is the same.
+    hit = _dtype_cache.get(id(dt))
+    if hit is not None and (<tuple>hit)[0] is dt:
+        return (<tuple>hit)[1]
+    r = _dtype_from_backend(dt)
+    _dtype_cache[id(dt)] = (dt, r)
+    return r
 
 
 cpdef tuple shape_of(object v):
     if isinstance(v, _python_scalars):
         return ()
-    return tuple(v.shape)
+    s = v.shape
+    if type(s) is tuple:
+        return <tuple>s
+    return tuple(s)
 
 
 cpdef object raw_value(object v):
@@ -774,22 +820,22 @@ cdef class Array:
         return _ns._to_device(self, device, stream)
 
     # -- arithmetic operators
-    def __add__(self, other): return _ns.add(self, other)
-    def __radd__(self, other): return _ns.add(other, self)
-    def __sub__(self, other): return _ns.subtract(self, other)
-    def __rsub__(self, other): return _ns.subtract(other, self)
-    def __mul__(self, other): return _ns.multiply(self, other)
-    def __rmul__(self, other): return _ns.multiply(other, self)
-    def __truediv__(self, other): return _ns.divide(self, other)
-    def __rtruediv__(self, other): return _ns.divide(other, self)
+    def __add__(self, other): return _bind(<Primitive>_op['add'], (self, other), {})
+    def __radd__(self, other): return _bind(<Primitive>_op['add'], (other, self), {})
+    def __sub__(self, other): return _bind(<Primitive>_op['subtract'], (self, other), {})
+    def __rsub__(self, other): return _bind(<Primitive>_op['subtract'], (other, self), {})
+    def __mul__(self, other): return _bind(<Primitive>_op['multiply'], (self, other), {})
+    def __rmul__(self, other): return _bind(<Primitive>_op['multiply'], (other, self), {})
+    def __truediv__(self, other): return _bind(<Primitive>_op['divide'], (self, other), {})
+    def __rtruediv__(self, other): return _bind(<Primitive>_op['divide'], (other, self), {})
     def __floordiv__(self, other): return _ns.floor_divide(self, other)
     def __rfloordiv__(self, other): return _ns.floor_divide(other, self)
     def __mod__(self, other): return _ns.remainder(self, other)
     def __rmod__(self, other): return _ns.remainder(other, self)
-    def __pow__(self, other, mod=None): return _ns.pow(self, other)
-    def __rpow__(self, other, mod=None): return _ns.pow(other, self)
-    def __matmul__(self, other): return _ns.matmul(self, other)
-    def __rmatmul__(self, other): return _ns.matmul(other, self)
+    def __pow__(self, other, mod=None): return _bind(<Primitive>_op['pow'], (self, other), {})
+    def __rpow__(self, other, mod=None): return _bind(<Primitive>_op['pow'], (other, self), {})
+    def __matmul__(self, other): return _bind(<Primitive>_op['matmul'], (self, other), {})
+    def __rmatmul__(self, other): return _bind(<Primitive>_op['matmul'], (other, self), {})
     def __and__(self, other): return _ns.bitwise_and(self, other)
     def __rand__(self, other): return _ns.bitwise_and(other, self)
     def __or__(self, other): return _ns.bitwise_or(self, other)
@@ -800,7 +846,7 @@ cdef class Array:
     def __rlshift__(self, other): return _ns.bitwise_left_shift(other, self)
     def __rshift__(self, other): return _ns.bitwise_right_shift(self, other)
     def __rrshift__(self, other): return _ns.bitwise_right_shift(other, self)
-    def __neg__(self): return _ns.negative(self)
+    def __neg__(self): return _bind(<Primitive>_op['negative'], (self,), {})
     def __pos__(self): return _ns.positive(self)
     def __abs__(self): return _ns.abs(self)
     def __invert__(self): return _ns.bitwise_invert(self)
@@ -821,12 +867,12 @@ cdef class Array:
     def __irshift__(self, other): return _ns._inplace(self, _ns.bitwise_right_shift(self, other))
 
     # -- comparisons
-    def __eq__(self, other): return _ns.equal(self, other)
-    def __ne__(self, other): return _ns.not_equal(self, other)
-    def __lt__(self, other): return _ns.less(self, other)
-    def __le__(self, other): return _ns.less_equal(self, other)
-    def __gt__(self, other): return _ns.greater(self, other)
-    def __ge__(self, other): return _ns.greater_equal(self, other)
+    def __eq__(self, other): return _bind(<Primitive>_op['equal'], (self, other), {})
+    def __ne__(self, other): return _bind(<Primitive>_op['not_equal'], (self, other), {})
+    def __lt__(self, other): return _bind(<Primitive>_op['less'], (self, other), {})
+    def __le__(self, other): return _bind(<Primitive>_op['less_equal'], (self, other), {})
+    def __gt__(self, other): return _bind(<Primitive>_op['greater'], (self, other), {})
+    def __ge__(self, other): return _bind(<Primitive>_op['greater_equal'], (self, other), {})
 
     def __hash__(self):
         return id(self)
@@ -916,7 +962,7 @@ cdef class Tensor(Array):
 
     @property
     def dtype(self):
-        return _dtype_from_backend(self._value.dtype)
+        return dtype_of(self._value)
 
     @property
     def data(self):

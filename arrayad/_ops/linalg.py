@@ -20,24 +20,39 @@ def _promote(x1, x2, g):
     """Matrices for the 1-d cases of matmul (a vector is a row on the left, a column on the
     right), with the cotangent reshaped to match."""
     v1, v2 = ndim_of(x1) == 1, ndim_of(x2) == 1
-    if v1:
-        x1 = ad.expand_dims(x1, axis=0)
-        g = ad.expand_dims(g, axis=-2)
+    # the column axis first: for vector @ vector, g is 0-d and becomes (1, 1)
     if v2:
         x2 = ad.expand_dims(x2, axis=-1)
         g = ad.expand_dims(g, axis=-1)
+    if v1:
+        x1 = ad.expand_dims(x1, axis=0)
+        g = ad.expand_dims(g, axis=-2)
     return x1, x2, g
 
 
 def _matmul_vjp1(g, ans, x1, x2):
-    p1, p2, gp = _promote(x1, x2, g)
-    ct = matmul(gp, ad.matrix_transpose(conj_if_complex(p2)))
+    n1, n2 = ndim_of(x1), ndim_of(x2)
+    x2c = conj_if_complex(x2)
+    if n2 == 1:
+        # (..., k) @ (k,): the cotangent is g times x2, an outer product (no matmul needed)
+        return g * x2c if n1 == 1 else ad.expand_dims(g, axis=-1) * x2c
+    if n1 == 1 and n2 == 2:
+        return matmul(x2c, g)                      # (k, n) @ (n,)
+    p1, p2, gp = _promote(x1, x2c, g)
+    ct = matmul(gp, ad.matrix_transpose(p2))
     return ad.reshape(unbroadcast(ct, p1), shape_of(x1))
 
 
 def _matmul_vjp2(g, ans, x1, x2):
-    p1, p2, gp = _promote(x1, x2, g)
-    ct = matmul(ad.matrix_transpose(conj_if_complex(p1)), gp)
+    n1, n2 = ndim_of(x1), ndim_of(x2)
+    x1c = conj_if_complex(x1)
+    if n1 == 1:
+        # (k,) @ (..., k, n): an outer product of x1 with g
+        return g * x1c if n2 == 1 else ad.expand_dims(x1c, axis=-1) * ad.expand_dims(g, axis=-2)
+    if n2 == 1 and n1 == 2:
+        return matmul(g, x1c)                      # (m,) @ (m, k)
+    p1, p2, gp = _promote(x1c, x2, g)
+    ct = matmul(ad.matrix_transpose(p1), gp)
     return ad.reshape(unbroadcast(ct, p2), shape_of(x2))
 
 
@@ -79,7 +94,8 @@ def _matmul_batch(args, dims):
     if v2:
         out = ad.squeeze(out, axis=-1)
     if v1:
-        out = ad.squeeze(out, axis=-2)
+        # the row axis is last once the column axis is gone
+        out = ad.squeeze(out, axis=-1 if v2 else -2)
     return out, 0
 
 

@@ -125,6 +125,13 @@ _FUNCTION_NAMES = {"concatenate": "concat", "transpose": "permute_dims", "absolu
                    "arctan": "atan", "arctan2": "atan2", "dot": "_np_dot"}
 
 
+def _from_numpy_scalar(v):
+    """NumPy scalars (``np.float64(2.0)``) act as Python scalars: weak, on any backend."""
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
 def _array_ufunc(ufunc, method, inputs, kwargs):
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
     fn = getattr(ad, name, None)
@@ -132,17 +139,105 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
         raise TypeError(
             f"arrayad: numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "") +
             (f" with {sorted(kwargs)}" if kwargs else "") +
-            " is not supported on arrayad arrays; use the arrayad function instead.")
-    return fn(*inputs)
+            " is not supported on arrayad arrays (converting would silently drop derivatives); "
+            "use the arrayad function instead.")
+    return fn(*[_from_numpy_scalar(v) for v in inputs])
+
+
+def _np_reduction(name, has_dtype=True, has_out=True):
+    """NumPy's ``f(a, axis=None, dtype=None, out=None, keepdims=False)`` -> arrayad's."""
+    order = ["axis"] + (["dtype"] if has_dtype else []) + (["out"] if has_out else []) + \
+        ["keepdims"]
+
+    def f(a, *args, **kw):
+        kw.update(zip(order, args))
+        if kw.pop("out", None) is not None:
+            raise TypeError(f"arrayad: numpy.{name} with out= is not supported on arrayad arrays")
+        if "ddof" in kw:
+            kw["correction"] = kw.pop("ddof")
+        if kw.get("dtype") is None:
+            kw.pop("dtype", None)
+        return getattr(ad, name)(a, **kw)
+    return f
+
+
+def _np_axis_first(name, default):
+    """NumPy's ``f(a, axis=default, ...)`` with axis positional -> keyword."""
+    def f(a, axis=default, **kw):
+        if axis is None and name in ("cumulative_sum", "cumulative_prod"):
+            a = ad.reshape(a, (-1,))
+            axis = 0
+        return getattr(ad, name)(a, axis=axis, **kw)
+    return f
+
+
+def _np_transpose(a, axes=None):
+    return ad.permute_dims(a, tuple(range(a.ndim))[::-1] if axes is None else tuple(axes))
+
+
+def _np_concatenate(arrays, axis=0, **kw):
+    return ad.concat(list(arrays), axis=axis, **kw)
+
+
+def _np_stack(arrays, axis=0, **kw):
+    return ad.stack(list(arrays), axis=axis, **kw)
+
+
+def _np_squeeze(a, axis=None):
+    if axis is None:
+        axis = tuple(i for i, s in enumerate(a.shape) if s == 1)
+    return ad.squeeze(a, axis=axis)
+
+
+def _np_reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        raise TypeError("arrayad: numpy.reshape supports order='C' only")
+    return ad.reshape(a, newshape if shape is None else shape, copy=copy)
+
+
+def _np_clip(a, a_min=None, a_max=None, **kw):
+    return ad.clip(a, kw.get("min", a_min), kw.get("max", a_max))
+
+
+# NumPy functions whose signature differs from the standard's (positional axis, numpy names).
+_NP_ADAPTERS = {
+    "sum": _np_reduction("sum"), "prod": _np_reduction("prod"), "mean": _np_reduction("mean"),
+    "std": _np_reduction("std"), "var": _np_reduction("var"),
+    "max": _np_reduction("max", False), "min": _np_reduction("min", False),
+    "amax": _np_reduction("max", False), "amin": _np_reduction("min", False),
+    "all": _np_reduction("all", False), "any": _np_reduction("any", False),
+    "argmax": _np_reduction("argmax", False), "argmin": _np_reduction("argmin", False),
+    "count_nonzero": lambda a, axis=None, *, keepdims=False:
+        ad.count_nonzero(a, axis=axis, keepdims=keepdims),
+    "cumsum": _np_axis_first("cumulative_sum", None),
+    "cumprod": _np_axis_first("cumulative_prod", None),
+    "sort": _np_axis_first("sort", -1), "argsort": _np_axis_first("argsort", -1),
+    "flip": _np_axis_first("flip", None), "expand_dims": _np_axis_first("expand_dims", 0),
+    "transpose": _np_transpose, "concatenate": _np_concatenate, "stack": _np_stack,
+    "squeeze": _np_squeeze, "reshape": _np_reshape, "clip": _np_clip,
+    "shape": lambda a: tuple(a.shape), "ndim": lambda a: a.ndim, "size": lambda a: int(a.size),
+    "dot": lambda a, b: ad.matmul(a, b), "diff": lambda a, n=1, axis=-1, **kw:
+        ad.diff(a, n=n, axis=axis, **kw),
+}
+_NP_SUBMODULES = {"numpy": None, "numpy.linalg": "linalg", "numpy.fft": "fft"}
 
 
 def _array_function(func, types, args, kwargs):
-    name = _FUNCTION_NAMES.get(func.__name__, func.__name__)
-    fn = getattr(ad, name, None)
-    if fn is None or not callable(fn):
+    module = getattr(func, "__module__", "") or ""
+    sub = _NP_SUBMODULES.get(module, False)
+    fn = None
+    if sub is None:
+        fn = _NP_ADAPTERS.get(func.__name__)
+        if fn is None:
+            fn = getattr(ad, _FUNCTION_NAMES.get(func.__name__, func.__name__), None)
+    elif sub:
+        fn = getattr(getattr(ad, sub), func.__name__, None)
+    if fn is None or not callable(fn) or isinstance(fn, type):
         raise TypeError(
-            f"arrayad: numpy.{func.__name__} is not supported on arrayad arrays (it would "
-            f"silently drop derivatives); use arrayad functions instead.")
+            f"arrayad: {module or 'numpy'}.{func.__name__} is not supported on arrayad arrays "
+            f"(converting to NumPy would silently drop derivatives); use arrayad functions "
+            f"instead.")
+    args = [_from_numpy_scalar(a) for a in args]
     return fn(*args, **kwargs)
 
 
@@ -227,7 +322,8 @@ def _check_requires_grad(t):
 
 
 def _check_not_transformed(what):
-    if _core.stack_depth():
+    from .autograd import _in_transform
+    if _in_transform():
         raise RuntimeError(
             f"You are attempting to call Tensor.{what}() inside of a function being transformed "
             f"by an arrayad.func transform. This is not supported: pass the tensor as an input "

@@ -341,6 +341,7 @@ cdef class Node:
     def release(self):
         self.inputs = None
         self.ans = None
+        self.params = None
         self.released = True
 
 
@@ -494,7 +495,10 @@ cdef object _node_vjp(Node node, list slot, bint create_graph):
     prim = node.prim
     if node.eager:
         if create_graph:
-            g = g if isinstance(g, Array) else Tensor(g)
+            if isinstance(g, tuple):
+                g = tuple([x if isinstance(x, Array) else Tensor(x) for x in g])
+            elif not isinstance(g, Array):
+                g = Tensor(g)
             prev = set_grad_enabled_flag(True)
             try:
                 ans = bind(prim, *args, **node.params)

@@ -70,8 +70,14 @@ def is_grad_enabled():
 
 
 # -- backward / grad --------------------------------------------------------------------------------
+def _in_transform():
+    """Whether an arrayad.func transform is active (a forward_ad dual level is not one: the
+    eager tape works inside it, as in torch)."""
+    return any(f.data != "forward_ad" for f in _core.frames())
+
+
 def _no_transform(api):
-    if _core.stack_depth():
+    if _in_transform():
         raise RuntimeError(
             f"{api}() called inside an arrayad.func transform. This is not supported, please use "
             f"arrayad.func.grad or arrayad.func.vjp instead or call {api}() outside of the "

@@ -1,15 +1,845 @@
-"""autograd.Function (being written)."""
+"""``arrayad.autograd.Function``: user-written derivative rules, with torch.autograd.Function's API.
+
+NOTE [Function as a primitive]
+------------------------------
+Every Function subclass gets one ``Primitive`` (made on first use, cached on the class), so that the
+core's interpreters treat a custom function like any built-in operation. ``apply`` binds it with the
+tensor arguments positional and one ``_Call`` in the params; the ``_Call`` remembers everything else
+(the non-tensor arguments, keyword arguments, which outputs are tensors, what the context marked).
+The primitive's rules all ask the ``_Call`` (its ``spec``):
+
+* impl: runs ``forward`` on the raw arrays (wrapped in plain ``Tensor``: torch-style methods work);
+* vjp: calls the user's ``backward(ctx, *grads)``; jvp: the user's ``jvp``;
+* batch: the user's ``vmap`` staticmethod, or with ``generate_vmap_rule`` a ``_Batched`` spec bound
+  on the same primitive: its forward, backward and jvp are the class's own, run under ``vmap``.
+
+Which ``ctx`` a rule hands to ``backward``/``jvp`` matters for higher derivatives: the saved values
+must live at the level of the rule's inputs. When those inputs are the very raw arrays impl ran on,
+the ctx filled by impl is reused (the cheap eager path). Otherwise (Tensors with ``create_graph``,
+tracers of outer transforms: hessian, grad(grad), vmap(grad)...) ``forward`` runs again on those
+inputs with a fresh ctx, so what it saves is differentiable / batched at every outer level. That is
+also why both styles (``forward(ctx, ...)`` and ``forward(...)`` + ``setup_context``) work under
+every transform here, where torch accepts only the second.
+
+NOTE [explicit tangents]
+------------------------
+``Fn.apply(x, tx, w, tw, ...)``: when ``apply`` receives more positional arguments than ``forward``
+declares, an even number of them and at most twice as many, they are (primal, tangent) pairs (the
+seed's convention; torch would raise a TypeError). The output is computed by the ordinary path (so
+it is on the tape with ``grad_fn=<FnBackward>``) and the tangent by the class's ``jvp``;
+``apply`` returns ``(output, tangent_output)``. See docs/function.md for the exact rule and how a
+``jvp`` in the seed's style (primals and tangents interleaved, returning ``(output, tangent)``) is
+told apart from one in torch's style (tangents only).
+"""
+
+import functools
+import inspect
+
+from .._core import _core
+from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
+                           bind, dtype_of, shape_of)
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
+
+_PY_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_EXTENDING = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
 
 
+def _ad():
+    import arrayad
+    return arrayad
+
+
+# -- values ----------------------------------------------------------------------------------------
+def _is_tensor(v):
+    """An array argument (tracked, differentiated); anything else is a constant parameter."""
+    if isinstance(v, Array):
+        return True
+    return not isinstance(v, _PY_SCALARS) and hasattr(v, "shape") and hasattr(v, "dtype")
+
+
+def _prep(v):
+    """What the user's methods see: raw arrays become plain Tensors (so ``x.t()``, ``x.sum(0)``
+    work on every backend); Tensors and tracers become aliases, so that an in-place update inside
+    ``forward`` (``x += 1``) rebinds the alias, not the caller's object (forward may run again)."""
+    if isinstance(v, Tensor):
+        t = Tensor(v._value)
+        t._node = v._node
+        t._idx = v._idx
+        return t
+    if isinstance(v, GradTracer):
+        return _core.new_grad_tracer(v._frame, v.value, v._node, v._idx)
+    if isinstance(v, DualTracer):
+        return _core.new_dual(v._frame, v.primal, v.tangent)
+    if isinstance(v, BatchTracer):
+        return _core.new_batch(v._frame, v.value, v.bdim)
+    if _is_tensor(v):
+        return Tensor(v)
+    return v
+
+
+def _wrap_raw(v):
+    return Tensor(v) if v is not None and not isinstance(v, Array) and _is_tensor(v) else v
+
+
+def _unwrap(v, raw=True):
+    """Back to what the interpreters expect: when the rule's inputs were raw arrays (``raw``), a
+    plain Tensor in its result only wrapped a raw array and is that array again (NumPy in, NumPy
+    out); when the caller works with Tensors, Tensors stay."""
+    if raw and type(v) is Tensor and v._node is None:
+        return v._value
+    return v
+
+
+def _no_tensor(*groups):
+    return not any(isinstance(v, Tensor) for g in groups for v in g)
+
+
+def _needs_grad(v):
+    while True:
+        if isinstance(v, Tensor):
+            return v.requires_grad and _core.is_grad_enabled()
+        if isinstance(v, (GradTracer, DualTracer)):
+            return True
+        if isinstance(v, BatchTracer):
+            v = v.value
+            continue
+        return False
+
+
+def _is_float(v):
+    try:
+        return dtype_of(v).kind in ("f", "c")
+    except Exception:
+        return False
+
+
+def _broadcastable(small, big):
+    if len(small) > len(big):
+        return False
+    return all(s == b or s == 1 for s, b in zip(small[::-1], big[::-1]))
+
+
+class _NoGrad:
+    def __enter__(self):
+        self.prev = _core.set_grad_enabled_flag(False)
+
+    def __exit__(self, *exc):
+        _core.set_grad_enabled_flag(self.prev)
+        return False
+
+
+# -- the context -----------------------------------------------------------------------------------
 class FunctionCtx:
-    pass
+    """The ``ctx`` of ``forward``/``setup_context``/``backward``/``jvp``: saved tensors, marks, and
+    any attribute you set on it."""
+
+    def __init__(self):
+        self._saved = ()
+        self._saved_fwd = None
+        self._non_differentiable = []
+        self._dirty = []
+        self._materialize = True
+        self._phase = "forward"
+        self.needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        for i, t in enumerate(tensors):
+            if t is not None and not _is_tensor(t):
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {i} is of type "
+                    f"{type(t).__name__}. Save non-tensors as attributes on ctx (ctx.k = k).")
+        self._saved = tensors
+
+    def save_for_forward(self, *tensors):
+        for t in tensors:
+            if t is not None and not _is_tensor(t):
+                raise AssertionError(
+                    "save_for_forward expects all arguments to be tensors; you should save "
+                    "non-tensors as attributes on ctx.")
+        self._saved_fwd = tensors
+
+    @property
+    def saved_tensors(self):
+        # In jvp, torch reads the values of save_for_forward through saved_tensors too.
+        if self._phase == "jvp" and self._saved_fwd is not None:
+            return self._saved_fwd
+        return self._saved
+
+    saved_variables = saved_tensors
+
+    def mark_non_differentiable(self, *outputs):
+        self._non_differentiable.extend(outputs)
+
+    def mark_dirty(self, *inputs):
+        self._dirty.extend(inputs)
+
+    def set_materialize_grads(self, value):
+        self._materialize = bool(value)
 
 
+class VmapInfo:
+    """What a ``vmap`` staticmethod learns about the transform: ``batch_size``, ``randomness``."""
+
+    __slots__ = ("batch_size", "randomness")
+
+    def __init__(self, batch_size, randomness):
+        self.batch_size = batch_size
+        self.randomness = randomness
+
+    def __repr__(self):
+        return f"VmapInfo(batch_size={self.batch_size}, randomness={self.randomness!r})"
+
+
+# -- the primitive behind every Function subclass --------------------------------------------------
+def _impl_rule(xp, *raws, spec):
+    return spec.impl(raws)
+
+
+def _vjp_rule(g, ans, *args, spec):
+    # One output: the core hands the cotangent itself; several: a tuple (never a tuple otherwise).
+    if type(g) is Tensor and isinstance(g._value, tuple):
+        # The core's create_graph path wraps the tuple of cotangents of a multi-output node in one
+        # Tensor (_node_vjp: ``g if isinstance(g, Array) else Tensor(g)``); unpack it.
+        g = tuple(v if isinstance(v, Array) else Tensor(v) for v in g._value)
+    return spec.vjp(g if isinstance(g, tuple) else (g,), args)
+
+
+def _jvp_rule(tangents, ans, *args, spec):
+    return spec.jvp(tangents, ans, args)
+
+
+def _batch_rule(args, dims, spec):
+    return spec.batch(args, dims)
+
+
+class _FunctionPrimitive(Primitive):
+    """One per Function subclass; ``node_name`` gives the tape node its torch name."""
+
+    def __init__(self, cls):
+        super().__init__(cls.__name__, _impl_rule, multiple_results=True)
+        self.node_name = cls.__name__ + "Backward"
+        self.vjp = _vjp_rule
+        self.jvp = _jvp_rule
+        self.batch = _batch_rule
+
+
+class _Info:
+    """What ``apply`` needs to know about a class, computed once."""
+
+    def __init__(self, cls):
+        self.cls = cls
+        self.name = cls.__name__
+        self.prim = _FunctionPrimitive(cls)
+        self.style2 = _overrides(cls, "setup_context")
+        self.forward_sig = inspect.signature(cls.forward)
+        params = list(self.forward_sig.parameters.values())
+        if not self.style2:
+            if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                    inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                raise TypeError(
+                    f"{self.name}.forward must take ctx as its first argument (forward(ctx, "
+                    f"*args)), or take only the inputs and override setup_context(ctx, inputs, "
+                    f"output).")
+            params = params[1:]
+        kinds = [p.kind for p in params]
+        if inspect.Parameter.VAR_POSITIONAL in kinds:
+            self.n_pos = None
+        else:
+            self.n_pos = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
+                                   inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
+        self.simple = self.n_pos is not None and all(
+            p.default is inspect.Parameter.empty and p.kind != inspect.Parameter.KEYWORD_ONLY
+            for p in params)
+        has_bwd, has_vjp = _overrides(cls, "backward"), _overrides(cls, "vjp")
+        if has_bwd and has_vjp:
+            raise RuntimeError(f"Implementing both 'backward' and 'vjp' for a custom Function is "
+                               f"not allowed ({self.name}).")
+        self.backward = cls.vjp if has_vjp else cls.backward
+        self.has_jvp = _overrides(cls, "jvp")
+        self.has_vmap = _overrides(cls, "vmap")
+        self._jvp_styles = {}
+
+    def bind_args(self, args, kwargs):
+        """(positional inputs, keyword-only inputs) with defaults filled in, as torch binds them."""
+        if not kwargs and self.simple and len(args) == self.n_pos:
+            return args, {}
+        try:
+            if self.style2:
+                b = self.forward_sig.bind(*args, **kwargs)
+            else:
+                b = self.forward_sig.bind(None, *args, **kwargs)
+        except TypeError as e:
+            hint = "" if self.style2 else (
+                f" ({self.name} has no setup_context, so forward's first parameter is ctx)")
+            raise TypeError(f"{self.name}.apply(): {e}{hint}") from None
+        b.apply_defaults()
+        pos = b.args if self.style2 else b.args[1:]
+        return tuple(pos), dict(b.kwargs)
+
+    def jvp_style(self, nargs):
+        """"tangents" (torch: jvp(ctx, *tangents) -> tangents) or "interleaved" (the seed:
+        jvp(ctx, x, tx, w, tw, ..., **kwargs) -> (output, tangent)). See docs/function.md."""
+        style = self._jvp_styles.get(nargs)
+        if style is not None:
+            return style
+        style = getattr(self.cls, "jvp_style", None)
+        if style is not None:
+            if style not in ("tangents", "interleaved"):
+                raise ValueError(f"{self.name}.jvp_style must be 'tangents' or 'interleaved', got "
+                                 f"{style!r}")
+        else:
+            params = list(inspect.signature(self.cls.jvp).parameters.values())[1:]
+            pos = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                   inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+            kinds = {p.kind for p in params}
+            if inspect.Parameter.VAR_POSITIONAL not in kinds:
+                style = "interleaved" if nargs and len(pos) == 2 * nargs else "tangents"
+            elif not pos and inspect.Parameter.VAR_KEYWORD in kinds:
+                # the seed's documented signature: jvp(ctx, *inputs, **kwargs)
+                style = "interleaved"
+            else:
+                style = "tangents"
+        self._jvp_styles[nargs] = style
+        return style
+
+
+def _overrides(cls, name):
+    return getattr(cls, name) is not getattr(Function, name)
+
+
+def _info(cls):
+    info = cls.__dict__.get("_arrayad_info")
+    if info is None:
+        info = _Info(cls)
+        cls._arrayad_info = info
+    return info
+
+
+_T = object()   # marks a tensor position in a layout
+
+
+def _randomness(args, size):
+    """The randomness of the vmap being processed: the lowest live vmap frame above the args'
+    levels with this batch size (the rule itself is not told which frame it serves)."""
+    lvl = 0
+    for a in args:
+        if isinstance(a, Tracer):
+            lvl = max(lvl, a._frame.level)
+    for f in _core.frames():
+        if f.kind == _core.BATCH and f.level > lvl and f.alive and \
+                getattr(f.data, "size", None) == size:
+            return f.data.randomness
+    return "error"
+
+
+class _Call:
+    """One ``apply`` call (NOTE [Function as a primitive]): the spec the primitive's rules use."""
+
+    def __init__(self, info, layout, kwargs, needs):
+        self.info = info
+        self.prim = info.prim
+        self.layout = layout          # forward's positional inputs: _T or the constant itself
+        self.kwargs = kwargs
+        self.needs = needs
+        self.ctx = None               # filled by impl, with the raw inputs it ran on
+        self.ctx_inputs = None
+        self.out_tuple = False        # forward returned a tuple
+        self.out_layout = None        # its entries: _T or the non-tensor value
+        self.nondiff = ()
+        self.dirty = ()
+        self.explicit = False
+
+    # -- running the user's methods
+    def assemble(self, vals, fill=None):
+        it = iter(vals)
+        return tuple(next(it) if e is _T else (e if fill is None else fill) for e in self.layout)
+
+    def run_forward(self, vals):
+        info = self.info
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = self.needs
+        vals = [_prep(v) for v in vals]
+        full = self.assemble(vals)
+        if info.style2:
+            out = info.cls.forward(*full, **self.kwargs)
+            info.cls.setup_context(ctx, full, out)
+        else:
+            out = info.cls.forward(ctx, *full, **self.kwargs)
+        ctx._phase = None
+        return ctx, self.record(out, ctx, vals)
+
+    def record(self, out, ctx, vals):
+        """Remember the structure of ``out``; return its tensors."""
+        seq = out if isinstance(out, tuple) else (out,)
+        self.out_tuple = isinstance(out, tuple)
+        layout, tensors = [], []
+        for o in seq:
+            if _is_tensor(o):
+                layout.append(_T)
+                tensors.append(o)
+            else:
+                layout.append(o)
+        self.out_layout = layout
+        if ctx is not None:
+            marked = ctx._non_differentiable
+            self.nondiff = tuple(i for i, o in enumerate(tensors) if any(o is m for m in marked))
+            dirty = []
+            for d in ctx._dirty:
+                k = next((k for k, v in enumerate(vals) if v is d), None)
+                i = next((i for i, o in enumerate(tensors) if o is d), None)
+                if k is None:
+                    raise RuntimeError(f"{self.info.name}: mark_dirty() only accepts inputs of "
+                                       f"forward")
+                if i is None:
+                    raise RuntimeError(
+                        f"{self.info.name}: an input marked dirty (modified in place) must be "
+                        f"returned as an output of forward")
+                dirty.append((k, i))
+            self.dirty = tuple(dirty)
+        else:
+            self.nondiff = self.dirty = ()
+        return tuple(tensors)
+
+    def rebuild(self, outs, fill_const=True):
+        it = iter(outs)
+        seq = tuple(next(it) if e is _T else (e if fill_const else None) for e in self.out_layout)
+        return seq if self.out_tuple else seq[0]
+
+    def outputs(self, vals):
+        """The outputs computed with plain operations on ``vals`` (used under ``_Batched``)."""
+        return self.run_forward(vals)[1]
+
+    def ctx_for(self, args):
+        """The ctx for backward/jvp at the level of ``args`` (NOTE [Function as a primitive])."""
+        prev = self.ctx_inputs
+        if prev is not None and len(prev) == len(args) and \
+                all(a is b for a, b in zip(args, prev)):
+            return self.ctx
+        return self.run_forward(args)[0]
+
+    # -- the rules
+    def impl(self, raws):
+        with _NoGrad():
+            ctx, outs = self.run_forward(raws)
+        self.ctx, self.ctx_inputs = ctx, raws
+        return tuple(_unwrap(o) for o in outs)
+
+    def vjp(self, gs, args):
+        info = self.info
+        raw = _no_tensor(args, gs)
+        ctx = self.ctx_for(args)
+        it = iter(gs)
+        grads = [_wrap_raw(next(it)) if e is _T else None for e in self.out_layout]
+        ctx._phase = "backward"
+        try:
+            res = info.backward(ctx, *grads)
+        finally:
+            ctx._phase = None
+        n = len(self.layout)
+        if not isinstance(res, tuple):
+            res = (res,)
+        if len(res) < n or any(r is not None for r in res[n:]):
+            raise RuntimeError(
+                f"function {info.name}Backward returned an incorrect number of gradients "
+                f"(expected {n}, got {len(res)})")
+        cts = []
+        for i, (e, r) in enumerate(zip(self.layout, res)):
+            if e is not _T:
+                continue
+            arg = args[len(cts)]
+            if r is not None:
+                r = self._fit(r, arg, i, "gradient")
+            cts.append(None if r is None else _unwrap(r, raw))
+        return cts
+
+    def _fit(self, r, arg, i, what):
+        if not _is_tensor(r):
+            raise TypeError(f"function {self.info.name}Backward returned a {what} of type "
+                            f"{type(r).__name__} at index {i}; expected an array or None")
+        rs, xs = shape_of(r), shape_of(arg)
+        if rs != xs:
+            if what == "gradient" and _broadcastable(xs, rs):
+                from .._ops._rules import unbroadcast
+                return unbroadcast(r, arg)
+            raise RuntimeError(
+                f"Function {self.info.name}Backward returned an invalid {what} at index {i} - got "
+                f"{list(rs)} but expected shape compatible with {list(xs)}")
+        return r
+
+    def jvp(self, tangents, ans, args):
+        info = self.info
+        if not info.has_jvp:
+            raise NotImplementedError(
+                f"You must implement the jvp function for custom autograd.Function to use it "
+                f"with forward mode AD ({info.name}).")
+        if self.explicit:
+            # NOTE [explicit tangents]: like the seed shows, the eager tangent is not recorded on
+            # the tape (under arrayad.func transforms it stays fully differentiable).
+            args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+            tangents = [t.detach() if isinstance(t, Tensor) else t for t in tangents]
+        raw = _no_tensor(args, tangents)
+        ctx = self.ctx_for(args)
+        full_t = []
+        it = iter(zip(tangents, args))
+        for e in self.layout:
+            if e is not _T:
+                full_t.append(None)
+                continue
+            t, a = next(it)
+            if t is None and ctx._materialize and _is_float(a):
+                t = _ad().zeros_like(a)
+            full_t.append(_wrap_raw(t))
+        style = info.jvp_style(len(self.layout))
+        ctx._phase = "jvp"
+        try:
+            if style == "interleaved":
+                prims = self.assemble([_prep(a) for a in args])
+                inter = [v for pair in zip(prims, full_t) for v in pair]
+                res = info.cls.jvp(ctx, *inter, **self.kwargs)
+                if not (isinstance(res, tuple) and len(res) == 2):
+                    raise RuntimeError(
+                        f"{info.name}.jvp takes primals and tangents interleaved (x, tx, w, tw, "
+                        f"...), so it must return (output, tangent_output); got "
+                        f"{type(res).__name__}. If it takes tangents only (torch's convention), "
+                        f"set jvp_style = 'tangents' on the class.")
+                res = res[1]
+            else:
+                res = info.cls.jvp(ctx, *full_t)
+        finally:
+            ctx._phase = None
+        n = len(self.out_layout)
+        seq = res if self.out_tuple else (res,)
+        if self.out_tuple and not isinstance(res, tuple) or len(seq) != n:
+            raise RuntimeError(
+                f"{info.name}.jvp returned {len(seq) if isinstance(seq, tuple) else 1} tangents, "
+                f"expected {n} (one per output of forward)")
+        outs = []
+        k = 0
+        for i, (e, t) in enumerate(zip(self.out_layout, seq)):
+            if e is not _T:
+                continue
+            o = ans[k] if ans is not None else None
+            if t is None or k in self.nondiff or (o is not None and not _is_float(o)):
+                t = None
+            else:
+                if o is not None and shape_of(t) != shape_of(o):
+                    raise RuntimeError(
+                        f"Function {info.name}Backward's jvp returned an invalid tangent at index "
+                        f"{i} - got {list(shape_of(t))} but expected {list(shape_of(o))} (the "
+                        f"shape of the output)")
+                t = _unwrap(t, raw)
+            outs.append(t)
+            k += 1
+        return tuple(outs)
+
+    def batch(self, args, dims):
+        info = self.info
+        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
+        if info.has_vmap and info.cls.generate_vmap_rule:
+            raise RuntimeError(
+                f"You tried to vmap over {info.name}, but it has both generate_vmap_rule=True and "
+                f"an overriden vmap staticmethod. Please set generate_vmap_rule=False or delete "
+                f"the overriden vmap staticmethod to avoid ambiguity. {_EXTENDING}")
+        if info.has_vmap:
+            vinfo = VmapInfo(size, _randomness(args, size))
+            full = self.assemble([_wrap_raw(a) for a in args])
+            full_dims = self.assemble(dims, fill=None)
+            full_dims = tuple(d if e is _T else None for d, e in zip(full_dims, self.layout))
+            res = info.cls.vmap(vinfo, full_dims, *full, **self.kwargs)
+            if not (isinstance(res, tuple) and len(res) == 2):
+                raise RuntimeError(
+                    f"Expected the vmap staticmethod to have two returns, an output and out_dims "
+                    f"with pytree structure compatible with the output. ({info.name}.vmap)")
+            out, out_dims = res
+            tensors = self.record(out, None, ())
+            seq_dims = out_dims if isinstance(out_dims, tuple) else \
+                (out_dims,) * len(self.out_layout)
+            if len(seq_dims) != len(self.out_layout):
+                raise RuntimeError(
+                    f"{info.name}.vmap: out_dims {out_dims!r} does not match the structure of the "
+                    f"output ({len(self.out_layout)} outputs)")
+            odims = []
+            for e, d in zip(self.out_layout, seq_dims):
+                if e is _T:
+                    if d is not None:
+                        d = d % len(shape_of(tensors[len(odims)]))
+                    odims.append(d)
+            raw = _no_tensor(args)
+            return tuple(_unwrap(t, raw) for t in tensors), tuple(odims)
+        if info.cls.generate_vmap_rule:
+            b = _Batched(self, dims, size, _randomness(args, size))
+            outs = bind(self.prim, *args, spec=b)
+            return outs, (0,) * len(outs)
+        raise RuntimeError(
+            f"You tried to vmap over {info.name}, but it does not have vmap support. Please "
+            f"override and implement the vmap staticmethod or set generate_vmap_rule=True. "
+            f"{_EXTENDING}")
+
+
+class _Batched:
+    """``generate_vmap_rule``: the spec of ``inner`` mapped over ``dims`` (outputs batched at 0).
+    Its forward, backward and jvp are the inner spec's, run under ``arrayad.func.vmap``, so the
+    class's own derivative rules keep applying at the levels below the vmap."""
+
+    def __init__(self, inner, dims, size, randomness):
+        self.inner = inner
+        self.prim = inner.prim
+        self.dims = tuple(dims)
+        self.size = size
+        self.randomness = randomness
+
+    def _vmap(self, fn, in_dims):
+        return _ad().func.vmap(fn, in_dims=tuple(in_dims), randomness=self.randomness)
+
+    def outputs(self, vals):
+        return self._vmap(lambda *a: tuple(self.inner.outputs(a)), self.dims)(*vals)
+
+    def impl(self, raws):
+        with _NoGrad():
+            return tuple(_unwrap(o) for o in self.outputs(raws))
+
+    def vjp(self, gs, args):
+        ad = _ad()
+        n = len(args)
+
+        def one(*a_and_g):
+            a = a_and_g[:n]
+            cts = self.inner.vjp(a_and_g[n:], a)
+            return tuple(ad.zeros_like(x) if c is None else c for c, x in zip(cts, a))
+
+        cts = self._vmap(one, self.dims + (0,) * len(gs))(*args, *gs)
+        out = []
+        for c, x, d in zip(cts, args, self.dims):
+            if not _is_float(x):
+                out.append(None)
+            elif d is None:
+                out.append(ad.sum(c, axis=0))   # the argument was shared by the whole batch
+            elif d != 0:
+                out.append(ad.moveaxis(c, 0, d))
+            else:
+                out.append(c)
+        return out
+
+    def jvp(self, tangents, ans, args):
+        ad = _ad()
+        n = len(args)
+        live = [i for i, t in enumerate(tangents) if t is not None]
+        zero = []   # which outputs have no tangent (static: non-differentiable or integer)
+
+        def one(*vals):
+            ts = [None] * n
+            for k, i in enumerate(live):
+                ts[i] = vals[n + k]
+            touts = self.inner.jvp(ts, None, vals[:n])
+            zero[:] = [t is None for t in touts]
+            return tuple(t for t in touts if t is not None)
+
+        in_dims = self.dims + tuple(self.dims[i] for i in live)
+        got = iter(self._vmap(one, in_dims)(*args, *[tangents[i] for i in live]))
+        outs = []
+        for k, z in enumerate(zero):
+            t = None if z else next(got)
+            if t is not None and ans is not None and not _is_float(ans[k]):
+                t = None
+            outs.append(t)
+        return tuple(outs)
+
+    def batch(self, args, dims):
+        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
+        b = _Batched(self, dims, size, _randomness(args, size))
+        outs = bind(self.prim, *args, spec=b)
+        return outs, (0,) * len(outs)
+
+
+# -- Function --------------------------------------------------------------------------------------
 class Function:
+    """A differentiable operation with user-written rules (torch.autograd.Function's API).
+
+    Subclass it with staticmethods ``forward`` (``forward(ctx, *args)``, or ``forward(*args)`` with
+    ``setup_context(ctx, inputs, output)``), ``backward(ctx, *grad_outputs)`` (or ``vjp``),
+    optionally ``jvp(ctx, *tangents)`` and ``vmap(info, in_dims, *args)`` (or
+    ``generate_vmap_rule = True``), and call it through ``Fn.apply(*args)``. See docs/function.md.
+    """
+
+    generate_vmap_rule = False
+
+    def __init__(self, *args, **kwargs):
+        import warnings
+        warnings.warn(
+            f"{type(self).__name__} should not be instantiated. Methods on autograd functions "
+            f"are all static, so you should invoke them on the class itself. Instantiating an "
+            f"autograd function will raise an error in a future version.", DeprecationWarning,
+            stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method (call it with "
+            f"{type(self).__name__}.apply(...)).")
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD.")
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap staticmethod "
+            "or set generate_vmap_rule=True.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
-        raise NotImplementedError("arrayad.autograd.Function is not implemented yet")
+        """Run the function; derivatives will use the class's rules. See NOTE [explicit
+        tangents] for ``apply(x, tx, w, tw, ...)``."""
+        if cls is Function:
+            raise RuntimeError("Function.apply must be called on a subclass of Function")
+        info = _info(cls)
+        n = info.n_pos
+        if n is not None and n < len(args) <= 2 * n and len(args) % 2 == 0:
+            return _apply_with_tangents(info, args, kwargs)
+        full, kw = info.bind_args(args, kwargs)
+        outs, call, _ = _apply(info, full, kw)
+        return call.rebuild(outs)
+
+
+def _apply(info, full, kw, explicit=False):
+    layout, tensors, needs = [], [], []
+    for a in full:
+        if _is_tensor(a):
+            layout.append(_T)
+            tensors.append(a)
+            needs.append(_needs_grad(a))
+        else:
+            layout.append(a)
+            needs.append(False)
+    call = _Call(info, layout, kw, tuple(needs))
+    call.explicit = explicit
+    outs = list(bind(info.prim, *tensors, spec=call))
+    if call.nondiff:
+        ad = _ad()
+        for i in call.nondiff:
+            if isinstance(outs[i], Array):
+                outs[i] = ad.stop_gradient(outs[i])
+    for k, i in call.dirty:
+        # The input was modified in place: it becomes the output (value and history), as in torch.
+        target = tensors[k]
+        if isinstance(target, Array):
+            _ad()._inplace(target, outs[i])
+            outs[i] = target
+    return outs, call, tensors
+
+
+def _apply_with_tangents(info, args, kwargs):
+    """NOTE [explicit tangents]: ``apply(x, tx, w, tw, ...)`` -> ``(output, tangent_output)``."""
+    if not info.has_jvp:
+        raise RuntimeError(
+            f"{info.name}.apply() got {len(args)} positional arguments but forward takes "
+            f"{info.n_pos}: read as (primal, tangent) pairs, this needs {info.name}.jvp, which is "
+            f"not implemented.")
+    primals, tangents = args[0::2], args[1::2]
+    full, kw = info.bind_args(primals, kwargs)
+    full_t = list(tangents) + [None] * (len(full) - len(tangents))
+    tensor_t = []
+    for i, (p, t) in enumerate(zip(full, full_t)):
+        if _is_tensor(p):
+            if t is not None:
+                if not _is_tensor(t):
+                    raise TypeError(f"{info.name}.apply(): the tangent of argument {i} must be an "
+                                    f"array or None, got {type(t).__name__}")
+                if shape_of(t) != shape_of(p):
+                    raise RuntimeError(
+                        f"{info.name}.apply(): the tangent of argument {i} has shape "
+                        f"{list(shape_of(t))} but the primal has shape {list(shape_of(p))}")
+            tensor_t.append(t)
+        elif t is not None:
+            raise TypeError(
+                f"{info.name}.apply(): argument {i} is not an array ({type(p).__name__}), so its "
+                f"tangent (the argument after it) must be None, got {type(t).__name__}")
+    outs, call, tensors = _apply(info, full, kw, explicit=True)
+    touts = call.jvp(tensor_t, outs, tuple(tensors))
+    if any(isinstance(v, Tensor) for v in tensors + tensor_t):
+        # the rule hands back raw arrays; a caller of eager Tensors gets Tensors
+        touts = [_wrap_raw(t) for t in touts]
+    return call.rebuild(outs), call.rebuild(touts, fill_const=False)
+
+
+# -- once_differentiable ---------------------------------------------------------------------------
+_TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+class _OnceDifferentiableNode:
+    """The prim of a tape node whose backward refuses (core hook: ``custom_backward``)."""
+
+    name = "OnceDifferentiableBackward"
+    node_name = "OnceDifferentiableBackward"
+
+    def custom_backward(self, node, g, create_graph):
+        raise RuntimeError(_TWICE)
+
+
+def _levels_of(v, found):
+    while True:
+        if isinstance(v, Tensor):
+            if v.requires_grad and _core.is_grad_enabled():
+                found.add("eager")
+            return
+        if isinstance(v, GradTracer):
+            found.add("grad")
+            v = v.value
+        elif isinstance(v, DualTracer):
+            found.add("jvp")
+            v = v.primal
+        elif isinstance(v, BatchTracer):
+            v = v.value
+        else:
+            return
 
 
 def once_differentiable(fn):
-    return fn
+    """Run ``backward`` without recording it: its result cannot be differentiated again (doing so
+    raises, as in torch)."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        found = set()
+        for v in tuple(args) + tuple(getattr(ctx, "_saved", ()) or ()):
+            _levels_of(v, found)
+        if "grad" in found or "jvp" in found:
+            raise RuntimeError(_TWICE + " (a transform is differentiating its backward: "
+                                        "grad(grad), hessian, jvp of vjp...)")
+        with _NoGrad():
+            out = fn(ctx, *args)
+        if "eager" not in found:
+            return out
+        # create_graph=True: hand back results that refuse to be differentiated.
+        single = not isinstance(out, tuple)
+        res = []
+        for o in ((out,) if single else out):
+            if isinstance(o, Tensor) or (o is not None and _is_tensor(o)):
+                t = Tensor(o._value if isinstance(o, Tensor) else o)
+                t._node = _core.Node(_OnceDifferentiableNode(), (), {}, None, (), 1, True)
+                o = t
+            res.append(o)
+        return res[0] if single else tuple(res)
+
+    return wrapper

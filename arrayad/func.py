@@ -68,6 +68,17 @@ class _Native:
                 return
         self.mode = mode
 
+    @classmethod
+    def of_args(cls, args):
+        """The same, from a call's arguments: only containers are flattened."""
+        leaves = []
+        for a in args:
+            if isinstance(a, (tuple, list, dict)) or not _is_array(a):
+                leaves.extend(tree_flatten(a)[0])
+            else:
+                leaves.append(a)
+        return cls(leaves)
+
     def __call__(self, x):
         if self.mode == "raw":
             if isinstance(x, Tensor) and not x.requires_grad:
@@ -142,8 +153,25 @@ def _wrap_grad_inputs(frame, tree, api):
 def _grad_output(frame, out):
     """(lower-level value, edge or None) of an output at ``frame``."""
     if isinstance(out, GradTracer) and out._frame is frame:
-        return out.value, (out._node, out._idx)
+        # node None: a constant of this level (zeros_like & co. keep the level): no edge
+        return out.value, (None if out._node is None else (out._node, out._idx))
     return out, None
+
+
+_ONES = {}
+
+
+def _seed_cotangent(value):
+    """1 shaped like the scalar output ``value``: a cached 0-d constant for raw arrays (the
+    engine never writes into a cotangent that anything else refers to), else ones_like."""
+    if isinstance(value, Array):
+        return ad.ones_like(value)
+    b = backend_of(value)
+    key = (b.name, dtype_of(value))
+    one = _ONES.get(key)
+    if one is None:
+        one = _ONES[key] = b.xp.ones_like(value)
+    return one
 
 
 def _backprop(roots, cts, inputs):
@@ -168,12 +196,15 @@ def grad_and_value(func, argnums=0, has_aux=False):
     Returns ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux`` (torch.func's order).
     """
     api = "grad_and_value(f)(*args)"
+    single = isinstance(argnums, int)
+    nums_by_nargs = {}
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        nums = _check_argnums(argnums, len(args), api)
-        single = isinstance(argnums, int)
-        native = _Native(tree_flatten(args)[0])
+        nums = nums_by_nargs.get(len(args))
+        if nums is None:
+            nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
+        native = _Native.of_args(args)
         frame = _core.push_frame(_core.GRAD)
         prev = _core.set_grad_enabled_flag(True)
         try:
@@ -195,12 +226,14 @@ def grad_and_value(func, argnums=0, has_aux=False):
                     f"instead?")
             value, edge = _grad_output(frame, out)
             _core.set_grad_enabled_flag(prev)
-            grads = _backprop([edge], [ad.ones_like(value)], tracers)
+            grads = _backprop([edge], [_seed_cotangent(value)], tracers)
             aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
         finally:
             _core.set_grad_enabled_flag(prev)
             _core.pop_frame(frame)
-        g = native.tree(tree_unflatten(grads, spec))
+        g = tree_unflatten(grads, spec)
+        if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
+            g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
         value = native(value)
         if has_aux:
             return g, (value, native.tree(aux))

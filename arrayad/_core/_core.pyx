@@ -35,6 +35,9 @@ from the inputs so that rules using the output (tanh, exp, sqrt...) are differen
 
 import weakref
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_REFCNT
+
 # ---------------------------------------------------------------------------------------------
 # Hooks installed by the Python layer (arrayad/_ops/_hooks): the core imports no array library.
 
@@ -401,6 +404,31 @@ cdef inline object _accum(object a, object b):
     return _add(a, b)
 
 
+cdef type _inplace_type = None   # numpy.ndarray, registered by the NumPy adapter
+
+
+def register_inplace_accumulation(type t):
+    global _inplace_type
+    _inplace_type = t
+
+
+cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
+    """slot[i] += ct. In place when that is invisible to everyone: a NumPy array that owns its
+    data, that only this slot refers to (so no saved value, user array or other cotangent shares
+    it) and with the same shape and dtype as ``ct``; otherwise a new array."""
+    if ct is None:
+        return
+    a = slot[i]
+    if a is None:
+        slot[i] = ct
+        return
+    if (type(a) is _inplace_type and type(ct) is _inplace_type and Py_REFCNT(a) == 2
+            and a.base is None and a.shape == ct.shape and a.dtype == ct.dtype):
+        a += ct
+        return
+    slot[i] = _add(a, ct)
+
+
 def run_backward(list roots, list root_cts, bint retain_graph=False, bint create_graph=False,
                  dict want=None, bint accumulate=True, set only=None):
     """Propagate cotangents from ``roots`` (edges ``(node, index)``) to the leaves.
@@ -417,7 +445,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
         if slot is None:
             slot = [None] * node.n_outputs
             grads[node] = slot
-        slot[idx] = _accum(slot[idx], ct)
+        _accum_slot(slot, idx, ct)
         root_nodes.append(node)
     order = _topo_order(root_nodes)
     for node in order:
@@ -464,7 +492,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
             if slot is None:
                 slot = [None] * (<Node>parent).n_outputs
                 grads[parent] = slot
-            slot[e[1]] = _accum(slot[e[1]], ct)
+            _accum_slot(slot, e[1], ct)
         if not retain_graph:
             node.release()
 
@@ -732,6 +760,25 @@ cpdef object dtype_of(object v):
     r = _dtype_from_backend(dt)
     _dtype_cache[id(dt)] = (dt, r)
     return r
+
+
+cpdef bint is_complex(object v):
+    """Whether ``v`` (an array of any kind, or a Python scalar) has a complex dtype."""
+    if v is None or isinstance(v, (int, float, bool)):
+        return False
+    if isinstance(v, complex):
+        return True
+    return dtype_of(v).kind == "c"
+
+
+cpdef object conj_if_complex(object v):
+    """``conj(v)`` for complex values, ``v`` itself otherwise (the common, real, case is one
+    cached dtype lookup). A Python complex stays a Python scalar."""
+    if isinstance(v, complex):
+        return v.conjugate()
+    if is_complex(v):
+        return _ns.conj(v)
+    return v
 
 
 cpdef tuple shape_of(object v):

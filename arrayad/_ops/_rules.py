@@ -18,7 +18,8 @@ import warnings
 
 import arrayad as ad
 
-from .._core._core import (Primitive, bind, dtype_of, register_primitive, shape_of)
+from .._core._core import (Primitive, bind, conj_if_complex, dtype_of, is_complex,  # noqa: F401
+                           register_primitive, shape_of)
 
 PY_SCALARS = (int, float, complex, bool)
 
@@ -65,18 +66,12 @@ def ndim_of(x):
     return 0 if x is None or isinstance(x, PY_SCALARS) else len(shape_of(x))
 
 
-def is_complex(x):
-    return not isinstance(x, (int, float, bool)) and dtype_of(x).kind == "c"
-
-
-def conj_if_complex(x):
-    return ad.conj(x) if is_complex(x) else x
-
-
 def unbroadcast(g, x):
     """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``."""
     if isinstance(x, PY_SCALARS):
         return None
+    if is_complex(g) and not is_complex(x):
+        g = ad.real(g)   # a real input of a complex result: its cotangent is the real part
     shape = shape_of(x)
     gshape = shape_of(g)
     if gshape == shape:

@@ -50,4 +50,6 @@ class NumpyBackend(Backend):
 
 
 def make():
+    from .._core import _core
+    _core.register_inplace_accumulation(np.ndarray)
     return NumpyBackend()

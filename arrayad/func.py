@@ -162,15 +162,17 @@ _ONES = {}
 
 
 def _seed_cotangent(value):
-    """1 shaped like the scalar output ``value``: a cached 0-d constant for raw arrays (the
-    engine never writes into a cotangent that anything else refers to), else ones_like."""
-    if isinstance(value, Array):
+    """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
+    engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
+    copy if the seed itself comes out, as for the identity); else ones_like."""
+    if isinstance(value, Array) or backend_of(value).name != "numpy":
         return ad.ones_like(value)
-    b = backend_of(value)
-    key = (b.name, dtype_of(value))
-    one = _ONES.get(key)
+    one = _ONES.get(value.dtype)
     if one is None:
-        one = _ONES[key] = b.xp.ones_like(value)
+        one = value.__array_namespace__().ones_like(value) if hasattr(value, "__array_namespace__") \
+            else ad.ones_like(value)
+        one.flags.writeable = False
+        _ONES[value.dtype] = one
     return one
 
 
@@ -226,7 +228,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
                     f"instead?")
             value, edge = _grad_output(frame, out)
             _core.set_grad_enabled_flag(prev)
-            grads = _backprop([edge], [_seed_cotangent(value)], tracers)
+            seed = _seed_cotangent(value)
+            grads = _backprop([edge], [seed], tracers)
+            grads = [ad.asarray(g, copy=True) if g is seed else g for g in grads]
             aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
         finally:
             _core.set_grad_enabled_flag(prev)

@@ -29,6 +29,10 @@ def _inplace(self, result):
                 "Update it under arrayad.no_grad(), or work on a copy (x.clone()).")
         if not isinstance(result, Tensor):
             raise _inplace_level_error(self, result)
+        if self.requires_grad and not _core.is_grad_enabled():
+            # an update under no_grad (an optimizer step): new values, same place in the graph
+            self._value = result._value
+            return self
         self._replace(result)
         return self
     if type(result) is not type(self) or result._frame is not self._frame:

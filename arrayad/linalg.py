@@ -1,5 +1,15 @@
-"""The array API ``linalg`` extension."""
-from ._ops.linalg import matmul, tensordot, vecdot  # noqa: F401
-from ._ops.manipulation import matrix_transpose  # noqa: F401
+"""The array API ``linalg`` extension (2024.12, plus 2025.12's ``eig`` and ``eigvals``).
 
-__all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose"]
+Decompositions and solvers are primitives with VJP, JVP and batching rules; the rest are
+composites. Everything lives in ``arrayad/_ops/linalg_ext.py``.
+"""
+from ._ops.linalg_ext import (EigResult, EighResult, QRResult, SlogdetResult,  # noqa: F401
+                              SVDResult, cholesky, cross, det, diagonal, eig, eigh, eigvals,
+                              eigvalsh, inv, matmul, matrix_norm, matrix_power, matrix_rank,
+                              matrix_transpose, outer, pinv, qr, slogdet, solve, svd, svdvals,
+                              tensordot, trace, vecdot, vector_norm)
+
+__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
+           "vector_norm"]

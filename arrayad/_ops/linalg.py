@@ -48,7 +48,9 @@ def _matmul_vjp2(g, ans, x1, x2):
     x1c = conj_if_complex(x1)
     if n1 == 1:
         # (k,) @ (..., k, n): an outer product of x1 with g
-        return g * x1c if n2 == 1 else ad.expand_dims(x1c, axis=-1) * ad.expand_dims(g, axis=-2)
+        # ad.multiply, not *: a raw array-api-strict x1 on the left refuses a tracer g
+        return g * x1c if n2 == 1 else ad.multiply(ad.expand_dims(x1c, axis=-1),
+                                                   ad.expand_dims(g, axis=-2))
     if n2 == 1 and n1 == 2:
         return matmul(g, x1c)                      # (m,) @ (m, k)
     p1, p2, gp = _promote(x1c, x2, g)

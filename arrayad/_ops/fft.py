@@ -1,0 +1,342 @@
+"""The array API ``fft`` extension.
+
+fft, ifft, fftn, ifftn, rfft, irfft, rfftn, irfftn are primitives; hfft, ihfft, fftshift,
+ifftshift are composites of them (and of roll, conj); fftfreq, rfftfreq are constants.
+
+Every transform is linear, so its JVP is the same transform of the tangent and its VJP is the
+adjoint (torch's convention for complex cotangents: the VJP of a C-linear map is its conjugate
+transpose, see ``linalg_ext``). The adjoint of a transform with normalization ``norm`` is the
+inverse transform with the *dual* normalization (``backward`` <-> ``forward``, ``ortho`` fixed):
+e.g. fft's matrix W (no scaling) has W^H = n * ifft = ifft(norm='forward'). The ``n``/``s``
+argument first pads with zeros or truncates the input; its adjoint truncates or zero-pads the
+cotangent back to the input's length (``_fit``). The half-spectrum transforms:
+
+* rfft = (complex fft of the real input, first n//2+1 bins): its adjoint is the real part of
+  the adjoint fft of the cotangent zero-padded to n (``ifft(g, n=n)`` pads for us);
+* irfft(h)_j = c (Re h_0 + 2 Re sum_k h_k e^{+2 pi i jk/n} + Re h_{n/2} (-1)^j): its adjoint is
+  rfft(g) with dual scaling and the interior bins doubled (weights 1, 2, ..., 2, 1).
+
+The complex transforms always see complex input (the public functions cast real input, as
+array-api-strict requires; the cast's own VJP takes the real part for real input).
+"""
+
+import arrayad as ad
+
+from .._core._core import bind, dtype_of, shape_of
+from .. import _dtypes
+from ._rules import batch_axis_params, constant_like, defjvp, defvjp, ndim_of, normalize_axis, \
+    primitive
+
+__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
+           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+PRIMS = {}
+COMPOSITES = {"hfft", "ihfft", "fftshift", "ifftshift", "fftfreq", "rfftfreq"}
+
+_DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _check_norm(norm):
+    if norm not in _DUAL:
+        raise ValueError(f"fft: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
+    return norm
+
+
+def _fit(x, axis, size):
+    """``x`` truncated or zero-padded along ``axis`` to ``size`` (the adjoint of the other)."""
+    cur = shape_of(x)[axis]
+    if cur == size:
+        return x
+    lead = (slice(None),) * axis
+    if cur > size:
+        return x[lead + (slice(0, size), Ellipsis)]
+    pad_shape = list(shape_of(x))
+    pad_shape[axis] = size - cur
+    zeros = ad.broadcast_to(ad.zeros_like(x[lead + (slice(0, 1), Ellipsis)]), tuple(pad_shape))
+    return ad.concat([x, zeros], axis=axis)
+
+
+def _fit_all(x, axes, sizes):
+    for a, s in zip(axes, sizes):
+        x = _fit(x, a, s)
+    return x
+
+
+def _as_complex(x):
+    if dtype_of(x).kind == "c":
+        return x
+    dt = ad.complex64 if dtype_of(x) == ad.float32 else ad.complex128
+    return ad.astype(x, dt)
+
+
+def _as_real(x):
+    if dtype_of(x).kind != "c":
+        return x
+    return ad.real(x)
+
+
+def _half_weights(g, axis, n):
+    """Weights (1, 2, ..., 2, 1) of irfft's adjoint over the n//2 + 1 bins, laid along ``axis``
+    of ``g`` (the last bin is the Nyquist bin only for even n)."""
+    m = n // 2 + 1
+    w = [2.0] * m
+    w[0] = 1.0
+    if n % 2 == 0:
+        w[-1] = 1.0
+    nd = ndim_of(g)
+    rdt = ad.float32 if dtype_of(g) in (ad.float32, ad.complex64) else ad.float64
+    shape = (m,) + (1,) * (nd - 1 - axis)
+    return constant_like(g, lambda xp: xp.reshape(
+        xp.asarray(w, dtype=_dtypes.to_backend(rdt, xp)), shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# One-dimensional complex transforms: fft and ifft, params (n, axis, norm), n and axis explicit.
+
+def _c2c_impl(name):
+    return lambda xp, x, n, axis, norm: getattr(xp.fft, name)(x, n=n, axis=axis, norm=norm)
+
+
+fft_p = primitive("fft", _c2c_impl("fft"))
+ifft_p = primitive("ifft", _c2c_impl("ifft"))
+
+
+def _c2c_vjp(adjoint_prim):
+    def vjp(g, ans, x, n, axis, norm):
+        return _fit(bind(adjoint_prim, g, n=n, axis=axis, norm=_DUAL[norm]), axis,
+                    shape_of(x)[axis])
+    return vjp
+
+
+for _p, _adj in ((fft_p, ifft_p), (ifft_p, fft_p)):
+    defvjp(_p, _c2c_vjp(_adj))
+    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
+    _p.batch = batch_axis_params(_p)
+    PRIMS[_p.name] = _p
+
+
+def _one_d(x, n, axis):
+    ax = normalize_axis(axis, ndim_of(x))
+    return (shape_of(x)[ax] if n is None else int(n)), ax
+
+
+def fft(x, /, *, n=None, axis=-1, norm="backward"):
+    """One-dimensional discrete Fourier transform along ``axis`` (length ``n``: zero-padded or
+    truncated input)."""
+    n, ax = _one_d(x, n, axis)
+    return bind(fft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+def ifft(x, /, *, n=None, axis=-1, norm="backward"):
+    """One-dimensional inverse discrete Fourier transform along ``axis``."""
+    n, ax = _one_d(x, n, axis)
+    return bind(ifft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+# ---------------------------------------------------------------------------------------------
+# n-dimensional complex transforms: params (s, axes, norm), both explicit tuples.
+
+def _c2cn_impl(name):
+    return lambda xp, x, s, axes, norm: getattr(xp.fft, name)(x, s=s, axes=axes, norm=norm)
+
+
+fftn_p = primitive("fftn", _c2cn_impl("fftn"))
+ifftn_p = primitive("ifftn", _c2cn_impl("ifftn"))
+
+
+def _c2cn_vjp(adjoint_prim):
+    def vjp(g, ans, x, s, axes, norm):
+        out = bind(adjoint_prim, g, s=s, axes=axes, norm=_DUAL[norm])
+        return _fit_all(out, axes, [shape_of(x)[a] for a in axes])
+    return vjp
+
+
+for _p, _adj in ((fftn_p, ifftn_p), (ifftn_p, fftn_p)):
+    defvjp(_p, _c2cn_vjp(_adj))
+    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
+    _p.batch = batch_axis_params(_p, ("axes",))
+    PRIMS[_p.name] = _p
+
+
+def _n_d(x, s, axes, *, inverse_real=False):
+    """Explicit ``(s, axes)`` following the standard's defaults: ``axes`` defaults to all axes
+    (or the last ``len(s)``), ``s`` to the input's sizes (irfftn: 2 * (m - 1) on the last axis)."""
+    nd = ndim_of(x)
+    if axes is None:
+        axes = tuple(range(nd)) if s is None else tuple(range(nd - len(s), nd))
+    axes = tuple(normalize_axis(a, nd) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError("fft: repeated axes are not supported")
+    if s is None:
+        shape = shape_of(x)
+        s = [shape[a] for a in axes]
+        if inverse_real and axes:
+            s[-1] = 2 * (shape[axes[-1]] - 1)
+    s = tuple(int(v) if v != -1 else shape_of(x)[a] for v, a in zip(s, axes))
+    if len(s) != len(axes):
+        raise ValueError("fft: s and axes must have the same length")
+    return s, axes
+
+
+def fftn(x, /, *, s=None, axes=None, norm="backward"):
+    """n-dimensional discrete Fourier transform over ``axes`` (sizes ``s``)."""
+    s, axes = _n_d(x, s, axes)
+    return bind(fftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+def ifftn(x, /, *, s=None, axes=None, norm="backward"):
+    """n-dimensional inverse discrete Fourier transform over ``axes``."""
+    s, axes = _n_d(x, s, axes)
+    return bind(ifftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+# ---------------------------------------------------------------------------------------------
+# Real transforms (see the module docstring for their adjoints).
+
+rfft_p = primitive("rfft", lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm))
+irfft_p = primitive("irfft",
+                    lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm))
+
+
+def _rfft_vjp(g, ans, x, n, axis, norm):
+    full = ifft(g, n=n, axis=axis, norm=_DUAL[norm])
+    return _fit(ad.real(full), axis, shape_of(x)[axis])
+
+
+def _irfft_vjp(g, ans, x, n, axis, norm):
+    h = rfft(_as_real(g), n=n, axis=axis, norm=_DUAL[norm]) * _half_weights(g, axis, n)
+    return _fit(h, axis, shape_of(x)[axis])
+
+
+defvjp(rfft_p, _rfft_vjp)
+defjvp(rfft_p, lambda t, ans, x, **params: bind(rfft_p, _as_real(t), **params))
+rfft_p.batch = batch_axis_params(rfft_p)
+PRIMS["rfft"] = rfft_p
+defvjp(irfft_p, _irfft_vjp)
+defjvp(irfft_p, lambda t, ans, x, **params: bind(irfft_p, _as_complex(t), **params))
+irfft_p.batch = batch_axis_params(irfft_p)
+PRIMS["irfft"] = irfft_p
+
+
+def rfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """Discrete Fourier transform of real ``x`` along ``axis``: the n//2 + 1 non-negative
+    frequency bins."""
+    if dtype_of(x).kind == "c":
+        raise TypeError("fft.rfft: x must be real; use fft.fft for complex input")
+    n, ax = _one_d(x, n, axis)
+    return bind(rfft_p, x, n=n, axis=ax, norm=_check_norm(norm))
+
+
+def irfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """Inverse of rfft: the real signal of length ``n`` (default 2 * (m - 1)) whose half
+    spectrum is ``x`` along ``axis``."""
+    ax = normalize_axis(axis, ndim_of(x))
+    n = 2 * (shape_of(x)[ax] - 1) if n is None else int(n)
+    return bind(irfft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+rfftn_p = primitive("rfftn",
+                    lambda xp, x, s, axes, norm: xp.fft.rfftn(x, s=s, axes=axes, norm=norm))
+irfftn_p = primitive("irfftn",
+                     lambda xp, x, s, axes, norm: xp.fft.irfftn(x, s=s, axes=axes, norm=norm))
+
+
+def _rfftn_vjp(g, ans, x, s, axes, norm):
+    # ifftn with s zero-pads the half spectrum (last axis) back to s[-1] before transforming.
+    full = ifftn(g, s=s, axes=axes, norm=_DUAL[norm])
+    return _fit_all(ad.real(full), axes, [shape_of(x)[a] for a in axes])
+
+
+def _irfftn_vjp(g, ans, x, s, axes, norm):
+    h = rfftn(_as_real(g), s=s, axes=axes, norm=_DUAL[norm])
+    h = h * _half_weights(h, axes[-1], s[-1])
+    return _fit_all(h, axes, [shape_of(x)[a] for a in axes])
+
+
+defvjp(rfftn_p, _rfftn_vjp)
+defjvp(rfftn_p, lambda t, ans, x, **params: bind(rfftn_p, _as_real(t), **params))
+rfftn_p.batch = batch_axis_params(rfftn_p, ("axes",))
+PRIMS["rfftn"] = rfftn_p
+defvjp(irfftn_p, _irfftn_vjp)
+defjvp(irfftn_p, lambda t, ans, x, **params: bind(irfftn_p, _as_complex(t), **params))
+irfftn_p.batch = batch_axis_params(irfftn_p, ("axes",))
+PRIMS["irfftn"] = irfftn_p
+
+
+def rfftn(x, /, *, s=None, axes=None, norm="backward"):
+    """n-dimensional transform of real ``x``: half spectrum over the last of ``axes``."""
+    if dtype_of(x).kind == "c":
+        raise TypeError("fft.rfftn: x must be real; use fft.fftn for complex input")
+    s, axes = _n_d(x, s, axes)
+    return bind(rfftn_p, x, s=s, axes=axes, norm=_check_norm(norm))
+
+
+def irfftn(x, /, *, s=None, axes=None, norm="backward"):
+    """Inverse of rfftn: a real array with sizes ``s`` over ``axes``."""
+    s, axes = _n_d(x, s, axes, inverse_real=True)
+    return bind(irfftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+# ---------------------------------------------------------------------------------------------
+# Composites
+
+def hfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """Transform of a Hermitian-symmetric signal given by its first half: a real spectrum
+    (= irfft of conj(x) with the dual normalization)."""
+    return irfft(ad.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
+
+
+def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """Inverse of hfft: the half spectrum of real ``x`` (= conj of rfft with the dual
+    normalization)."""
+    return ad.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
+
+
+def _shift(x, axes, sign):
+    nd = ndim_of(x)
+    axes = tuple(range(nd)) if axes is None else (
+        (axes,) if isinstance(axes, int) else tuple(axes))
+    axes = tuple(normalize_axis(a, nd) for a in axes)
+    if not axes:
+        return x
+    shifts = tuple(sign * (shape_of(x)[a] // 2) for a in axes)
+    return ad.roll(x, shifts, axis=axes)
+
+
+def fftshift(x, /, *, axes=None):
+    """Move the zero-frequency bin to the centre along ``axes`` (all by default)."""
+    return _shift(x, axes, 1)
+
+
+def ifftshift(x, /, *, axes=None):
+    """Inverse of fftshift."""
+    return _shift(x, axes, -1)
+
+
+def _freq_array(make, dtype, device):
+    """A constant of the default backend (like ``arange``): ``make(xp, real_dtype)``."""
+    from ..backends import default_backend
+    xp = default_backend().xp
+    if dtype is None:
+        dt = xp.__array_namespace_info__().default_dtypes()["real floating"]
+    else:
+        dt = _dtypes.to_backend(dtype, xp)
+    out = ad.Tensor(make(xp, dt))
+    return out if device is None else out.to_device(device)
+
+
+def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
+    """Sample frequencies of an n-point fft: [0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)."""
+    n = int(n)
+
+    def make(xp, dt):
+        k = xp.arange(n)
+        k = xp.where(k < (n + 1) // 2, k, k - n)
+        return xp.astype(k, dt) / (d * n)
+    return _freq_array(make, dtype, device)
+
+
+def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
+    """Sample frequencies of an n-point rfft: [0, 1, ..., n//2] / (d n)."""
+    n = int(n)
+    return _freq_array(lambda xp, dt: xp.astype(xp.arange(n // 2 + 1), dt) / (d * n),
+                       dtype, device)

@@ -1,0 +1,782 @@
+"""The array API ``linalg`` extension: decompositions and solvers as primitives (cholesky, det,
+slogdet, inv, solve, eigh, eig, qr, svd), everything else as composites of arrayad functions.
+
+Conventions shared by the rules below:
+
+* Inputs are stacks of matrices ``(..., M, N)``; every rule works on the last two axes, so a
+  batching rule only has to move the vmapped axis to the front (``_batch_front``), or, for
+  ``solve``'s two broadcasting operands, to the front of the broadcast batch (``_batch_bcast``).
+* Complex cotangents follow torch's convention: for a real loss ``L`` the cotangent of ``z`` is
+  ``dL/dRe(z) + i dL/dIm(z)``, so the VJP of a C-linear map ``A`` is ``A^H``. Every VJP below is the
+  adjoint, under ``<a, b> = Re(sum(conj(a) * b))``, of the JVP written next to it.
+* Functions of Hermitian input (cholesky, eigh) read one triangle only, so their derivative is
+  only defined on Hermitian perturbations. As torch does, the JVP uses the Hermitian part of the
+  tangent and the VJP returns a Hermitian cotangent, so the two stay adjoint to each other.
+* Spectral rules divide by eigenvalue (or squared singular value) gaps. Where a gap is exactly zero
+  (degenerate spectrum) the term is set to zero instead of inf/nan: exact for functions of the
+  eigenvalues alone (eigvalsh, svdvals, matrix norms), and a choice of gauge for eigenvectors,
+  whose derivative is undefined there. Near-degenerate spectra still give large derivatives.
+"""
+
+from collections import namedtuple
+
+import arrayad as ad
+
+from .._core._core import bind, dtype_of, shape_of
+from .. import _dtypes
+from ._rules import (constant_like, defjvp, defvjp, eye_like, is_complex, move_to_front, ndim_of,
+                     normalize_axis, primitive, unbroadcast)
+from . import linalg as _mm
+
+__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
+           "vector_norm"]
+PRIMS = {}
+COMPOSITES = {"cross", "diagonal", "eigvals", "eigvalsh", "matrix_norm", "matrix_power",
+              "matrix_rank", "outer", "pinv", "svdvals", "trace", "vector_norm"}
+
+matmul = _mm.matmul
+tensordot = _mm.tensordot
+vecdot = _mm.vecdot
+matrix_transpose = ad.matrix_transpose
+
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Small matrix helpers (arrayad ops only, so that rules differentiate and batch again)
+
+def _mT(x):
+    return ad.matrix_transpose(x)
+
+
+# Rules mix values of different levels (primals of one transform, tangents or cotangents of
+# another, raw constants). They use the functions, never the operators: ``raw @ tracer`` calls
+# the raw array's operator first, and array-api-strict raises instead of deferring.
+mul, add, sub = ad.multiply, ad.add, ad.subtract
+
+
+def mm(*xs):
+    """Chained matrix product."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = ad.matmul(out, x)
+    return out
+
+
+def _mH(x):
+    """Conjugate transpose (a plain transpose for real input)."""
+    x = ad.matrix_transpose(x)
+    return ad.conj(x) if is_complex(x) else x
+
+
+def _real(x):
+    return ad.real(x) if is_complex(x) else x
+
+
+def _herm(t):
+    """The Hermitian part of a tangent (see the module note on Hermitian input)."""
+    return 0.5 * add(t, _mH(t))
+
+
+def _diag_embed(v):
+    """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
+    n = shape_of(v)[-1]
+    return ad.expand_dims(v, axis=-1) * eye_like(v, n)
+
+
+def _eye_mask(x):
+    """The identity, shaped like the last two axes of ``x``, in the real dtype of ``x``."""
+    n = shape_of(x)[-1]
+    dt = _real_dtype(dtype_of(x))
+    return constant_like(x, lambda xp: xp.eye(n, n, dtype=_dtypes.to_backend(dt, xp)))
+
+
+def _real_dtype(dt):
+    if dt == ad.complex64:
+        return ad.float32
+    if dt == ad.complex128:
+        return ad.float64
+    return dt
+
+
+def _gap_inverse(w):
+    """``F[..., i, j] = 1 / (w_j - w_i)``, zero where the gap is exactly zero (and on the
+    diagonal)."""
+    e = ad.expand_dims(w, axis=-2) - ad.expand_dims(w, axis=-1)
+    zero = e == 0
+    return ad.where(zero, 0.0, 1.0 / ad.where(zero, 1.0, e))
+
+
+def _safe_reciprocal(s):
+    """1/s with 0 where s == 0 (rank-deficient input: the term it scales is undefined there)."""
+    zero = s == 0
+    return ad.where(zero, 0.0, 1.0 / ad.where(zero, 1.0, s))
+
+
+def _rsolve(b, a):
+    """``b @ inv(a)`` without forming the inverse."""
+    return _mT(solve(_mT(a), _mT(b)))
+
+
+def _rsolve_h(b, a):
+    """``b @ inv(a)^H``."""
+    return _mH(solve(a, _mH(b)))
+
+
+def _batch_front(prim):
+    """Batching rule of a primitive that acts on the last two axes and broadcasts over the rest."""
+    def rule(args, dims, **params):
+        return bind(prim, move_to_front(args[0], dims[0]), **params), 0
+    return rule
+
+
+def _batch_bcast(prim, core_ranks):
+    """Batching rule of a primitive whose operands broadcast over their leading (batch) axes:
+    each batched operand gets its vmapped axis in front and size-one axes after it up to the
+    broadcast rank, so that it lines up with the others."""
+    def rule(args, dims, **params):
+        rank = max(ndim_of(a) - (d is not None) for a, d in zip(args, dims))
+        new = []
+        for a, d in zip(args, dims):
+            if d is not None:
+                a = move_to_front(a, d)
+                missing = rank - (ndim_of(a) - 1)
+                if missing:
+                    s = shape_of(a)
+                    a = ad.reshape(a, s[:1] + (1,) * missing + s[1:])
+            new.append(a)
+        return bind(prim, *new, **params), 0
+    return rule
+
+
+def _check_square(x, name):
+    s = shape_of(x)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ValueError(f"linalg.{name}: expected a stack of square matrices (..., M, M), got "
+                         f"shape {s}")
+
+
+# ---------------------------------------------------------------------------------------------
+# inv
+
+inv_p = primitive("linalg_inv", lambda xp, x: xp.linalg.inv(x))
+defvjp(inv_p, lambda g, ans, x: -mm(_mH(ans), g, _mH(ans)))
+defjvp(inv_p, lambda t, ans, x: -mm(ans, t, ans))
+inv_p.batch = _batch_front(inv_p)
+PRIMS["inv"] = inv_p
+
+
+def inv(x, /):
+    """The inverse of each square matrix in ``x``."""
+    _check_square(x, "inv")
+    return bind(inv_p, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# det: d det = det * tr(A^-1 dA); the VJP is g * conj(det * A^-T). Singular input (inv fails) is
+# not supported by these rules.
+
+det_p = primitive("linalg_det", lambda xp, x: xp.linalg.det(x))
+
+
+def _det_vjp(g, ans, x):
+    d = ad.expand_dims(mul(g, ad.conj(ans) if is_complex(ans) else ans), axis=(-2, -1))
+    return mul(d, _mH(inv(x)))
+
+
+defvjp(det_p, _det_vjp)
+defjvp(det_p, lambda t, ans, x: mul(ans, ad.sum(mul(_mT(inv(x)), t), axis=(-2, -1))))
+det_p.batch = _batch_front(det_p)
+PRIMS["det"] = det_p
+
+
+def det(x, /):
+    """The determinant of each square matrix in ``x``."""
+    _check_square(x, "det")
+    return bind(det_p, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# slogdet: with tr = tr(A^-1 dA), d logabsdet = Re(tr) and d sign = i * sign * Im(tr) (zero for
+# real input, whose sign is piecewise constant).
+
+def _slogdet_impl(xp, x):
+    r = xp.linalg.slogdet(x)
+    return r[0], r[1]
+
+
+slogdet_p = primitive("linalg_slogdet", _slogdet_impl, multiple_results=True)
+
+
+def _slogdet_jvp(tangents, ans, x):
+    t = tangents[0]
+    if t is None:
+        return None, None
+    sign, _ = ans
+    tr = ad.sum(mul(_mT(inv(x)), t), axis=(-2, -1))
+    if not is_complex(x):
+        return None, tr
+    return mul(sign, ad.astype(ad.imag(tr), dtype_of(x)) * 1j), ad.real(tr)
+
+
+def _slogdet_vjp(g, ans, x):
+    gs, gl = g
+    a_inv_h = _mH(inv(x))
+    if not is_complex(x):
+        return mul(ad.expand_dims(gl, axis=(-2, -1)), a_inv_h)
+    sign, _ = ans
+    c = ad.real(mul(ad.conj(gs), sign) * 1j)
+    gtr = add(ad.astype(gl, dtype_of(x)), ad.astype(c, dtype_of(x)) * 1j)
+    return mul(ad.expand_dims(gtr, axis=(-2, -1)), a_inv_h)
+
+
+slogdet_p.jvp = _slogdet_jvp
+defvjp(slogdet_p, _slogdet_vjp)
+slogdet_p.batch = _batch_front(slogdet_p)
+PRIMS["slogdet"] = slogdet_p
+
+
+def slogdet(x, /):
+    """``(sign, logabsdet)`` of the determinant of each square matrix in ``x``."""
+    _check_square(x, "slogdet")
+    return SlogdetResult(*bind(slogdet_p, x))
+
+
+# ---------------------------------------------------------------------------------------------
+# solve: X = A^-1 B. dX = A^-1 (dB - dA X); B_bar = A^-H g, A_bar = -B_bar X^H. The primitive
+# sees B as a stack of matrices (the public function turns a 1-d B into a column) and broadcasts
+# the batch axes itself, so that every backend gets operands of the same rank.
+
+def _solve_impl(xp, a, b):
+    batch = tuple(ad.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    if tuple(a.shape[:-2]) != batch:
+        a = xp.broadcast_to(a, batch + tuple(a.shape[-2:]))
+    if tuple(b.shape[:-2]) != batch:
+        b = xp.broadcast_to(b, batch + tuple(b.shape[-2:]))
+    return xp.linalg.solve(a, b)
+
+
+solve_p = primitive("linalg_solve", _solve_impl)
+
+
+def _solve_vjp_b(g, ans, a, b):
+    return unbroadcast(solve(_mH(a), g), b)
+
+
+def _solve_vjp_a(g, ans, a, b):
+    gb = solve(_mH(a), g)
+    return unbroadcast(-mm(gb, _mH(ans)), a)
+
+
+defvjp(solve_p, _solve_vjp_a, _solve_vjp_b)
+defjvp(solve_p, lambda t, ans, a, b: solve(a, -mm(t, ans)),
+       lambda t, ans, a, b: solve(a, t))
+solve_p.batch = _batch_bcast(solve_p, (2, 2))
+PRIMS["solve"] = solve_p
+
+
+def solve(x1, x2, /):
+    """Solve ``x1 @ X = x2`` for ``X``. ``x2`` is a vector when it is 1-d (the 2024.12 rule),
+    otherwise a stack of matrices; batch axes broadcast."""
+    _check_square(x1, "solve")
+    if ndim_of(x2) == 1:
+        return ad.squeeze(bind(solve_p, x1, ad.expand_dims(x2, axis=-1)), axis=-1)
+    return bind(solve_p, x1, x2)
+
+
+# ---------------------------------------------------------------------------------------------
+# cholesky (lower factor; upper=True is its conjugate transpose). With L^-1 dA L^-H = X + X^H,
+# X = L^-1 dL lower triangular: dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with the diagonal
+# halved (Murray 2016). Its adjoint: A_bar = L^-H Phi(L^H L_bar) L^-1, made Hermitian.
+
+def _phi(x):
+    return ad.tril(x, k=-1) + 0.5 * (x * _eye_mask(x))
+
+
+cholesky_p = primitive("linalg_cholesky", lambda xp, x: xp.linalg.cholesky(x))
+
+
+def _cholesky_jvp(t, ans, x):
+    l_inv = inv(ans)
+    return mm(ans, _phi(mm(l_inv, _herm(t), _mH(l_inv))))
+
+
+def _cholesky_vjp(g, ans, x):
+    l_inv = inv(ans)
+    return _herm(mm(_mH(l_inv), _phi(mm(_mH(ans), g)), l_inv))
+
+
+defvjp(cholesky_p, _cholesky_vjp)
+defjvp(cholesky_p, _cholesky_jvp)
+cholesky_p.batch = _batch_front(cholesky_p)
+PRIMS["cholesky"] = cholesky_p
+
+
+def cholesky(x, /, *, upper=False):
+    """The Cholesky factor of each Hermitian positive-definite matrix in ``x`` (lower, or upper
+    with ``upper=True``). Only the lower triangle of ``x`` is read."""
+    _check_square(x, "cholesky")
+    low = bind(cholesky_p, x)
+    return _mH(low) if upper else low
+
+
+# ---------------------------------------------------------------------------------------------
+# eigh: A = V diag(w) V^H. With P = V^H dA V and F[i, j] = 1/(w_j - w_i):
+#   dw = Re diag(P), dV = V (F * P);
+#   A_bar = V (diag(w_bar) + F * skew(V^H V_bar)) V^H   (Hermitian; skew(M) = (M - M^H)/2).
+# Limitation: degenerate eigenvalues (see the module note); the eigenvectors' phase (complex) is
+# a gauge, so only losses invariant to it have a meaningful derivative.
+
+def _eigh_impl(xp, x):
+    r = xp.linalg.eigh(x)
+    return r[0], r[1]
+
+
+eigh_p = primitive("linalg_eigh", _eigh_impl, multiple_results=True)
+
+
+def _eigh_jvp(tangents, ans, x):
+    t = tangents[0]
+    if t is None:
+        return None, None
+    w, v = ans
+    p = mm(_mH(v), _herm(t), v)
+    dw = _real(diagonal(p))
+    dv = mm(v, mul(_gap_inverse(w), p))
+    return dw, dv
+
+
+def _eigh_vjp(g, ans, x):
+    gw, gv = g
+    w, v = ans
+    vhgv = mm(_mH(v), gv)
+    inner = add(mul(_gap_inverse(w), 0.5 * (vhgv - _mH(vhgv))), _diag_embed(gw))
+    return mm(v, inner, _mH(v))
+
+
+eigh_p.jvp = _eigh_jvp
+defvjp(eigh_p, _eigh_vjp)
+eigh_p.batch = _batch_front(eigh_p)
+PRIMS["eigh"] = eigh_p
+
+
+def eigh(x, /):
+    """Eigenvalues (ascending) and eigenvectors of each Hermitian matrix in ``x``: a named tuple
+    ``(eigenvalues, eigenvectors)``. Only the lower triangle of ``x`` is read."""
+    _check_square(x, "eigh")
+    return EighResult(*bind(eigh_p, x))
+
+
+def eigvalsh(x, /):
+    """Eigenvalues (ascending) of each Hermitian matrix in ``x``."""
+    return eigh(x).eigenvalues
+
+
+# ---------------------------------------------------------------------------------------------
+# eig (2025.12): general square matrices, complex results. With T = V^-1 dA V, E[i, j] = w_j - w_i:
+#   dw = diag(T), dV = V (T / E) - V diag(Re diag(V^H V (T / E)))  (columns keep unit norm);
+#   A_bar = V^-H (diag(w_bar) + conj(1/E) * (V^H V_bar - V^H V diag(Re diag(V^H V_bar)))) V^H,
+# real for real input. The eigenvectors' phase is a gauge: use losses invariant to it.
+
+def _complex_of(xp, x):
+    dt = x.dtype
+    if xp.isdtype(dt, "complex floating"):
+        return dt
+    return xp.complex64 if dt == xp.float32 else xp.complex128
+
+
+def _eig_impl(xp, x):
+    w, v = xp.linalg.eig(x)
+    ct = _complex_of(xp, x)
+    return xp.astype(w, ct), xp.astype(v, ct)
+
+
+eig_p = primitive("linalg_eig", _eig_impl, multiple_results=True)
+
+
+def _eig_jvp(tangents, ans, x):
+    t = tangents[0]
+    if t is None:
+        return None, None
+    w, v = ans
+    tmat = solve(v, mm(ad.astype(t, dtype_of(v), copy=False), v))  # torch: one dtype in matmul
+    dw = diagonal(tmat)
+    dv = mm(v, mul(_gap_inverse(w), tmat))
+    dv = sub(dv, mul(v, ad.expand_dims(ad.real(diagonal(mm(_mH(v), dv))), axis=-2)))
+    return dw, dv
+
+
+def _eig_vjp(g, ans, x):
+    gw, gv = g
+    w, v = ans
+    vh = _mH(v)
+    vhgv = mm(vh, gv)
+    vhgv = sub(vhgv, mul(mm(vh, v), ad.expand_dims(ad.real(diagonal(vhgv)), axis=-2)))
+    inner = add(mul(ad.conj(_gap_inverse(w)), vhgv), _diag_embed(gw))
+    ga = solve(vh, mm(inner, vh))
+    return ga if is_complex(x) else ad.real(ga)
+
+
+eig_p.jvp = _eig_jvp
+defvjp(eig_p, _eig_vjp)
+eig_p.batch = _batch_front(eig_p)
+PRIMS["eig"] = eig_p
+
+
+def eig(x, /):
+    """Eigenvalues and unit-norm eigenvectors of each square matrix in ``x`` (2025.12): a named
+    tuple ``(eigenvalues, eigenvectors)``, always complex."""
+    _check_square(x, "eig")
+    return EigResult(*bind(eig_p, x))
+
+
+def eigvals(x, /):
+    """Eigenvalues of each square matrix in ``x`` (2025.12), complex."""
+    return eig(x).eigenvalues
+
+
+# ---------------------------------------------------------------------------------------------
+# qr. For M >= N (reduced): with X = Q^H dA R^-1 and C = skew part of X's strict lower triangle
+# (plus i Im diag(X) for complex input, R having a real diagonal),
+#   dR = (X - C) R,  dQ = dA R^-1 - Q (X - C);
+#   A_bar = (Q_bar + Q N) R^-H,  M = R_bar R^H - Q^H Q_bar,
+#   N = M - tril(M, -1) + tril(M^H, -1) - i Im diag(M)   (the adjoint of the map X -> X - C).
+# For M < N, A = [X | Y] and R = [U | V] with X = Q U square and V = Q^H Y.
+# mode='complete' with M > N is not differentiable (Q's extra columns are not unique).
+
+def _qr_impl(xp, x, mode="reduced"):
+    r = xp.linalg.qr(x, mode=mode)
+    return r[0], r[1]
+
+
+qr_p = primitive("linalg_qr", _qr_impl, multiple_results=True)
+
+
+def _imag_diag(x):
+    """i * Im(diag(x)) as a diagonal matrix (zero for real input, then None)."""
+    if not is_complex(x):
+        return None
+    d = ad.astype(ad.imag(diagonal(x)), dtype_of(x)) * 1j
+    return _diag_embed(d)
+
+
+def _qr_tall_jvp(q, r, da):
+    x = _rsolve(mm(_mH(q), da), r)
+    low = ad.tril(x, k=-1)
+    c = low - _mH(low)
+    im = _imag_diag(x)
+    if im is not None:
+        c = c + im
+    dr = mm(x - c, r)
+    dq = sub(_rsolve(da, r), mm(q, x - c))
+    return dq, dr
+
+
+def _qr_tall_vjp(q, r, gq, gr):
+    m = sub(mm(gr, _mH(r)), mm(_mH(q), gq))
+    n = m - ad.tril(m, k=-1) + ad.tril(_mH(m), k=-1)
+    im = _imag_diag(m)
+    if im is not None:
+        n = n - im
+    return _rsolve_h(add(gq, mm(q, n)), r)
+
+
+def _qr_check(x, mode):
+    m, n = shape_of(x)[-2:]
+    if mode == "complete" and m > n:
+        raise NotImplementedError(
+            "linalg.qr: the derivative of mode='complete' for tall matrices (M > N) is not "
+            "defined (the extra columns of Q are not unique); use mode='reduced'.")
+    return m, n
+
+
+def _qr_jvp(tangents, ans, x, mode="reduced"):
+    t = tangents[0]
+    if t is None:
+        return None, None
+    m, n = _qr_check(x, mode)
+    q, r = ans
+    if m >= n:
+        return _qr_tall_jvp(q, r, t)
+    u, vv = r[..., :, :m], r[..., :, m:]
+    dq, du = _qr_tall_jvp(q, u, t[..., :, :m])
+    dv = mm(_mH(q), sub(t[..., :, m:], mm(dq, vv)))
+    return dq, ad.concat([du, dv], axis=-1)
+
+
+def _qr_vjp(g, ans, x, mode="reduced"):
+    m, n = _qr_check(x, mode)
+    gq, gr = g
+    q, r = ans
+    if m >= n:
+        return _qr_tall_vjp(q, r, gq, gr)
+    u = r[..., :, :m]
+    gu, gv = gr[..., :, :m], gr[..., :, m:]
+    y = x[..., :, m:]
+    gx = _qr_tall_vjp(q, u, add(gq, mm(y, _mH(gv))), gu)
+    return ad.concat([gx, mm(q, gv)], axis=-1)
+
+
+qr_p.jvp = _qr_jvp
+defvjp(qr_p, _qr_vjp)
+qr_p.batch = _batch_front(qr_p)
+PRIMS["qr"] = qr_p
+
+
+def qr(x, /, *, mode="reduced"):
+    """QR decomposition of each matrix in ``x``: a named tuple ``(Q, R)``."""
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    if ndim_of(x) < 2:
+        raise ValueError("linalg.qr: x must have at least 2 dimensions")
+    return QRResult(*bind(qr_p, x, mode=mode))
+
+
+# ---------------------------------------------------------------------------------------------
+# svd: A = U diag(S) V^H, K = min(M, N). With dP = U^H dA V and F[i, j] = 1/(S_j^2 - S_i^2):
+#   dS = Re diag(dP),
+#   dU = U (F * (dP S + S dP^H)) + (dA V - U dP) S^-1   (+ U i Im diag(dP) / S, complex),
+#   dV = V (F * (S dP + dP^H S)) + (dA^H U - V dP^H) S^-1;
+#   A_bar = U (diag(S_bar) + (J + J^H) S + S (K + K^H)) V^H + (I - U U^H) U_bar S^-1 V^H
+#           + U S^-1 V_bar^H (I - V V^H),   J = F * (U^H U_bar), K = F * (V^H V_bar)
+#           (+ U i Im diag(U^H U_bar) / S V^H, complex).
+# Limits: full_matrices=True is differentiable only for square input; repeated singular values
+# and zero singular values (with U or V in the loss) have no derivative (see the module note).
+
+def _svd_impl(xp, x, full_matrices=True):
+    r = xp.linalg.svd(x, full_matrices=full_matrices)
+    return r[0], r[1], r[2]
+
+
+svd_p = primitive("linalg_svd", _svd_impl, multiple_results=True)
+
+
+def _svd_check(x, full_matrices):
+    m, n = shape_of(x)[-2:]
+    if full_matrices and m != n:
+        raise NotImplementedError(
+            "linalg.svd: the derivative of full_matrices=True for non-square input is not "
+            "defined (the extra singular vectors are not unique); use full_matrices=False.")
+
+
+def _row(s):
+    return ad.expand_dims(s, axis=-2)
+
+
+def _col(s):
+    return ad.expand_dims(s, axis=-1)
+
+
+def _svd_jvp(tangents, ans, x, full_matrices=True):
+    t = tangents[0]
+    if t is None:
+        return None, None, None
+    _svd_check(x, full_matrices)
+    u, s, vh = ans
+    v = _mH(vh)
+    dp = mm(_mH(u), t, v)
+    ds = _real(diagonal(dp))
+    f = _gap_inverse(s * s)
+    s_inv = _safe_reciprocal(s)
+    dph = _mH(dp)
+    du = add(mm(u, mul(f, add(mul(dp, _row(s)), mul(_col(s), dph)))),
+             mul(sub(mm(t, v), mm(u, dp)), _row(s_inv)))
+    if is_complex(dp):
+        du = add(du, mul(u, _row(ad.astype(mul(ad.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
+    dv = add(mm(v, mul(f, add(mul(_col(s), dp), mul(dph, _row(s))))),
+             mul(sub(mm(_mH(t), u), mm(v, dph)), _row(s_inv)))
+    return du, ds, _mH(dv)
+
+
+def _svd_vjp(g, ans, x, full_matrices=True):
+    _svd_check(x, full_matrices)
+    gu, gs, gvh = g
+    u, s, vh = ans
+    v = _mH(vh)
+    gv = _mH(gvh)
+    f = _gap_inverse(s * s)
+    s_inv = _safe_reciprocal(s)
+    uhgu = mm(_mH(u), gu)
+    vhgv = mm(_mH(v), gv)
+    j = mul(f, uhgu)
+    k = mul(f, vhgv)
+    inner = add(_diag_embed(gs), add(mul(j + _mH(j), _row(s)), mul(_col(s), k + _mH(k))))
+    if is_complex(uhgu):
+        inner = add(inner, _diag_embed(
+            ad.astype(mul(ad.imag(diagonal(uhgu)), s_inv), dtype_of(uhgu)) * 1j))
+    out = mm(u, inner, vh)
+    out = add(out, mm(mul(sub(gu, mm(u, uhgu)), _row(s_inv)), vh))
+    out = add(out, mm(u, mul(_col(s_inv), _mH(sub(gv, mm(v, vhgv))))))
+    return out
+
+
+svd_p.jvp = _svd_jvp
+defvjp(svd_p, _svd_vjp)
+svd_p.batch = _batch_front(svd_p)
+PRIMS["svd"] = svd_p
+
+
+def svd(x, /, *, full_matrices=True):
+    """Singular value decomposition of each matrix in ``x``: a named tuple ``(U, S, Vh)`` with
+    ``x = U @ diag(S) @ Vh`` and S descending."""
+    if ndim_of(x) < 2:
+        raise ValueError("linalg.svd: x must have at least 2 dimensions")
+    return SVDResult(*bind(svd_p, x, full_matrices=full_matrices))
+
+
+def svdvals(x, /):
+    """Singular values (descending) of each matrix in ``x``."""
+    return svd(x, full_matrices=False).S
+
+
+# ---------------------------------------------------------------------------------------------
+# Composites
+
+def diagonal(x, /, *, offset=0):
+    """The ``offset`` diagonal of each matrix in ``x`` (a strided slice of the flattened matrix,
+    so that its derivative and batching come from reshape and indexing)."""
+    s = shape_of(x)
+    if len(s) < 2:
+        raise ValueError("linalg.diagonal: x must have at least 2 dimensions")
+    m, n = s[-2:]
+    if offset >= 0:
+        start, length = offset, max(0, min(m, n - offset))
+    else:
+        start, length = -offset * n, max(0, min(m + offset, n))
+    flat = ad.reshape(x, s[:-2] + (m * n,))
+    if length == 0:
+        return flat[..., 0:0]
+    return flat[..., start:start + (length - 1) * (n + 1) + 1:n + 1]
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """Sum of the ``offset`` diagonal of each matrix in ``x``."""
+    return ad.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
+
+
+def outer(x1, x2, /):
+    """Outer product of two vectors."""
+    if ndim_of(x1) != 1 or ndim_of(x2) != 1:
+        raise ValueError("linalg.outer: x1 and x2 must be 1-d")
+    return mul(ad.expand_dims(x1, axis=-1), ad.expand_dims(x2, axis=0))
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Cross product of 3-element vectors along ``axis`` (the other axes broadcast)."""
+    x1, x2 = ad.broadcast_arrays(x1, x2)
+    ax = normalize_axis(axis, ndim_of(x1))
+    if shape_of(x1)[ax] != 3:
+        raise ValueError(f"linalg.cross: axis {axis} must have size 3, got {shape_of(x1)[ax]}")
+    # c_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} (indices mod 3): rolls, no slicing or stacking
+    def r(v, k):
+        return ad.roll(v, -k, axis=ax)
+    return sub(mul(r(x1, 1), r(x2, 2)), mul(r(x1, 2), r(x2, 1)))
+
+
+def matrix_power(x, n, /):
+    """``x`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; ``n == 0``: the
+    identity), by repeated squaring."""
+    _check_square(x, "matrix_power")
+    if not isinstance(n, int):
+        raise TypeError("linalg.matrix_power: n must be an int")
+    if n == 0:
+        # a where on x (all true), so that the result stays at x's level: a raw constant
+        # would meet tracers in the caller's arithmetic, which array-api-strict refuses
+        return ad.where(ad.zeros_like(x) == 0, eye_like(x, shape_of(x)[-1]), x)
+    if n < 0:
+        x, n = inv(x), -n
+    result = None
+    base = x
+    while True:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if not n:
+            return result
+        base = base @ base
+
+
+def _default_rtol(x, s):
+    m, n = shape_of(x)[-2:]
+    return max(m, n) * ad.finfo(_real_dtype(dtype_of(s))).eps
+
+
+def matrix_rank(x, /, *, rtol=None):
+    """Number of singular values of each matrix larger than ``rtol * max(S)`` (not
+    differentiable: an integer)."""
+    s = ad.stop_gradient(svdvals(x))
+    if rtol is None:
+        rtol = _default_rtol(x, s)
+    elif not isinstance(rtol, (int, float)):
+        rtol = ad.expand_dims(rtol, axis=-1)
+    tol = ad.max(s, axis=-1, keepdims=True) * rtol
+    return ad.count_nonzero(s > tol, axis=-1)
+
+
+def pinv(x, /, *, rtol=None):
+    """Moore-Penrose pseudo-inverse, from the SVD; singular values at most ``rtol * max(S)`` are
+    treated as zero. Differentiable where the rank is locally constant."""
+    u, s, vh = svd(x, full_matrices=False)
+    if rtol is None:
+        rtol = _default_rtol(x, s)
+    elif not isinstance(rtol, (int, float)):
+        rtol = ad.expand_dims(rtol, axis=-1)
+    keep = ad.stop_gradient(s > ad.max(s, axis=-1, keepdims=True) * rtol)
+    s_inv = ad.where(keep, 1.0 / ad.where(keep, s, 1.0), 0.0)
+    return _mH(vh) @ (ad.expand_dims(ad.astype(s_inv, dtype_of(u)), axis=-1) * _mH(u))
+
+
+def _abs2(x):
+    """|x|^2, smooth everywhere (abs is not differentiable at 0)."""
+    return ad.real(x * ad.conj(x)) if is_complex(x) else x * x
+
+
+def _safe_sqrt(s):
+    """sqrt with a zero (not NaN) derivative at 0, like torch's norms."""
+    zero = s == 0
+    return ad.where(zero, 0.0, ad.sqrt(ad.where(zero, 1.0, s)))
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The ``ord``-norm of ``x`` over ``axis`` (all axes by default)."""
+    if ord == 2:
+        return _safe_sqrt(ad.sum(_abs2(x), axis=axis, keepdims=keepdims))
+    a = ad.abs(x)
+    if ord == 1:
+        return ad.sum(a, axis=axis, keepdims=keepdims)
+    if ord == float("inf"):
+        return ad.max(a, axis=axis, keepdims=keepdims)
+    if ord == -float("inf"):
+        return ad.min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return ad.astype(ad.count_nonzero(ad.stop_gradient(a), axis=axis, keepdims=keepdims),
+                         dtype_of(a))
+    return ad.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The ``ord``-norm of each matrix in ``x``: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
+    if ndim_of(x) < 2:
+        raise ValueError("linalg.matrix_norm: x must have at least 2 dimensions")
+    if ord == "fro":
+        out = _safe_sqrt(ad.sum(_abs2(x), axis=(-2, -1)))
+    elif ord == "nuc":
+        out = ad.sum(svdvals(x), axis=-1)
+    elif ord in (2, -2):
+        s = svdvals(x)
+        out = ad.max(s, axis=-1) if ord == 2 else ad.min(s, axis=-1)
+    elif ord in (1, -1, float("inf"), -float("inf")):
+        # 1: largest absolute column sum; inf: largest absolute row sum.
+        sums = ad.sum(ad.abs(x), axis=-2 if ord in (1, -1) else -1)
+        out = ad.max(sums, axis=-1) if ord > 0 else ad.min(sums, axis=-1)
+    else:
+        raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
+    if keepdims:
+        out = ad.expand_dims(out, axis=(-2, -1))
+    return out

@@ -94,6 +94,25 @@ class _Native:
         return tree_map(self, tree)
 
 
+def _split_aux(out, has_aux, api):
+    """``(output, aux)`` of a function called with ``has_aux`` (aux None without it)."""
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) if "
+                           f"has_aux is True")
+    return out
+
+
+def _output_leaves(out, api):
+    """The array leaves of a function's output (anything else is refused)."""
+    leaves, spec = tree_flatten(out)
+    for o in leaves:
+        if not _is_array(o):
+            raise RuntimeError(f"{api}: Expected f to return arrays, got {type(o)}")
+    return leaves, spec
+
+
 def _fname(func):
     return getattr(func, "__name__", None) or repr(func)
 
@@ -212,13 +231,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         try:
             tracers, spec = _wrap_grad_inputs(frame, _select(args, nums, single), api)
             out = func(*_replace(args, nums, tree_unflatten(tracers, spec), single), **kwargs)
-            aux = None
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError(
-                        f"{api}: output of function f should be a tuple: (output, aux) if "
-                        f"has_aux is True")
-                out, aux = out
+            out, aux = _split_aux(out, has_aux, api)
             if not isinstance(out, Array) and not _is_array(out):
                 raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
             if len(shape_of(out)) != 0:
@@ -282,18 +295,10 @@ def vjp(func, *primals, has_aux=False):
     prev = _core.set_grad_enabled_flag(True)
     try:
         tracers, in_spec = _wrap_grad_inputs(frame, primals, api)
-        out = func(*tree_unflatten(tracers, in_spec))
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) "
-                                   f"if has_aux is True")
-            out, aux = out
-        out_leaves, out_spec = tree_flatten(out)
+        out, aux = _split_aux(func(*tree_unflatten(tracers, in_spec)), has_aux, api)
+        out_leaves, out_spec = _output_leaves(out, api)
         values, edges = [], []
         for o in out_leaves:
-            if not _is_array(o):
-                raise RuntimeError(f"{api}: Expected f to return arrays, got {type(o)}")
             v, e = _grad_output(frame, o)
             if dtype_of(v).kind not in ("f", "c"):
                 raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
@@ -371,18 +376,10 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     frame = _core.push_frame(_core.JVP)
     try:
         duals, spec, _ = _wrap_jvp_inputs(frame, primals, tangents, api)
-        out = func(*tree_unflatten(duals, spec))
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) "
-                                   f"if has_aux is True")
-            out, aux = out
-        leaves, out_spec = tree_flatten(out)
+        out, aux = _split_aux(func(*tree_unflatten(duals, spec)), has_aux, api)
+        leaves, out_spec = _output_leaves(out, api)
         ps, ts = [], []
         for o in leaves:
-            if not _is_array(o):
-                raise RuntimeError(f"{api}: Expected f to return arrays, got {type(o)}")
             p, t = _jvp_output(frame, o)
             if t is None:
                 if strict:

@@ -15,41 +15,9 @@ from arrayad.func import (grad, grad_and_value, hessian, jacfwd, jacrev, jvp, li
                           value_and_grad, vjp, vmap)
 
 from conftest import to_numpy
+from reference import chain, chain_np, fd_grad, fd_jac  # noqa: F401
 
 RNG = np.random.default_rng(42)
-
-
-def chain(x):
-    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
-    y = ad.tanh(s) * 2 - s / 3
-    return ad.sum(ad.log(1 + y * y))
-
-
-def chain_np(x):
-    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
-    y = np.tanh(s) * 2 - s / 3
-    return np.sum(np.log(1 + y * y))
-
-
-def fd_grad(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
-
-
-def fd_jac(f, x, eps=1e-6):
-    out = np.asarray(f(x))
-    jac = np.zeros(out.shape + x.shape)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        jac[(...,) + i] = (np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps)
-    return jac
-
-
 X = RNG.standard_normal(4)
 
 

@@ -139,7 +139,7 @@ def set_grad_enabled_flag(bint mode):
 GRAD = 1
 JVP = 2
 BATCH = 3
-cdef int K_GRAD = 1, K_JVP = 2, K_BATCH = 3
+cdef int K_GRAD = 1, K_JVP = 2
 _KIND_NAMES = {1: "grad", 2: "jvp", 3: "vmap"}
 
 cdef list _stack = []
@@ -267,11 +267,6 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     return out
 
 
-def impl(Primitive prim, *args, **params):
-    """Run ``prim`` on raw arrays, bypassing every level (used by rules that need the raw op)."""
-    return _call_impl(prim, args, params)
-
-
 def bind(Primitive prim, *args, **params):
     """Apply ``prim``: to the innermost transform among the args, else eagerly. See NOTE [levels]."""
     return _bind(prim, args, params)
@@ -301,10 +296,6 @@ cdef object _bind(Primitive prim, tuple args, dict params):
     if has_tensor:
         return _process_eager(prim, args, params)
     return _call_impl(prim, args, params)
-
-
-def bind_tuple(Primitive prim, tuple args, dict params):
-    return _bind(prim, args, params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -788,13 +779,6 @@ cpdef tuple shape_of(object v):
     if type(s) is tuple:
         return <tuple>s
     return tuple(s)
-
-
-cpdef object raw_value(object v):
-    """The backend array under a Tensor (not under a tracer: that needs its transform)."""
-    if isinstance(v, Tensor):
-        return (<Tensor>v)._value
-    return v
 
 
 class _Size(int):

@@ -513,25 +513,17 @@ cdef object _node_vjp(Node node, list slot, bint create_graph):
         return node.prim.custom_backward(node, g, create_graph)
     prim = node.prim
     if node.eager:
+        # The caller (autograd.backward/grad) has set the grad mode to ``create_graph``.
         if create_graph:
             if isinstance(g, tuple):
                 g = tuple([x if isinstance(x, Array) else Tensor(x) for x in g])
             elif not isinstance(g, Array):
                 g = Tensor(g)
-            prev = set_grad_enabled_flag(True)
-            try:
-                ans = bind(prim, *args, **node.params)
-                return _call_vjp(prim, node.edges, g, ans, args, node.params)
-            finally:
-                set_grad_enabled_flag(prev)
+            ans = _bind(prim, args, node.params)
+            return _call_vjp(prim, node.edges, g, ans, args, node.params)
         args = tuple([(<Tensor>a)._value if isinstance(a, Tensor) else a for a in args])
         if isinstance(g, Tensor):
             g = (<Tensor>g)._value
-        prev = set_grad_enabled_flag(False)
-        try:
-            return _call_vjp(prim, node.edges, g, ans, args, node.params)
-        finally:
-            set_grad_enabled_flag(prev)
     return _call_vjp(prim, node.edges, g, ans, args, node.params)
 
 
@@ -749,7 +741,10 @@ cpdef object dtype_of(object v):
     if hit is not None and (<tuple>hit)[0] is dt:
         return (<tuple>hit)[1]
     r = _dtype_from_backend(dt)
-    _dtype_cache[id(dt)] = (dt, r)
+    # Bounded: array-api-strict makes a new dtype object per array (equal by value, which the
+    # value-keyed lookup above handles); an unbounded identity cache would grow forever.
+    if len(_dtype_cache) < 256:
+        _dtype_cache[id(dt)] = (dt, r)
     return r
 
 

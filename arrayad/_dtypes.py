@@ -27,10 +27,13 @@ class DType:
     def __eq__(self, other):
         if isinstance(other, DType):
             return other is self
-        # Accept a backend's own dtype (np.float64, torch.float64, ...) for convenience.
+        # Accept a backend's own dtype (np.float64, torch.float64, ...) for convenience; None
+        # is no dtype (NumPy would read it as float64).
+        if other is None or isinstance(other, (int, float, complex)):
+            return False
         try:
             return from_backend(other) is self
-        except (TypeError, KeyError, AttributeError):
+        except (TypeError, ValueError, KeyError, AttributeError):
             return NotImplemented
 
     def __hash__(self):
@@ -83,7 +86,7 @@ def from_backend(dt):
         import numpy
         try:
             name = numpy.dtype(dt).name
-        except TypeError:
+        except (TypeError, ValueError):
             raise KeyError(f"arrayad: unsupported dtype {dt!r}") from None
     result = _BY_NAME[name]
     _FROM_BACKEND[key] = result

@@ -16,7 +16,8 @@ class _Info:
                 "integral": _dtypes.int64, "indexing": _dtypes.int64}
 
     def devices(self):
-        return [self.default_device()]
+        # a tuple since 2025.12 (a list before)
+        return (self.default_device(),)
 
     def dtypes(self, *, device=None, kind=None):
         from ._ops.dtype_functions import isdtype

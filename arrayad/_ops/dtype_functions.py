@@ -84,6 +84,7 @@ def can_cast(from_, to, /):
     """Whether ``from_`` casts to ``to`` under the standard's promotion rules."""
     f = dtype_of(from_) if isinstance(from_, Array) else _dtypes.from_backend(from_)
     t = _dtypes.from_backend(to)
+    # within the standard's promotion lattice only (across kinds it defines no casting)
     try:
         return _promote2(f, t) is t
     except TypeError:

@@ -11,9 +11,9 @@ import math
 
 import arrayad as ad
 
-from .._core._core import bind
-from ._rules import (batch_elementwise, broadcast_like, conj_if_complex, defjvp, defvjp,
-                     nondifferentiable, primitive, unbroadcast)
+from .._core._core import Array, Tensor, bind
+from ._rules import (PY_SCALARS, batch_elementwise, broadcast_like, conj_if_complex, defjvp, defvjp,
+                     is_complex, nondifferentiable, primitive, unbroadcast)
 
 __all__ = []
 PRIMS = {}
@@ -47,8 +47,8 @@ def unary(name, deriv=None, *, doc="", xp_name=None):
     if deriv is None:
         nondifferentiable(p)
     else:
-        defvjp(p, lambda g, ans, x: g * conj_if_complex(deriv(ans, x)))
-        defjvp(p, lambda t, ans, x: t * deriv(ans, x))
+        defvjp(p, lambda g, ans, x: ad.multiply(g, conj_if_complex(deriv(ans, x))))
+        defjvp(p, lambda t, ans, x: ad.multiply(t, deriv(ans, x)))
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -65,6 +65,19 @@ def linear_unary(name, vjp, jvp=None, *, doc=""):
     return p
 
 
+def _lift(*vals):
+    """Raw backend arrays as constant Tensors when arrayad arrays are among ``vals``.
+
+    A rule may see a raw array next to a Tensor or a tracer (a closed-over constant, a raw
+    tangent); ``raw * tensor`` works on NumPy (it defers) but array-api-strict's operators
+    refuse foreign operands, so the derivative formulas get arrayad arrays on both sides.
+    """
+    if not any(isinstance(v, Array) for v in vals):
+        return vals
+    return tuple(v if v is None or isinstance(v, (Array,) + PY_SCALARS) else Tensor(v)
+                 for v in vals)
+
+
 def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
 
@@ -77,14 +90,16 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     else:
         defvjp(p,
                None if d1 is None else
-               lambda g, ans, x1, x2: unbroadcast(g * conj_if_complex(d1(ans, x1, x2)), x1),
+               lambda g, ans, x1, x2: unbroadcast(
+                   ad.multiply(g, conj_if_complex(d1(*_lift(ans, x1, x2)))), x1),
                None if d2 is None else
-               lambda g, ans, x1, x2: unbroadcast(g * conj_if_complex(d2(ans, x1, x2)), x2))
+               lambda g, ans, x1, x2: unbroadcast(
+                   ad.multiply(g, conj_if_complex(d2(*_lift(ans, x1, x2)))), x2))
         defjvp(p,
                None if d1 is None else
-               lambda t, ans, x1, x2: broadcast_like(t * d1(ans, x1, x2), ans),
+               lambda t, ans, x1, x2: broadcast_like(ad.multiply(t, d1(*_lift(ans, x1, x2))), ans),
                None if d2 is None else
-               lambda t, ans, x1, x2: broadcast_like(t * d2(ans, x1, x2), ans))
+               lambda t, ans, x1, x2: broadcast_like(ad.multiply(t, d2(*_lift(ans, x1, x2))), ans))
     PRIMS[name] = p
     _binary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -112,7 +127,23 @@ unary("log10", lambda ans, x: ad.reciprocal(x * math.log(10.0)))
 unary("sqrt", lambda ans, x: 0.5 / ans)
 unary("square", lambda ans, x: 2 * x)
 unary("reciprocal", lambda ans, x: -(ans * ans))
-unary("abs", lambda ans, x: ad.sign(x))
+_abs_p = unary("abs", lambda ans, x: ad.sign(x))
+# |z| is not holomorphic: for complex z the VJP is g * z/|z| (no conj; torch's convention) and
+# the JVP Re(conj(z/|z|) * t), a real tangent for a real output.
+
+
+def _abs_sign(ans, x):
+    # For complex z, sign(z) = z/|z| varies with z: spelled with differentiable ops so that the
+    # rules differentiate again (ad.sign is nondifferentiable); 0 at z = 0, as torch's sgn.
+    if is_complex(x):
+        return x / ad.where(ans == 0, 1.0, ans)
+    return ad.sign(x)
+
+
+# (ad.multiply, not *: a raw array-api-strict operand on the left refuses a tracer on the right)
+defvjp(_abs_p, lambda g, ans, x: ad.multiply(g, _abs_sign(ans, x)))
+defjvp(_abs_p, lambda t, ans, x: ad.real(ad.multiply(ad.conj(_abs_sign(ans, x)), t))
+       if is_complex(x) else ad.multiply(t, ad.sign(x)))
 
 # -- unary, linear ------------------------------------------------------------------------------
 linear_unary("negative", lambda g, x: -g)
@@ -158,11 +189,18 @@ binary("atan2", lambda ans, x1, x2: x2 / (x1 * x1 + x2 * x2),
 binary("hypot", lambda ans, x1, x2: x1 / ans, lambda ans, x1, x2: x2 / ans)
 binary("logaddexp", lambda ans, x1, x2: ad.exp(x1 - ans), lambda ans, x1, x2: ad.exp(x2 - ans))
 # maximum/minimum: ties split the gradient in half (as torch does).
-binary("maximum", lambda ans, x1, x2: ad.where(x1 > x2, 1.0, ad.where(x1 == x2, 0.5, 0.0)),
-       lambda ans, x1, x2: ad.where(x2 > x1, 1.0, ad.where(x1 == x2, 0.5, 0.0)))
-binary("minimum", lambda ans, x1, x2: ad.where(x1 < x2, 1.0, ad.where(x1 == x2, 0.5, 0.0)),
-       lambda ans, x1, x2: ad.where(x2 < x1, 1.0, ad.where(x1 == x2, 0.5, 0.0)))
-binary("copysign", lambda ans, x1, x2: ad.where(ad.signbit(x1) == ad.signbit(ans), 1.0, -1.0),
+def _share(win, tie, ans):
+    # 1 where this argument wins, 0.5 on ties; built from masks, not where(c, 1.0, 0.5): the
+    # standard (and array-api-strict) refuses where() with two Python scalars.
+    return ad.astype(win, ans.dtype) + 0.5 * ad.astype(tie, ans.dtype)
+
+
+binary("maximum", lambda ans, x1, x2: _share(x1 > x2, x1 == x2, ans),
+       lambda ans, x1, x2: _share(x2 > x1, x1 == x2, ans))
+binary("minimum", lambda ans, x1, x2: _share(x1 < x2, x1 == x2, ans),
+       lambda ans, x1, x2: _share(x2 < x1, x1 == x2, ans))
+binary("copysign", lambda ans, x1, x2:
+       1.0 - 2.0 * ad.astype(ad.signbit(x1) != ad.signbit(ans), ans.dtype),
        lambda ans, x1, x2: 0.0 * ans)
 binary("remainder", lambda ans, x1, x2: 1.0 + 0.0 * ans,
        lambda ans, x1, x2: -ad.floor_divide(x1, x2))

@@ -55,7 +55,7 @@ def diag(x, /, diagonal=0):
         x = ad.concat([x, ad.zeros_like(x[:1])] + [ad.zeros_like(x[:1])] * (k - 1), axis=0)
     # out[i, j] = x[i] on the diagonal above (rows index x), x[j] below (columns index x)
     x = ad.expand_dims(x, axis=1 if diagonal >= 0 else 0)
-    return eye_like(x, size, diagonal) * x
+    return x * eye_like(x, size, diagonal)   # tracer first: a raw strict array refuses tracers
 
 
 def dot(x1, x2, /):

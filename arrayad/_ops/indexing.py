@@ -3,17 +3,29 @@ getitem's transpose (index_add), and take / take_along_axis.
 
 A key may hold arrays (integer or boolean index arrays, possibly tracers). Those are passed to the
 primitive as positional arguments, so that transforms see them, and the rest of the key travels as
-a template with ``Slot(i)`` placeholders.
+a template with ``Slot(i)`` placeholders. Keys follow NumPy's semantics (which the standard's
+integer-array and boolean-mask indexing are subsets of); the backend adapters lower them to what
+each library supports (``Backend.getitem``/``index_set``/``index_add``).
+
+Batching (see ``_batched_key``): a batched ``x`` with unbatched indices gets a leading full slice;
+batched index arrays get their batch dimension in front and, when ``x`` is batched too, an extra
+``arange(B)`` index placed next to them, so one gather serves the whole batch. Only a batched
+boolean mask has no rule: its result shape depends on the data (except ``x[mask] = scalar``,
+which is a ``where``).
 """
+
+import numbers
 
 import arrayad as ad
 
-from .._core._core import bind, shape_of
-from ._rules import (arange_like, defjvp, defvjp, materialize_batch, move_to_front, ndim_of,
-                     normalize_axis, primitive, unbroadcast)
+from .._core._core import bind, dtype_of, shape_of
+from ..backends import backend_of
+from ._rules import (PY_SCALARS, arange_like, constant_like, defjvp, materialize_batch,
+                     move_to_front, ndim_of, normalize_axis, primitive, unbroadcast)
 
 __all__ = ["take", "take_along_axis"]
 PRIMS = {}
+COMPOSITES = {"take", "take_along_axis"}
 
 
 class Slot:
@@ -33,21 +45,31 @@ class Slot:
         return hash(("Slot", self.i))
 
 
-def split_key(key):
-    """``key`` -> (template, index_arrays)."""
+def _is_int(k):
+    return isinstance(k, int) and not isinstance(k, bool)
+
+
+def split_key(key, x=None):
+    """``key`` -> (template, index_arrays). Lists become arrays on the backend of ``x``."""
     if not isinstance(key, tuple):
         key = (key,)
     template = []
     arrays = []
     for k in key:
-        if isinstance(k, (slice, type(None), type(Ellipsis), int)) and not isinstance(k, bool):
+        if k is None or k is Ellipsis or isinstance(k, (slice, bool)) or _is_int(k):
             template.append(k)
-        elif isinstance(k, bool):
-            template.append(k)
-        elif isinstance(k, (list, tuple)):
-            template.append(Slot(len(arrays)))
-            arrays.append(ad.asarray(k))
+        elif isinstance(k, numbers.Integral) and not hasattr(k, "shape"):
+            template.append(int(k))
+        elif hasattr(k, "dtype") and not hasattr(k, "shape"):   # NumPy scalars
+            template.append(bool(k) if k.dtype.kind == "b" else int(k))
         else:
+            if isinstance(k, (list, tuple)):
+                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ad.asarray(k)
+            elif type(k).__module__.split(".")[0] == "numpy" and hasattr(k, "shape") and \
+                    not shape_of(k) and x is not None and dtype_of(k).kind in "iu":
+                # A NumPy 0-d integer array (e.g. from an int loop) indexing another backend.
+                template.append(int(k))
+                continue
             template.append(Slot(len(arrays)))
             arrays.append(k)
     return tuple(template), tuple(arrays)
@@ -61,9 +83,78 @@ def _is_basic(template):
     return not any(isinstance(k, Slot) or isinstance(k, bool) for k in template)
 
 
+def _consumed(k, arrays):
+    """How many axes of the indexed array one key entry consumes."""
+    if k is None or k is Ellipsis or isinstance(k, bool):
+        return 0
+    if isinstance(k, Slot):
+        a = arrays[k.i]
+        return ndim_of(a) if dtype_of(a).kind == "b" else 1
+    return 1
+
+
+def normalize_template(template, arrays, ndim):
+    """Expand the Ellipsis into full slices and add trailing slices, so that every entry sits at
+    a known axis (an Ellipsis that expands to nothing is kept: NumPy counts it as a separator
+    between advanced indices)."""
+    used = sum(_consumed(k, arrays) for k in template)
+    n_ell = sum(1 for k in template if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {used} "
+                         f"were indexed")
+    fill = (slice(None),) * (ndim - used)
+    if n_ell == 0:
+        return tuple(template) + fill
+    out = []
+    for k in template:
+        if k is Ellipsis:
+            out.extend(fill if fill else (Ellipsis,))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+class _Layout:
+    """Where the dimensions of ``x[key]`` come from, for a normalized template (NumPy rules:
+    ints count as advanced indices when there are index arrays; the broadcast index dimensions
+    replace the advanced block when it is contiguous, else they go first)."""
+
+    def __init__(self, template, arrays, dims=None):
+        # ``dims``: the batch dims of the arrays under vmap (their per-example rank is one less)
+        dims = dims or (None,) * len(arrays)
+        has_arrays = any(isinstance(k, Slot) for k in template)
+        self.adv = [p for p, k in enumerate(template)
+                    if isinstance(k, Slot) or (has_arrays and _is_int(k))]
+        self.contiguous = not self.adv or self.adv == list(range(self.adv[0], self.adv[-1] + 1))
+        ranks = [0]
+        self.bool_masks = []
+        for k in template:
+            if isinstance(k, Slot):
+                a = arrays[k.i]
+                if dtype_of(a).kind == "b":
+                    self.bool_masks.append(k.i)
+                    ranks.append(1)
+                else:
+                    ranks.append(ndim_of(a) - (dims[k.i] is not None))
+        self.adv_rank = max(ranks) if self.adv else 0
+        first = self.adv[0] if self.adv else len(template)
+        self.n_before = sum(1 for k in template[:first]
+                            if k is None or isinstance(k, (slice, bool)))
+        basic_out = sum(1 for p, k in enumerate(template)
+                        if p not in self.adv and (k is None or isinstance(k, (slice, bool))))
+        self.rank = basic_out + self.adv_rank
+        # x's axis of the first advanced entry (where a batch dimension must sit to join them)
+        self.first_axis = sum(_consumed(k, arrays) for k in template[:first])
+        # the position of the advanced block in the result
+        self.adv_out = self.n_before if self.contiguous else 0
+        self.python_bools = any(isinstance(k, bool) for k in template)
+
+
 # -- getitem ---------------------------------------------------------------------------------------
 def _getitem_impl(xp, x, *idx, key):
-    return x[fill_key(key, idx)]
+    return backend_of(x).getitem(x, fill_key(key, idx))
 
 
 getitem_p = primitive("getitem", _getitem_impl)
@@ -77,33 +168,94 @@ getitem_p.vjp = (getitem_vjp,)
 defjvp(getitem_p, lambda t, ans, x, *idx, key: bind(getitem_p, t, *idx, key=key))
 
 
+def _mask_error(what):
+    return RuntimeError(
+        f"vmap: {what} with a batched boolean mask: the number of selected elements (so the "
+        f"shape of the result) can differ between batch elements. We do not support batching "
+        f"operators that can output dynamic shape. Use where(mask, x, 0) to keep the shape (or "
+        f"x[mask] = value, which works under vmap).")
+
+
+def _batched_key(args, dims, key, size):
+    """Rewrite a batched indexing call as one unbatched call on the whole batch.
+
+    Returns (x, idx, key, out_dim, layout): the indexed array with its batch dimension placed,
+    the index arrays, the new template and the batch dimension of the result. ``args`` is
+    (x, *idx) with ``dims`` their batch dims (the x of setitem/index_add is the base).
+    """
+    x, idx = args[0], list(args[1:])
+    xd, idims = dims[0], list(dims[1:])
+    lay = _Layout(key, idx, idims)
+    if not any(d is not None for d in idims):
+        # Unbatched indices: a leading full slice keeps the batch dimension of x. Advanced
+        # indices that are not contiguous put their broadcast dimensions first, before it.
+        x = materialize_batch(x, xd, size)
+        out_dim = 0 if lay.contiguous else lay.adv_rank
+        return x, idx, (slice(None),) + key, out_dim, lay
+    for i, d in enumerate(idims):
+        if d is not None and dtype_of(idx[i]).kind == "b":
+            raise _mask_error("indexing")
+    if lay.python_bools:
+        return None
+    # Batched index arrays: batch dimension in front, padded to the broadcast rank of the
+    # indices, so that it becomes the first dimension of their broadcast shape.
+    for i, d in enumerate(idims):
+        if d is not None:
+            a = move_to_front(idx[i], d)
+            s = shape_of(a)
+            missing = lay.adv_rank - (len(s) - 1)
+            if missing:
+                a = ad.reshape(a, s[:1] + (1,) * missing + s[1:])
+            idx[i] = a
+    if xd is not None:
+        # x batched too: its batch axis joins the advanced block, indexed by arange(B).
+        x = ad.moveaxis(x, xd, lay.first_axis)
+        ar = ad.reshape(arange_like(x, size), (size,) + (1,) * lay.adv_rank)
+        first = lay.adv[0]
+        key = key[:first] + (Slot(len(idx)),) + key[first:]
+        idx.append(ar)
+    return x, idx, key, lay.adv_out, lay
+
+
 def _getitem_batch(args, dims, key):
-    x, idx = args[0], args[1:]
-    if dims[0] is not None and not any(d is not None for d in dims[1:]) and _is_basic(key):
-        return bind(getitem_p, move_to_front(x, dims[0]), *idx, key=(slice(None),) + key), 0
-    if dims[0] is not None and not any(d is not None for d in dims[1:]):
-        # Advanced indices: placed after a leading full slice they stay together, so the batch
-        # dimension stays in front when they are adjacent; otherwise loop.
-        slots = [i for i, k in enumerate(key) if isinstance(k, (Slot, bool))]
-        if slots == list(range(slots[0], slots[-1] + 1)) and Ellipsis not in key:
-            return bind(getitem_p, move_to_front(x, dims[0]), *idx, key=(slice(None),) + key), 0
-    from ._rules import batch_fallback
-    return batch_fallback(getitem_p, list(args), list(dims), {"key": key}, None)
+    if dims[0] is not None and _is_basic(key):
+        return bind(getitem_p, move_to_front(args[0], dims[0]), *args[1:],
+                    key=(slice(None),) + key), 0
+    size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
+    r = _batched_key(args, dims, key, size)
+    if r is None:
+        from ._rules import batch_fallback
+        return batch_fallback(getitem_p, list(args), list(dims), {"key": key}, None)
+    x, idx, key2, out_dim, _ = r
+    return bind(getitem_p, x, *idx, key=key2), out_dim
 
 
 getitem_p.batch = _getitem_batch
 PRIMS["getitem"] = getitem_p
 
 
+def _prepare(x, key):
+    template, arrays = split_key(key, x)
+    if not _is_basic(template):
+        template = normalize_template(template, arrays, ndim_of(x))
+    return template, arrays
+
+
 def getitem(x, key):
-    template, arrays = split_key(key)
+    """``x[key]`` for every key the standard allows (and NumPy's mixed keys)."""
+    template, arrays = _prepare(x, key)
     return bind(getitem_p, x, *arrays, key=template)
 
 
 # -- index_add: out = copy(base); out[key] += v (repeated indices accumulate) ----------------------
+def _cast_value(xp, v, like):
+    if isinstance(v, PY_SCALARS):
+        return v
+    return xp.astype(v, like.dtype) if v.dtype != like.dtype else v
+
+
 def _index_add_impl(xp, base, v, *idx, key):
-    from ..backends import backend_of
-    return backend_of(base).index_add(base, fill_key(key, idx), v)
+    return backend_of(base).index_add(base, fill_key(key, idx), _cast_value(xp, v, base))
 
 
 index_add_p = primitive("index_add", _index_add_impl)
@@ -128,30 +280,75 @@ index_add_p.jvp = _index_add_jvp
 def _setlike_batch(p):
     def rule(args, dims, key):
         base, v, idx = args[0], args[1], args[2:]
-        if any(d is not None for d in dims[2:]) or not _is_basic(key):
+        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
+        if p is setitem_p and len(idx) == 1 and dims[2] is not None and \
+                dtype_of(idx[0]).kind == "b" and key[0] == Slot(0) and \
+                all(k == slice(None) for k in key[1:]) and \
+                ndim_of(v) - (dims[1] is not None) == 0:
+            # x[mask] = scalar: an elementwise select, whatever the mask holds.
+            return _masked_set_batch(base, v, idx[0], dims, key, size)
+        if _is_basic(key):
+            # Basic key: the batch dimension stays in front of base and of the written block.
+            lay = _Layout(key, idx)
+            base = materialize_batch(base, dims[0], size)
+            v = _batched_value(v, dims[1], lay.rank, 0)
+            return bind(p, base, v, *idx, key=(slice(None),) + key), 0
+        if any(d is not None and dtype_of(a).kind == "b" for a, d in zip(idx, dims[2:])):
+            raise _mask_error("x[mask] += v" if p is index_add_p else "x[mask] = v (non-scalar v)")
+        # The base must carry the batch (the result does); then as for getitem.
+        base = materialize_batch(base, dims[0], size)
+        r = _batched_key((base,) + tuple(idx), (0,) + tuple(dims[2:]), key, size)
+        if r is None:
             from ._rules import batch_fallback
             return batch_fallback(p, list(args), list(dims), {"key": key}, None)
-        size = shape_of(base)[dims[0]] if dims[0] is not None else shape_of(v)[dims[1]]
-        base = materialize_batch(base, dims[0], size)
-        if dims[1] is not None:
-            v = move_to_front(v, dims[1])
-            target = ndim_of(bind(getitem_p, base, key=(slice(None),) + key))
-            missing = target - ndim_of(v)
-            if missing > 0:
-                vs = shape_of(v)
-                v = ad.reshape(v, vs[:1] + (1,) * missing + vs[1:])
-        return bind(p, base, v, *idx, key=(slice(None),) + key), 0
+        base2, idx2, key2, out_dim, lay = r
+        # v is laid out like the per-example x[key]; place its batch dim where the batched
+        # gather puts it.
+        v = _batched_value(v, dims[1], lay.rank, out_dim)
+        out = bind(p, base2, v, *idx2, key=key2)
+        # The base's batch axis moved to x's first advanced axis (when indices are batched) or
+        # stayed in front.
+        base_dim = lay.first_axis if any(d is not None for d in dims[2:]) else 0
+        return out, base_dim
     return rule
 
 
-index_add_p.batch = _setlike_batch(index_add_p)
+def _batched_value(v, vd, rank, at):
+    """The written value, laid out for a batched block of rank ``rank``+1 whose batch dimension
+    is at ``at`` (an unbatched value gets a size-one axis there unless broadcasting from the
+    right already lines it up)."""
+    if vd is None:
+        if at == 0 or ndim_of(v) == 0:
+            return v
+        s = shape_of(v)
+        v = ad.reshape(v, (1,) * (rank - len(s)) + s)
+        return ad.expand_dims(v, axis=at)
+    v = move_to_front(v, vd)
+    s = shape_of(v)
+    missing = rank - (len(s) - 1)
+    if missing > 0:
+        v = ad.reshape(v, s[:1] + (1,) * missing + s[1:])
+    return ad.moveaxis(v, 0, at) if at else v
+
+
+def _masked_set_batch(base, v, mask, dims, key, size):
+    base = materialize_batch(base, dims[0], size)
+    m = move_to_front(mask, dims[2])
+    ms = shape_of(m)
+    nd = ndim_of(base)
+    m = ad.reshape(m, ms + (1,) * (nd - len(ms)))
+    if dims[1] is not None:
+        v = ad.reshape(move_to_front(v, dims[1]), (size,) + (1,) * (nd - 1))
+    return ad.where(m, v, base), 0
+
+
+index_add_p.batch = None  # set below, once setitem_p exists
 PRIMS["index_add"] = index_add_p
 
 
 # -- setitem (functional) --------------------------------------------------------------------------
 def _setitem_impl(xp, x, v, *idx, key):
-    from ..backends import backend_of
-    return backend_of(x).index_set(x, fill_key(key, idx), v)
+    return backend_of(x).index_set(x, fill_key(key, idx), _cast_value(xp, v, x))
 
 
 setitem_p = primitive("setitem", _setitem_impl)
@@ -171,13 +368,20 @@ def _setitem_jvp(tangents, ans, x, v, *idx, key):
 
 setitem_p.jvp = _setitem_jvp
 setitem_p.batch = _setlike_batch(setitem_p)
+index_add_p.batch = _setlike_batch(index_add_p)
 PRIMS["setitem"] = setitem_p
 
 
 def setitem(x, key, value):
     """The array ``x`` with ``x[key] = value`` applied, as a new value (the caller rebinds)."""
-    template, arrays = split_key(key)
+    template, arrays = _prepare(x, key)
     return bind(setitem_p, x, value, *arrays, key=template)
+
+
+def index_add(x, key, value):
+    """``x`` with ``value`` added at ``key``; repeated indices accumulate (scatter-add)."""
+    template, arrays = _prepare(x, key)
+    return bind(index_add_p, x, value, *arrays, key=template)
 
 
 # -- take / take_along_axis ------------------------------------------------------------------------
@@ -194,16 +398,16 @@ def take(x, indices, /, *, axis=None):
 def take_along_axis(x, indices, /, *, axis=-1):
     """Elements of ``x`` at ``indices``, which has the shape of x but along ``axis``."""
     nd = ndim_of(x)
+    if ndim_of(indices) != nd:
+        raise ValueError("take_along_axis: x and indices must have the same number of dimensions")
     axis = normalize_axis(axis, nd)
     key = []
-    ishape = shape_of(indices)
+    xshape = shape_of(x)
     for a in range(nd):
         if a == axis:
             key.append(indices)
         else:
             shape = [1] * nd
-            shape[a] = ishape[a]
-            key.append(ad.reshape(arange_like(x, ishape[a]), tuple(shape)))
+            shape[a] = xshape[a]   # broadcasts against the indices, as NumPy's does
+            key.append(ad.reshape(arange_like(x, shape[a]), tuple(shape)))
     return getitem(x, tuple(key))
-
-

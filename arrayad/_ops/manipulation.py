@@ -92,12 +92,15 @@ def moveaxis(x, source, destination, /):
     return bind(permute_p, x, axes=tuple(order))
 
 
-def expand_dims(x, /, axis=0):
+def expand_dims(x, /, axis):
     """Insert size-one axes at ``axis`` (an int or, since 2025.12, a tuple)."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     shape = list(shape_of(x))
     nd = len(shape) + len(axes)
-    for a in sorted(normalize_axis(a, nd) for a in axes):
+    new = sorted(normalize_axis(a, nd) for a in axes)
+    if len(set(new)) != len(new):
+        raise ValueError(f"expand_dims: repeated axis in {axis}")
+    for a in new:
         shape.insert(a, 1)
     return reshape(x, tuple(shape))
 
@@ -184,7 +187,7 @@ def _concat_vjp(g, ans, *arrays, axis):
                 n *= s
         else:
             n = shape_of(a)[ax]
-        piece = g[(slice(None),) * ax + (slice(start, start + n),)]
+        piece = g[(slice(None),) * ax + (slice(start, start + n), ...)]
         out.append(reshape(piece, shape_of(a)) if axis is None else piece)
         start += n
     return tuple(out)
@@ -226,7 +229,7 @@ def stack(arrays, /, *, axis=0):
 def unstack(x, /, *, axis=0):
     """Split ``x`` along ``axis`` into a tuple of arrays."""
     ax = normalize_axis(axis, ndim_of(x))
-    return tuple(x[(slice(None),) * ax + (i,)] for i in range(shape_of(x)[ax]))
+    return tuple(x[(slice(None),) * ax + (i, ...)] for i in range(shape_of(x)[ax]))
 
 
 # -- flip / roll -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ no rules of their own (listed in ``COMPOSITES``).
 import arrayad as ad
 
 from .._core._core import bind, shape_of
+from .. import _dtypes
 from ._rules import (arange_like, batch_axis_params, defjvp, defvjp, move_to_front, ndim_of, normalize_axes,
                      normalize_axis, nondifferentiable, primitive)
 
@@ -31,7 +32,8 @@ def _reduce_impl(name):
     def impl(xp, x, axis=None, keepdims=False, dtype=None):
         if dtype is None:
             return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
-        return getattr(xp, name)(x, axis=axis, keepdims=keepdims, dtype=dtype)
+        return getattr(xp, name)(x, axis=axis, keepdims=keepdims,
+                                 dtype=_dtypes.to_backend(dtype, xp))
     return impl
 
 
@@ -158,8 +160,8 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
         x = ad.concat(parts, axis=axis)
     for _ in range(n):
         length = shape_of(x)[axis]
-        lo = (slice(None),) * axis + (slice(1, length),)
-        hi = (slice(None),) * axis + (slice(0, length - 1),)
+        lo = (slice(None),) * axis + (slice(1, length), ...)
+        hi = (slice(None),) * axis + (slice(0, length - 1), ...)
         x = x[lo] - x[hi]
     return x
 
@@ -169,7 +171,7 @@ def _cum_impl(name):
     def impl(xp, x, axis=None, dtype=None, include_initial=False):
         kw = {"axis": axis, "include_initial": include_initial}
         if dtype is not None:
-            kw["dtype"] = dtype
+            kw["dtype"] = _dtypes.to_backend(dtype, xp)
         return getattr(xp, name)(x, **kw)
     return impl
 
@@ -190,7 +192,7 @@ def _cumsum_vjp(g, ans, x, axis=None, dtype=None, include_initial=False):
     ax = _cum_axis(x, axis)
     if include_initial:
         # out[k] = sum(x[:k]); x[j] feeds out[j+1:]
-        g = g[(slice(None),) * ax + (slice(1, None),)]
+        g = g[(slice(None),) * ax + (slice(1, None), ...)]
     return _reverse_cumsum(g, ax)
 
 
@@ -201,6 +203,8 @@ PRIMS["cumulative_sum"] = cumsum_p
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Cumulative sum along ``axis`` (which may be omitted only for 1-d ``x``)."""
+    if axis is None and ndim_of(x) == 1:
+        axis = 0   # an explicit axis, so that the batching rule shifts it (None means "all")
     return bind(cumsum_p, x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
@@ -230,7 +234,7 @@ def _cumprod_parts(x, ax):
 def _cumprod_vjp(g, ans, x, axis=None, dtype=None, include_initial=False):
     ax = _cum_axis(x, axis)
     if include_initial:
-        g = g[(slice(None),) * ax + (slice(1, None),)]
+        g = g[(slice(None),) * ax + (slice(1, None), ...)]
     d = _cumprod_parts(x, ax)                           # (..., k, j)
     gm = ad.expand_dims(ad.moveaxis(g, ax, -1), axis=-1)  # (..., k, 1)
     return ad.moveaxis(sum(gm * d, axis=-2), -1, ax)
@@ -242,7 +246,8 @@ def _cumprod_jvp(t, ans, x, axis=None, dtype=None, include_initial=False):
     tm = ad.expand_dims(ad.moveaxis(t, ax, -1), axis=-2)  # (..., 1, j)
     out = ad.moveaxis(sum(d * tm, axis=-1), -1, ax)
     if include_initial:
-        zero = ad.zeros_like(out[(slice(None),) * ax + (slice(0, 1),)])
+        # a zero slab of length 1 along ax (a sum over ax: also when ax has length 0)
+        zero = sum(ad.zeros_like(out), axis=ax, keepdims=True)
         out = ad.concat([zero, out], axis=ax)
     return out
 
@@ -254,6 +259,8 @@ PRIMS["cumulative_prod"] = cumprod_p
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Cumulative product along ``axis``."""
+    if axis is None and ndim_of(x) == 1:
+        axis = 0   # an explicit axis, so that the batching rule shifts it (None means "all")
     return bind(cumprod_p, x, axis=axis, dtype=dtype, include_initial=include_initial)
 
 
@@ -268,7 +275,16 @@ def _nondiff_reduction(name, impl=None):
 
 all_p = _nondiff_reduction("all")
 any_p = _nondiff_reduction("any")
-count_nonzero_p = _nondiff_reduction("count_nonzero")
+
+
+def _count_nonzero_impl(xp, x, axis=None, keepdims=False):
+    if axis == ():
+        # no axis to reduce (vmap of a 0-d input): array-api-compat's torch counts over all axes
+        return xp.astype(x != 0, xp.int64)
+    return xp.count_nonzero(x, axis=axis, keepdims=keepdims)
+
+
+count_nonzero_p = _nondiff_reduction("count_nonzero", _count_nonzero_impl)
 
 
 def all(x, /, *, axis=None, keepdims=False):

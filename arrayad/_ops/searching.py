@@ -1,10 +1,23 @@
 """Searching, sorting and set functions (argmax/argmin live with the reductions; where with the
-manipulation functions). Only ``sort`` is differentiable (it permutes its input)."""
+manipulation functions).
+
+Only ``sort`` is differentiable: it is a gather at the sorting indices (``take_along_axis``), so its
+derivative comes from indexing. The rest return indices, counts or booleans.
+
+``nonzero`` and the ``unique_*`` functions have data-dependent output shapes: under ``vmap`` each
+batch element would have a different shape, so their batching rule raises (as torch.func does),
+naming a fixed-size alternative. ``searchsorted`` and ``isin`` have static shapes and real rules.
+"""
+
+from collections import namedtuple
 
 import arrayad as ad
 
-from .._core._core import bind
-from ._rules import batch_axis_params, move_to_front, nondifferentiable, normalize_axis, primitive
+from .._core._core import bind, dtype_of, shape_of
+from ._rules import (PY_SCALARS, batch_axis_params, constant_like, materialize_batch,
+                     move_to_front, ndim_of, nondifferentiable, primitive)
+from .. import _dtypes
+from ..backends import backend_of
 
 __all__ = ["sort", "argsort", "nonzero", "searchsorted", "unique_all", "unique_counts",
            "unique_inverse", "unique_values", "isin"]
@@ -12,6 +25,17 @@ PRIMS = {}
 COMPOSITES = {"sort"}
 
 
+def dynamic_shape_error(name, alternative):
+    """The error of a batching rule for an operation whose output shape depends on the data."""
+    def rule(args, dims, **params):
+        raise RuntimeError(
+            f"vmap: {name} returns an array whose shape depends on the values of its input, "
+            f"which can differ between batch elements. We do not support batching operators "
+            f"that can output dynamic shape. {alternative}")
+    return rule
+
+
+# -- argsort / sort --------------------------------------------------------------------------------
 def _argsort_impl(xp, x, axis=-1, descending=False, stable=True):
     return xp.argsort(x, axis=axis, descending=descending, stable=stable)
 
@@ -33,9 +57,166 @@ def sort(x, /, *, axis=-1, descending=False, stable=True):
     return ad.take_along_axis(x, idx, axis=axis)
 
 
-def _nonzero(*a, **k):
-    raise NotImplementedError
+# -- nonzero ---------------------------------------------------------------------------------------
+nonzero_p = primitive("nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True)
+nondifferentiable(nonzero_p)
+nonzero_p.batch = dynamic_shape_error(
+    "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
+    "argsort(x == 0, stable=True) to put the indices of the non-zero elements first.")
+PRIMS["nonzero"] = nonzero_p
 
 
-nonzero = searchsorted = unique_all = unique_counts = unique_inverse = unique_values = isin = _nonzero
-_unused = (move_to_front, normalize_axis)
+def nonzero(x, /):
+    """Indices of the non-zero elements of ``x``: one index array per axis."""
+    if ndim_of(x) == 0:
+        raise ValueError("nonzero: x must have at least one dimension")
+    return bind(nonzero_p, x)
+
+
+# -- unique_* --------------------------------------------------------------------------------------
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+_UNIQUE_ALTERNATIVE = (
+    "Use a fixed-size alternative: sort(x) and a mask of the first occurrences "
+    "(concat([[True], diff(sorted) != 0])), then where() with that mask.")
+
+
+def _unique(name, n_out):
+    def impl(xp, x):
+        out = getattr(backend_of(x), name)(x)
+        return tuple(out) if n_out > 1 else (out,)
+    p = primitive(name, impl, multiple_results=True)
+    nondifferentiable(p)
+    p.batch = dynamic_shape_error(name, _UNIQUE_ALTERNATIVE)
+    PRIMS[name] = p
+    return p
+
+
+unique_all_p = _unique("unique_all", 4)
+unique_counts_p = _unique("unique_counts", 2)
+unique_inverse_p = _unique("unique_inverse", 2)
+unique_values_p = _unique("unique_values", 1)
+
+
+def unique_all(x, /):
+    """Unique elements of ``x`` with the index of their first occurrence, the inverse indices
+    (shaped like ``x``) and their counts. NaNs are distinct from each other."""
+    return UniqueAllResult(*bind(unique_all_p, x))
+
+
+def unique_counts(x, /):
+    """Unique elements of ``x`` and how often each occurs."""
+    return UniqueCountsResult(*bind(unique_counts_p, x))
+
+
+def unique_inverse(x, /):
+    """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
+    return UniqueInverseResult(*bind(unique_inverse_p, x))
+
+
+def unique_values(x, /):
+    """Unique elements of ``x`` (sorted, one-dimensional)."""
+    return bind(unique_values_p, x)[0]
+
+
+def _scalar_like(s, x):
+    """A Python scalar as a 0-d array on the backend of ``x``, with its dtype when the kinds
+    agree (a float into an integer array keeps the default float dtype)."""
+    dt = dtype_of(x)
+    fits = (isinstance(s, bool) and dt.kind == "b") or \
+        (isinstance(s, int) and not isinstance(s, bool) and dt.kind in "iufc") or \
+        (isinstance(s, float) and dt.kind in "fc") or (isinstance(s, complex) and dt.kind == "c")
+    return constant_like(x, lambda xp: xp.asarray(s, dtype=_dtypes.to_backend(dt, xp) if fits else None))
+
+
+# -- searchsorted: output shaped like x2, so a real batching rule ---------------------------------
+def _searchsorted_impl(xp, x1, x2, *sorter, side="left"):
+    kw = {"side": side}
+    if sorter:
+        kw["sorter"] = sorter[0]
+    return xp.searchsorted(x1, x2, **kw)
+
+
+searchsorted_p = primitive("searchsorted", _searchsorted_impl)
+nondifferentiable(searchsorted_p)
+
+
+def _searchsorted_batch(args, dims, side="left"):
+    x1, x2 = args[0], args[1]
+    if dims[0] is None and (len(args) < 3 or dims[2] is None):
+        # Only the values are batched: the output is shaped like x2, batch dim included.
+        return bind(searchsorted_p, *args, side=side), dims[1]
+    # Batched sorted arrays: count, per batch element, the entries below each value (strictly
+    # below for side='left', at or below for 'right') - what a binary search finds, in O(n*m).
+    size = shape_of(x1)[dims[0]] if dims[0] is not None else shape_of(args[2])[dims[2]]
+    s = materialize_batch(x1, dims[0], size)                      # (B, n)
+    if len(args) > 2:
+        s = ad.take_along_axis(s, materialize_batch(args[2], dims[2], size), axis=1)
+    v = materialize_batch(x2, dims[1], size)                      # (B, *S)
+    vshape = shape_of(v)
+    flat = ad.reshape(v, (size, -1, 1))
+    below = (ad.expand_dims(s, axis=1) < flat) if side == "left" else \
+        (ad.expand_dims(s, axis=1) <= flat)
+    counts = ad.sum(ad.astype(below, _dtypes.int64), axis=-1)
+    return ad.reshape(counts, vshape), 0
+
+
+searchsorted_p.batch = _searchsorted_batch
+PRIMS["searchsorted"] = searchsorted_p
+
+
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    """Indices where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` (sorted
+    by ``sorter`` when given) to keep it sorted. ``x2`` may be a Python scalar (2025.12)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
+    if isinstance(x2, PY_SCALARS):
+        x2 = _scalar_like(x2, x1)
+    args = (x1, x2) if sorter is None else (x1, x2, sorter)
+    return bind(searchsorted_p, *args, side=side)
+
+
+# -- isin: output shaped like x1 ---------------------------------------------------------------------
+def _isin_impl(xp, x1, x2, invert=False):
+    fn = getattr(xp, "isin", None)
+    if fn is not None:
+        return fn(x1, x2, invert=invert)
+    # Standard functions only: compare every element of x1 with every element of x2.
+    hit = xp.any(xp.reshape(x1, tuple(x1.shape) + (1,)) == xp.reshape(x2, (-1,)), axis=-1)
+    return xp.logical_not(hit) if invert else hit
+
+
+isin_p = primitive("isin", _isin_impl)
+nondifferentiable(isin_p)
+
+
+def _isin_batch(args, dims, invert=False):
+    x1, x2 = args
+    if dims[1] is None:
+        # Elementwise in x1: its batch dimension is just another axis.
+        return bind(isin_p, x1, x2, invert=invert), dims[0]
+    size = shape_of(x2)[dims[1]]
+    a = materialize_batch(x1, dims[0], size)                      # (B, *S)
+    b = ad.reshape(move_to_front(x2, dims[1]), (size, -1))        # (B, m)
+    ashape = shape_of(a)
+    b = ad.reshape(b, (size,) + (1,) * (len(ashape) - 1) + (shape_of(b)[1],))
+    hit = ad.any(ad.expand_dims(a, axis=-1) == b, axis=-1)
+    return (ad.logical_not(hit) if invert else hit), 0
+
+
+isin_p.batch = _isin_batch
+PRIMS["isin"] = isin_p
+
+
+def isin(x1, x2, /, *, invert=False):
+    """Whether each element of ``x1`` occurs in ``x2`` (``invert=True``: does not occur).
+    Either argument may be a Python scalar."""
+    if isinstance(x1, PY_SCALARS) and isinstance(x2, PY_SCALARS):
+        raise TypeError("isin: at least one of x1 and x2 must be an array")
+    if isinstance(x1, PY_SCALARS):
+        x1 = _scalar_like(x1, x2)
+    if isinstance(x2, PY_SCALARS):
+        x2 = _scalar_like(x2, x1)
+    return bind(isin_p, x1, x2, invert=invert)

@@ -79,32 +79,72 @@ class Backend:
     def integers(self, low, high, shape, dtype, device):
         return self._from_numpy(self._rng.integers(low, high, shape), dtype, device)
 
-    # -- functional updates (the transposes of indexing)
+    # -- indexing and functional updates (the transposes of indexing). The generic versions use
+    #    standard functions only (array-api-strict accepts integer arrays only with integers and
+    #    no fancy __setitem__); NumPy, torch and CuPy override them with their native indexing.
+    def getitem(self, x, key):
+        """``x[key]`` with NumPy's semantics for any key arrayad accepts."""
+        return generic_getitem(self.xp, x, key)
+
     def index_set(self, x, key, v):
-        """A copy of ``x`` with ``x[key] = v``."""
-        out = self.xp.asarray(x, copy=True)
-        out[key] = v
-        return out
+        """A copy of ``x`` with ``x[key] = v`` (the last of repeated indices wins)."""
+        xp = self.xp
+        if _is_basic_key(key) and not _has_negative_step(key):
+            out = xp.asarray(x, copy=True)
+            key, v = _drop_none(xp, x, key, v)
+            out[key] = v
+            return out
+        mask = _sole_mask(key, x)
+        if mask is not None and (isinstance(v, (int, float, complex, bool)) or v.ndim == 0):
+            m = xp.reshape(mask, tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
+            return xp.where(m, xp.asarray(v, dtype=x.dtype), x)
+        n, pos = self._positions(x, key)
+        k = _numel(pos)
+        if k == 0:
+            return xp.asarray(x, copy=True)
+        vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=x.dtype), pos.shape), (k,))
+        onehot = xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n), (1, n))
+        # the last writer of each position: the largest 1-based occurrence number, 0 for none
+        order = xp.reshape(xp.arange(1, k + 1), (k, 1))
+        last = xp.max(xp.where(onehot, order, xp.zeros_like(order)), axis=0)
+        new = xp.take(vals, xp.clip(last - 1, 0, k - 1), axis=0)
+        return xp.reshape(xp.where(last > 0, new, xp.reshape(x, (n,))), x.shape)
 
     def index_add(self, base, key, v):
         """A copy of ``base`` with ``v`` added at ``key``; repeated indices accumulate."""
         xp = self.xp
-        if _is_basic_key(key):
+        if _is_basic_key(key) and not _has_negative_step(key):
             out = xp.asarray(base, copy=True)
+            key, v = _drop_none(xp, base, key, v)
             out[key] = out[key] + v
             return out
-        # Generic scatter-add with standard functions only: the flat positions that ``key``
-        # selects, then a one-hot matrix product that sums the values landing on each position.
-        n = 1
-        for s in base.shape:
-            n *= s
-        pos = xp.reshape(xp.arange(n), base.shape)[key]
-        k = 1
-        for s in pos.shape:
-            k *= s
+        # Scatter-add with standard functions only: the flat positions that ``key`` selects,
+        # then a one-hot matrix product that sums the values landing on each position.
+        n, pos = self._positions(base, key)
+        k = _numel(pos)
+        if k == 0:
+            return xp.asarray(base, copy=True)
         vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=base.dtype), pos.shape), (1, k))
         onehot = xp.astype(xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n), (1, n)), base.dtype)
         return base + xp.reshape(vals @ onehot, base.shape)
+
+    def _positions(self, x, key):
+        """(number of elements of x, flat positions selected by key, shaped like x[key])."""
+        n = _numel(x)
+        return n, self.getitem(self.xp.reshape(self.xp.arange(n), x.shape), key)
+
+    # -- set functions (torch lacks unique_all)
+    def unique_all(self, x):
+        return self.xp.unique_all(x)
+
+    def unique_counts(self, x):
+        return self.xp.unique_counts(x)
+
+    def unique_inverse(self, x):
+        return self.xp.unique_inverse(x)
+
+    def unique_values(self, x):
+        return self.xp.unique_values(x)
 
     # -- conversions
     def to_numpy(self, x):
@@ -123,6 +163,179 @@ def _is_basic_key(key):
         key = (key,)
     return all(k is None or k is Ellipsis or isinstance(k, slice)
                or (isinstance(k, int) and not isinstance(k, bool)) for k in key)
+
+
+def _has_negative_step(key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    return any(isinstance(k, slice) and k.step is not None and k.step < 0 for k in key)
+
+
+def _numel(x):
+    n = 1
+    for s in x.shape:
+        n *= s
+    return n
+
+
+def _is_index_array(k):
+    return not (k is None or k is Ellipsis or isinstance(k, (slice, int)))
+
+
+def _sole_mask(key, x):
+    """The boolean array of a key that is one mask (plus trailing full slices), else None."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if not key or not _is_index_array(key[0]) or not hasattr(key[0], "dtype"):
+        return None
+    if any(not (k == slice(None) or k is Ellipsis) for k in key[1:] if not _is_index_array(k)) \
+            or any(_is_index_array(k) for k in key[1:]):
+        return None
+    from .. import _dtypes
+    return key[0] if _dtypes.from_backend(key[0].dtype).kind == "b" else None
+
+
+def _full_basic(key, ndim):
+    """A basic key covering every axis (array-api-strict refuses implicit trailing axes)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(k is Ellipsis for k in key):
+        return key
+    used = sum(1 for k in key if k is not None)
+    return key + (slice(None),) * (ndim - used)
+
+
+def _drop_none(xp, x, key, v):
+    """A basic key without its ``None`` entries (some libraries refuse them in __setitem__),
+    and the value reshaped to match: the new axes have size one, so only a reshape."""
+    key = _full_basic(key, x.ndim)
+    if not any(k is None for k in key):
+        return key, v
+    key2 = tuple(k for k in key if k is not None)
+    if isinstance(v, (int, float, complex, bool)):
+        return key2, v
+    target = tuple(x[key].shape)
+    return key2, xp.reshape(xp.broadcast_to(v, target), tuple(x[key2].shape))
+
+
+def adv_contiguous(key):
+    """Whether the index arrays of a key (and its ints, which NumPy then counts as advanced)
+    stand next to each other, with no slice, None or Ellipsis between them."""
+    key = key if isinstance(key, tuple) else (key,)
+    adv = [p for p, k in enumerate(key) if _is_index_array(k) or isinstance(k, int)]
+    return not adv or adv == list(range(adv[0], adv[-1] + 1))
+
+
+def _basic_getitem(xp, x, key):
+    """Basic indexing (ints, slices, None, Ellipsis); negative steps become a flip and a
+    positive slice, for libraries without them (torch)."""
+    key = _full_basic(key, x.ndim)
+    if not _has_negative_step(key):
+        return x[key]
+    # expand the Ellipsis to know each slice's axis
+    if any(k is Ellipsis for k in key):
+        used = sum(1 for k in key if k is not None and k is not Ellipsis)
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - used) + key[i + 1:]
+    axis = 0
+    flips = []
+    new = []
+    for k in key:
+        if k is None:
+            new.append(k)
+            continue
+        if isinstance(k, slice) and k.step is not None and k.step < 0:
+            size = x.shape[axis]
+            r = range(*k.indices(size))
+            if len(r) == 0:
+                new.append(slice(0, 0))
+            else:
+                # r descends: in the flipped axis, position j is size-1-j
+                new.append(slice(size - 1 - r[0], size - r[-1], -k.step))
+                flips.append(axis)
+        else:
+            new.append(k)
+        axis += 1
+    if flips:
+        x = xp.flip(x, axis=tuple(flips))
+    return x[tuple(new)]
+
+
+def generic_getitem(xp, x, key):
+    """``x[key]`` with NumPy semantics, using only standard functions: basic indexing first
+    (index arrays and, when there are arrays, ints are kept as full axes), then one ``take``
+    on the advanced axes flattened together, placed where NumPy places them."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if _is_basic_key(key):
+        return _basic_getitem(xp, x, key)
+    from .. import _dtypes
+    if len(key) == 1 or (len(key) == 2 and key[1] is Ellipsis):
+        k = key[0]
+        if hasattr(k, "dtype") and _dtypes.from_backend(k.dtype).kind == "b":
+            return x[k]   # a sole boolean mask: the standard's own case
+    # boolean arrays -> their nonzero() integer arrays (one per mask axis)
+    expanded = []
+    for k in key:
+        if _is_index_array(k) and not isinstance(k, bool) and \
+                _dtypes.from_backend(k.dtype).kind == "b":
+            expanded.extend(xp.nonzero(k))
+        elif isinstance(k, bool):
+            raise IndexError("arrayad: a Python bool mixed with index arrays is not supported "
+                             "on this backend")
+        else:
+            expanded.append(k)
+    key = expanded
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if any(k is Ellipsis for k in key):
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        fill = [slice(None)] * (x.ndim - used)
+        key = key[:i] + (fill if fill else [Ellipsis]) + key[i + 1:]
+    else:
+        key = key + [slice(None)] * (x.ndim - used)
+    adv = [p for p, k in enumerate(key) if _is_index_array(k) or isinstance(k, int)]
+    contiguous = adv == list(range(adv[0], adv[-1] + 1))
+    # 1. basic part, advanced entries kept as full axes; remember where they land in y
+    basic = []
+    y_adv = []
+    ydim = 0
+    for p, k in enumerate(key):
+        if p in adv:
+            basic.append(slice(None))
+            y_adv.append(ydim)
+            ydim += 1
+        elif k is Ellipsis:
+            basic.append(k)
+        else:
+            basic.append(k)
+            ydim += 1
+    y = _basic_getitem(xp, x, tuple(basic))
+    n_before = sum(1 for k in key[:adv[0]] if k is not Ellipsis)
+    # 2. advanced axes in front, flattened; flat index from the broadcast index arrays
+    rest = [d for d in range(y.ndim) if d not in y_adv]
+    y = xp.permute_dims(y, tuple(y_adv) + tuple(rest))
+    sizes = [y.shape[i] for i in range(len(y_adv))]
+    arrays = [xp.asarray(key[p]) if isinstance(key[p], int) else key[p] for p in adv]
+    arrays = [xp.astype(a, xp.int64) if a.dtype != xp.int64 else a for a in arrays]
+    arrays = xp.broadcast_arrays(*arrays)
+    ishape = tuple(arrays[0].shape)
+    flat = None
+    stride = 1
+    for a, s in reversed(list(zip(arrays, sizes))):
+        a = xp.where(a < 0, a + s, a)
+        flat = a * stride if flat is None else flat + a * stride
+        stride *= s
+    rest_shape = tuple(y.shape[len(y_adv):])
+    y = xp.reshape(y, (stride,) + rest_shape)
+    out = xp.take(y, xp.reshape(flat, (-1,)), axis=0)
+    out = xp.reshape(out, ishape + rest_shape)
+    # 3. NumPy puts a contiguous advanced block where it stood, else in front
+    if contiguous and n_before:
+        k = len(ishape)
+        order = tuple(range(k, k + n_before)) + tuple(range(k)) + \
+            tuple(range(k + n_before, out.ndim))
+        out = xp.permute_dims(out, order)
+    return out
 
 
 def _canonical(name):

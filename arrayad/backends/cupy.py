@@ -31,6 +31,20 @@ class CupyBackend(Backend):
     def integers(self, low, high, shape, dtype, device):
         return self._rng.integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
 
+    def getitem(self, x, key):
+        return x[key]
+
+    def index_set(self, x, key, v):
+        out = x.copy()
+        out[key] = v
+        return out
+
+    def index_add(self, base, key, v):
+        import cupyx
+        out = base.copy()
+        cupyx.scatter_add(out, key, v)   # repeated indices accumulate
+        return out
+
     def to_numpy(self, x):
         return cupy.asnumpy(x)
 

@@ -14,7 +14,7 @@ from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16
 from .backends import available_backends, backend, get_backend, set_backend  # noqa: F401
 
 __version__ = "0.1.0"
-__array_api_version__ = "2024.12"
+__array_api_version__ = "2025.12"
 
 e = 2.718281828459045
 pi = 3.141592653589793

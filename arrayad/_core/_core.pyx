@@ -944,8 +944,14 @@ cdef class Array:
     def __array_function__(self, func, types, args, kwargs):
         return _ns._array_function(func, types, args, kwargs)
 
-    def __dlpack__(self, *args, **kwargs):
-        return _ns._concrete(self, "__dlpack__").__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        raw = _ns._concrete(self, "__dlpack__")
+        kw = {"stream": stream}
+        for name, value in (("max_version", max_version), ("dl_device", dl_device),
+                            ("copy", copy)):
+            if value is not None:   # older producers do not know these keywords
+                kw[name] = value
+        return raw.__dlpack__(**kw)
 
     def __dlpack_device__(self):
         return _ns._concrete(self, "__dlpack_device__").__dlpack_device__()

@@ -138,5 +138,10 @@ def tensordot(x1, x2, /, *, axes=2):
 
 def vecdot(x1, x2, /, *, axis=-1):
     """Dot product of vectors along ``axis`` (x1 is conjugated), broadcasting the rest."""
-    return ad.sum(ad.conj(x1) * x2 if ad.isdtype(x1.dtype, "complex floating") else x1 * x2,
-                  axis=axis)
+    n1, n2 = shape_of(x1)[axis], shape_of(x2)[axis]
+    if n1 != n2:
+        raise ValueError(f"vecdot: the contracted axis has size {n1} in x1 and {n2} in x2")
+    prod = ad.multiply(ad.conj(x1), x2) if ad.isdtype(x1.dtype, "complex floating") \
+        else ad.multiply(x1, x2)
+    # the sum keeps the promoted dtype (sum alone would widen small integers)
+    return ad.sum(prod, axis=axis, dtype=prod.dtype)

@@ -420,3 +420,24 @@ def test_no_grad_inside_and_outside():
         return ad.sum(c + x)
 
     np.testing.assert_allclose(grad(f)(X), np.ones(4))
+
+
+def test_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def chain_jax(x):
+        s = jnp.sin(x) * jnp.cos(x) + jnp.exp(-x * x)
+        y = jnp.tanh(s) * 2 - s / 3
+        return jnp.sum(jnp.log(1 + y * y))
+
+    np.testing.assert_allclose(grad(chain)(X), np.asarray(jax.grad(chain_jax)(X)), rtol=1e-12)
+    np.testing.assert_allclose(hessian(chain)(X), np.asarray(jax.hessian(chain_jax)(X)),
+                               rtol=1e-10, atol=1e-12)
+    xs = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(vmap(jacfwd(ad.tanh))(xs),
+                               np.asarray(jax.vmap(jax.jacfwd(jnp.tanh))(xs)), rtol=1e-12)
+    out, t = jvp(chain, (X,), (np.ones(4),))
+    jout, jt = jax.jvp(chain_jax, (X,), (np.ones(4),))
+    np.testing.assert_allclose(t, np.asarray(jt), rtol=1e-12)

@@ -442,8 +442,8 @@ def _push_forward(edge, known):
     if edge in known:
         return known[edge]
     node, idx = edge
-    for n in _core_topo_forward(node):
-        if (n, 0) in known:
+    for n in reversed(_core.topological_order([node])):   # inputs first
+        if n.leaf is not None or (n, 0) in known:
             continue
         ts = [known.get(e) if e is not None else None for e in n.edges]
         if all(t is None for t in ts):
@@ -459,25 +459,6 @@ def _push_forward(edge, known):
         else:
             known[(n, 0)] = tout
     return known.get(edge)
-
-
-def _core_topo_forward(root):
-    """The nodes ``root`` depends on, inputs first."""
-    order, seen, stack = [], set(), [(root, 0)]
-    seen.add(root)
-    while stack:
-        n, i = stack[-1]
-        if n.edges is not None and i < len(n.edges):
-            stack[-1] = (n, i + 1)
-            e = n.edges[i]
-            if e is not None and e[0] not in seen:
-                seen.add(e[0])
-                stack.append((e[0], 0))
-        else:
-            stack.pop()
-            if n.leaf is None:
-                order.append(n)
-    return order
 
 
 # ---------------------------------------------------------------------------------------------

@@ -387,6 +387,12 @@ cdef list _topo_order(list roots):
     return order
 
 
+def topological_order(list roots):
+    """The nodes reachable from ``roots``, every node before the nodes it depends on (the
+    backward order; reversed, the order in which they were computed)."""
+    return _topo_order(roots)
+
+
 cdef inline object _accum(object a, object b):
     if a is None:
         return b

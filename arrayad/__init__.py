@@ -60,6 +60,7 @@ _core.install_operators({name: elementwise.PRIMS[name] for name in (
     "add", "subtract", "multiply", "divide", "less", "less_equal", "greater", "greater_equal",
     "equal", "not_equal", "negative", "pow")})
 _core.install_operators({"matmul": _linalg_ops.PRIMS["matmul"]})
+_core.install_complex_dtypes(complex64, complex128)
 get_backend("numpy")
 
 from . import autograd, func, testing  # noqa: E402,F401

@@ -760,7 +760,17 @@ cpdef bint is_complex(object v):
         return False
     if isinstance(v, complex):
         return True
-    return dtype_of(v).kind == "c"
+    dt = dtype_of(v)
+    return dt is _complex64 or dt is _complex128
+
+
+cdef object _complex64 = None, _complex128 = None
+
+
+def install_complex_dtypes(c64, c128):
+    """arrayad's two complex DTypes (compared by identity: DTypes are singletons)."""
+    global _complex64, _complex128
+    _complex64, _complex128 = c64, c128
 
 
 cpdef object conj_if_complex(object v):

@@ -116,7 +116,7 @@ def squeeze(x, /, axis):
 
 
 # -- broadcast_to ----------------------------------------------------------------------------------
-broadcast_p = primitive("broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape))
+broadcast_p = primitive("broadcast_to")
 defvjp(broadcast_p, lambda g, ans, x, shape: unbroadcast(g, x))
 defjvp(broadcast_p, _linear_jvp(broadcast_p))
 

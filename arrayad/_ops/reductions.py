@@ -21,7 +21,7 @@ COMPOSITES = {"mean", "var", "std", "diff"}
 def expand_reduced(g, x, axis, keepdims):
     """Broadcast the cotangent of a reduction back to the shape of its input."""
     shape = shape_of(x)
-    if not keepdims:
+    if not keepdims and axis is not None:   # (a full reduction's 0-d g broadcasts as it is)
         axes = normalize_axes(axis, len(shape))
         if axes:
             g = ad.expand_dims(g, axis=axes)

@@ -72,10 +72,13 @@ def _lift(*vals):
     tangent); ``raw * tensor`` works on NumPy (it defers) but array-api-strict's operators
     refuse foreign operands, so the derivative formulas get arrayad arrays on both sides.
     """
-    if not any(isinstance(v, Array) for v in vals):
+    for v in vals:   # (a loop, not any(genexpr): this runs for every binary rule call)
+        if isinstance(v, Array):
+            break
+    else:
         return vals
-    return tuple(v if v is None or isinstance(v, (Array,) + PY_SCALARS) else Tensor(v)
-                 for v in vals)
+    return tuple([v if v is None or isinstance(v, (Array,) + PY_SCALARS) else Tensor(v)
+                  for v in vals])
 
 
 def binary(name, d1=None, d2=None, *, doc="", xp_name=None):

@@ -441,3 +441,14 @@ def test_matches_jax():
     out, t = jvp(chain, (X,), (np.ones(4),))
     jout, jt = jax.jvp(chain_jax, (X,), (np.ones(4),))
     np.testing.assert_allclose(t, np.asarray(jt), rtol=1e-12)
+
+
+def test_jacobians_with_aux():
+    f = lambda x: (ad.sin(x), {"norm": ad.sum(x * x)})  # noqa: E731
+    for jac in (jacrev, jacfwd):
+        j, aux = jac(f, has_aux=True)(X)
+        np.testing.assert_allclose(j, np.diag(np.cos(X)))
+        np.testing.assert_allclose(aux["norm"], np.sum(X * X))
+    h, aux = hessian(lambda x: (ad.sum(ad.sin(x)), x[0]), has_aux=True)(X)
+    np.testing.assert_allclose(h, np.diag(-np.sin(X)), atol=1e-12)
+    np.testing.assert_allclose(aux, X[0])

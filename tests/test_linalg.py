@@ -163,14 +163,8 @@ def _numeric(fn, backend, args):
     return _flat_outputs(fn(*[backend(a) for a in args]))
 
 
-def _skip_unsupported(backend, name):
-    if backend.name == "dask":
-        pytest.skip("dask.array.linalg lacks most of the extension (det, eigh, slogdet, ...)")
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forward(backend, name):
-    _skip_unsupported(backend, name)
     fn, make, ref = CASES[name]
     if ref is None:
         pytest.skip("checked through its derivatives")
@@ -181,7 +175,6 @@ def test_forward(backend, name):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vjp_and_jvp_against_finite_differences(backend, name):
-    _skip_unsupported(backend, name)
     fn, make, _ = CASES[name]
     rng = np.random.default_rng(2)
     args = make(rng)
@@ -210,7 +203,6 @@ def test_vjp_and_jvp_against_finite_differences(backend, name):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vmap_against_loop(backend, name):
-    _skip_unsupported(backend, name)
     fn, make, _ = CASES[name]
     rng = np.random.default_rng(3)
     per = [make(rng) for _ in range(3)]
@@ -235,7 +227,6 @@ def test_vmap_against_loop(backend, name):
 
 
 def test_vmap_of_grad(backend):
-    _skip_unsupported(backend, "det")
     rng = np.random.default_rng(4)
     xs = _rand(rng, 3, 3, 3)
     f = lambda x: ad.sum(L.inv(x) * x[0, ...]) + L.det(x) + L.slogdet(x).logabsdet  # noqa: E731
@@ -246,7 +237,6 @@ def test_vmap_of_grad(backend):
 
 @pytest.mark.parametrize("which", ["det", "solve", "eigvalsh", "cholesky", "svdvals", "qr"])
 def test_hessian_against_finite_differences_of_gradient(backend, which):
-    _skip_unsupported(backend, which)
     rng = np.random.default_rng(5)
     x = _rand(rng, 3, 3) + 2 * np.eye(3)
     b = rng.standard_normal(3)

@@ -26,17 +26,7 @@ TORCH = [c for c in DIFF if c.op.torch is not None]
 
 # Known failures, each strict (an unexpected pass fails too, so the table is kept honest):
 # (backend, function, test or "*") -> reason. Reported to the owners; remove an entry when fixed.
-_DASK_LINALG_MISSING = "dask.array.linalg has no {}: the dask adapter needs a fallback"
-_DASK_2D_ONLY = "dask.array.linalg works on 2-d arrays only: vmapped (stacked) matrices fail"
-KNOWN_FAILURES = {
-    **{("dask", f"linalg.{n}", "*"): _DASK_LINALG_MISSING.format(m)
-       for n, m in [("det", "det"), ("slogdet", "slogdet"), ("eigh", "eigh"),
-                    ("eigvalsh", "eigh"), ("eig", "eig"), ("eigvals", "eig")]},
-    **{("dask", "linalg.cholesky", t): "dask's cholesky returns the upper factor"
-       for t in ("test_forward", "test_vjp", "test_jvp")},
-    **{("dask", f"linalg.{n}", "test_vmap"): _DASK_2D_ONLY
-       for n in ("cholesky", "inv", "pinv", "qr", "solve", "svd", "svdvals", "matrix_rank")},
-}
+KNOWN_FAILURES = {}   # none at present (the dask linalg gaps are filled in backends/dask.py)
 
 
 @pytest.fixture(autouse=True)

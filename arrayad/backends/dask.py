@@ -44,8 +44,9 @@ def _per_block(fn, x, *, drop=0, dtype=None):
 
 class _DaskLinalg:
     """dask's linalg, completed: dask.array.linalg has no det, slogdet, eigh or eig, returns the
-    upper Cholesky factor and handles only 2-d arrays. The missing or different functions run
-    NumPy's on blocks of whole matrices (each block still lazy); the rest is dask's own."""
+    upper Cholesky factor, handles only 2-d arrays, and needs SciPy for solve, inv and cholesky.
+    These run NumPy's functions on blocks of whole matrices (each block still lazy); the rest is
+    dask's own."""
 
     def __getattr__(self, name):
         return getattr(compat_dask.linalg, name)
@@ -106,8 +107,6 @@ class _DaskLinalg:
 
     def solve(self, a, b):
         import numpy as np
-        if a.ndim == 2 and b.ndim <= 2:
-            return compat_dask.linalg.solve(a, b)
         vec = b.ndim == 1
         if vec:
             b = b[:, None]
@@ -121,8 +120,6 @@ class _DaskLinalg:
     def qr(self, x, mode="reduced"):
         import numpy as np
         from collections import namedtuple
-        if x.ndim == 2 and mode == "reduced":
-            return compat_dask.linalg.qr(x, mode=mode)
         m, n = x.shape[-2:]
         k = min(m, n) if mode == "reduced" else m
         xw = _matrices_whole(x)

@@ -22,8 +22,7 @@ inf = float("inf")
 nan = float("nan")
 newaxis = None
 
-from ._ops import (creation, dtype_functions, elementwise, extras, indexing,  # noqa: E402
-                   linalg as _linalg_ops, manipulation, reductions, searching)
+from ._ops import elementwise, linalg as _linalg_ops  # noqa: E402  (rule tables, below)
 from ._ops.creation import *  # noqa: F401,F403,E402
 from ._ops.dtype_functions import *  # noqa: F401,F403,E402
 from ._ops.elementwise import *  # noqa: F401,F403,E402
@@ -38,7 +37,7 @@ from ._api import (_array_function, _array_ufunc, _backward, _check_not_transfor
                    _check_requires_grad, _concrete, _device_of, _getitem, _inplace,
                    _inplace_level_error, _namespace_for, _np_dot, _repr, _setitem, _to_device,
                    _to_numpy, _to_scalar, stop_gradient)
-from ._methods import METHODS as _METHODS  # noqa: E402
+from ._methods import METHODS as _METHODS  # noqa: E402,F401  (Array.__getattr__ reads it)
 from ._info import __array_namespace_info__  # noqa: E402,F401
 
 from . import linalg, fft  # noqa: E402,F401

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import arrayad as ad
-from arrayad.func import grad, jvp, vjp, vmap
+from arrayad.func import grad, jvp, vmap
 
 from conftest import to_numpy
+from reference import check_vjp_jvp_by_differences, flat_outputs, numeric
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 F = ad.fft
@@ -110,20 +111,11 @@ CASES = {
 FD_EPS = 1e-6
 
 
-def _flat(out):
-    outs = out if isinstance(out, tuple) else (out,)
-    return [to_numpy(o) for o in outs]
-
-
-def _numeric(fn, backend, args):
-    return _flat(fn(*[backend(a) for a in args]))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forward(backend, name):
     fn, make, ref = CASES[name]
     args = make(np.random.default_rng(1))
-    got = _numeric(fn, backend, args)
+    got = numeric(fn, backend, args)
     want = ref(*args)
     if np.iscomplexobj(want):
         got = [got[0] + 1j * got[1]]
@@ -134,24 +126,7 @@ def test_forward(backend, name):
 def test_vjp_and_jvp_against_finite_differences(backend, name):
     fn, make, _ = CASES[name]
     rng = np.random.default_rng(2)
-    args = make(rng)
-    outs = _numeric(fn, backend, args)
-    cts = [rng.standard_normal(o.shape) for o in outs]
-    dirs = [rng.standard_normal(a.shape) for a in args]
-    plus = _numeric(fn, backend, [a + FD_EPS * d for a, d in zip(args, dirs)])
-    minus = _numeric(fn, backend, [a - FD_EPS * d for a, d in zip(args, dirs)])
-    fd = [(p - m) / (2 * FD_EPS) for p, m in zip(plus, minus)]
-
-    _, t_out = jvp(fn, tuple(backend(a) for a in args), tuple(backend(d) for d in dirs))
-    for t, f in zip(_flat(t_out), fd):
-        np.testing.assert_allclose(t, f, rtol=1e-6, atol=1e-7)
-
-    out, pullback = vjp(fn, *[backend(a) for a in args])
-    ct = tuple(backend(c) for c in cts) if isinstance(out, tuple) else backend(cts[0])
-    grads = [to_numpy(g) for g in pullback(ct)]
-    lhs = sum(float(np.sum(c * f)) for c, f in zip(cts, fd))
-    rhs = sum(float(np.sum(g * d)) for g, d in zip(grads, dirs))
-    assert np.isclose(lhs, rhs, rtol=1e-6, atol=1e-7), (lhs, rhs)
+    check_vjp_jvp_by_differences(fn, backend, make(rng), rng, eps=FD_EPS, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -159,10 +134,10 @@ def test_vmap_against_loop(backend, name):
     fn, make, _ = CASES[name]
     rng = np.random.default_rng(3)
     per = [make(rng) for _ in range(3)]
-    want = [np.stack(o) for o in zip(*[_numeric(fn, backend, p) for p in per])]
+    want = [np.stack(o) for o in zip(*[numeric(fn, backend, p) for p in per])]
     # the batch axis last, so that every axis parameter has to be shifted
     stacked = [np.stack([p[i] for p in per], axis=-1) for i in range(len(per[0]))]
-    got = _flat(vmap(fn, in_dims=-1)(*[backend(s) for s in stacked]))
+    got = flat_outputs(vmap(fn, in_dims=-1)(*[backend(s) for s in stacked]))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import arrayad as ad
-from arrayad.func import grad, jvp, vjp, vmap
+from arrayad.func import grad, jvp, vmap
 
 from conftest import to_numpy
 

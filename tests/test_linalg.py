@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import arrayad as ad
-from arrayad.func import grad, hessian, jvp, vjp, vmap
+from arrayad.func import grad, hessian, jvp, vmap
 
 from conftest import to_numpy
+from reference import check_vjp_jvp_by_differences, flat_outputs, numeric
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 L = ad.linalg
@@ -154,22 +155,13 @@ def _eigvals_out(x):
 FD_EPS = 1e-6
 
 
-def _flat_outputs(out):
-    outs = out if isinstance(out, tuple) else (out,)
-    return [to_numpy(o) for o in outs]
-
-
-def _numeric(fn, backend, args):
-    return _flat_outputs(fn(*[backend(a) for a in args]))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forward(backend, name):
     fn, make, ref = CASES[name]
     if ref is None:
         pytest.skip("checked through its derivatives")
     args = make(np.random.default_rng(1))
-    got = _numeric(fn, backend, args)
+    got = numeric(fn, backend, args)
     np.testing.assert_allclose(got[0], ref(*args), rtol=1e-10, atol=1e-10)
 
 
@@ -177,28 +169,7 @@ def test_forward(backend, name):
 def test_vjp_and_jvp_against_finite_differences(backend, name):
     fn, make, _ = CASES[name]
     rng = np.random.default_rng(2)
-    args = make(rng)
-    outs = _numeric(fn, backend, args)
-    cts = [rng.standard_normal(o.shape) for o in outs]
-    dirs = [rng.standard_normal(a.shape) for a in args]
-
-    # central differences of the outputs along ``dirs``
-    plus = _numeric(fn, backend, [a + FD_EPS * d for a, d in zip(args, dirs)])
-    minus = _numeric(fn, backend, [a - FD_EPS * d for a, d in zip(args, dirs)])
-    fd = [(p - m) / (2 * FD_EPS) for p, m in zip(plus, minus)]
-
-    # JVP
-    _, tangent_out = jvp(fn, tuple(backend(a) for a in args), tuple(backend(d) for d in dirs))
-    for t, f in zip(_flat_outputs(tangent_out), fd):
-        np.testing.assert_allclose(t, f, rtol=1e-5, atol=1e-6)
-
-    # VJP: <ct, J d> (finite differences) == <J^T ct, d>
-    out, pullback = vjp(fn, *[backend(a) for a in args])
-    ct_tree = tuple(backend(c) for c in cts) if isinstance(out, tuple) else backend(cts[0])
-    grads = [to_numpy(g) for g in pullback(ct_tree)]
-    lhs = sum(float(np.sum(c * f)) for c, f in zip(cts, fd))
-    rhs = sum(float(np.sum(g * d)) for g, d in zip(grads, dirs))
-    assert np.isclose(lhs, rhs, rtol=1e-5, atol=1e-6), (lhs, rhs)
+    check_vjp_jvp_by_differences(fn, backend, make(rng), rng, eps=FD_EPS, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -209,19 +180,19 @@ def test_vmap_against_loop(backend, name):
     # batch every argument along a non-leading axis for the first, leading for the rest
     stacked = [np.stack([p[i] for p in per], axis=0) for i in range(len(per[0]))]
     in_dims = tuple(0 for _ in stacked)
-    got = _flat_outputs(vmap(fn, in_dims=in_dims)(*[backend(s) for s in stacked]))
-    want = [np.stack(o) for o in zip(*[_numeric(fn, backend, p) for p in per])]
+    got = flat_outputs(vmap(fn, in_dims=in_dims)(*[backend(s) for s in stacked]))
+    want = [np.stack(o) for o in zip(*[numeric(fn, backend, p) for p in per])]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
     # an unbatched second argument, and a batch axis that is not in front
     if len(stacked) == 2:
-        got = _flat_outputs(vmap(fn, in_dims=(0, None))(backend(stacked[0]), backend(per[0][1])))
-        want = [np.stack(o) for o in zip(*[_numeric(fn, backend, [p[0], per[0][1]]) for p in per])]
+        got = flat_outputs(vmap(fn, in_dims=(0, None))(backend(stacked[0]), backend(per[0][1])))
+        want = [np.stack(o) for o in zip(*[numeric(fn, backend, [p[0], per[0][1]]) for p in per])]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
     else:
         moved = np.moveaxis(stacked[0], 0, -1)
-        got = _flat_outputs(vmap(fn, in_dims=-1)(backend(moved)))
+        got = flat_outputs(vmap(fn, in_dims=-1)(backend(moved)))
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
 

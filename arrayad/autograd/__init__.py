@@ -155,7 +155,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """The gradients of ``outputs`` with respect to ``inputs`` (nothing accumulates in .grad)."""
     _no_transform("autograd.grad")
     outputs = _as_tuple(outputs)
-    single = isinstance(inputs, Tensor)
     inputs = _as_tuple(inputs)
     if allow_unused is None:
         allow_unused = materialize_grads

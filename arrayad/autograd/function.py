@@ -622,7 +622,6 @@ class _Batched:
         return out
 
     def jvp(self, tangents, ans, args):
-        ad = _ad()
         n = len(args)
         live = [i for i, t in enumerate(tangents) if t is not None]
         zero = []   # which outputs have no tangent (static: non-differentiable or integer)

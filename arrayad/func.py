@@ -647,6 +647,30 @@ def _vmap_api(func, in_dims):
     return f"vmap({_fname(func)}, in_dims={in_dims!r}, ...)(<inputs>)"
 
 
+class _LazyText:
+    """A message prefix built only when it is formatted (that is, when an error is raised)."""
+
+    __slots__ = ("make", "args")
+
+    def __init__(self, make, *args):
+        self.make = make
+        self.args = args
+
+    def __format__(self, spec):
+        return format(self.make(*self.args), spec)
+
+
+def _flat_in_dims(in_dims, args, n_leaves):
+    """``in_dims`` itself when every argument is a single array leaf and every entry an int or
+    None (the common call); None otherwise, for the general pytree-prefix matching."""
+    if n_leaves != len(args):
+        return None
+    for d in in_dims:
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            return None
+    return list(in_dims)
+
+
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """``func`` mapped over a dimension of its inputs (0 by default), with the batch dimension
     placed at ``out_dims`` of the outputs. kwargs are passed through unbatched."""
@@ -656,7 +680,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        api = _vmap_api(func, in_dims)
+        api = _LazyText(_vmap_api, func, in_dims)   # formatted only if an error is raised
         if isinstance(in_dims, bool) or not isinstance(in_dims, (int, tuple)):
             raise ValueError(
                 f"{api}: expected `in_dims` to be int or a (potentially nested) tuple matching "
@@ -675,7 +699,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                     f"{api}: in_dims is not compatible with the structure of `inputs`. in_dims "
                     f"has structure {tree_flatten(in_dims)[1]} but inputs has structure {spec}.")
             try:
-                dims = broadcast_prefix(in_dims, args)
+                dims = _flat_in_dims(in_dims, args, len(leaves)) or broadcast_prefix(in_dims, args)
             except ValueError as e:
                 raise ValueError(
                     f"{api}: in_dims is not compatible with the structure of `inputs`. {e}") from None
@@ -733,7 +757,10 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
             results.append(_unbatch(func, frame, o, d, size))
     finally:
         _core.pop_frame(frame)
-    return native.tree(tree_unflatten(results, out_spec))
+    out = tree_unflatten(results, out_spec)
+    if native.mode != "raw" or any(isinstance(r, Tensor) for r in results):
+        out = native.tree(out)   # (raw in, raw out: nothing to convert in the common case)
+    return out
 
 
 def _unbatch(func, frame, o, d, size):

@@ -490,8 +490,11 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 slot = [None] * (<Node>parent).n_outputs
                 grads[parent] = slot
             _accum_slot(slot, e[1], ct)
-        if not retain_graph:
-            node.release()
+        if not retain_graph:   # (Node.release, inlined: this runs once per node)
+            node.inputs = None
+            node.ans = None
+            node.params = None
+            node.released = True
 
 
 cdef object _as_grad(object g, bint create_graph):

@@ -152,24 +152,28 @@ def batch_elementwise(prim):
     """Batching rule of an elementwise (broadcasting) primitive."""
 
     def rule(args, dims, **params):
-        bdims = [d for d in dims if d is not None]
-        # Fast path: every batched arg has the same rank and batch dim, the rest are scalars.
-        first = bdims[0]
-        nd = None
-        simple = True
+        # Fast path, no data movement: the batched args share one batch dim and one rank, and
+        # broadcasting from the right already lines the rest up (scalars anywhere; unbatched
+        # arrays of no higher rank when the batch dim leads).
+        first = None
+        rank = -1
+        max_unbatched = 0
         for a, d in zip(args, dims):
             if d is None:
-                if ndim_of(a) != 0:
-                    simple = False
-                    break
+                if a is not None and not isinstance(a, PY_SCALARS):
+                    n = len(shape_of(a))
+                    if n > max_unbatched:
+                        max_unbatched = n
             else:
-                n = ndim_of(a)
-                if d != first or (nd is not None and n != nd):
-                    simple = False
+                n = len(shape_of(a)) - 1
+                if first is None:
+                    first, rank = d, n
+                elif d != first or n != rank:
+                    first = -1
                     break
-                nd = n
-        if simple:
+        if first != -1 and (max_unbatched == 0 or (first == 0 and max_unbatched <= rank)):
             return bind(prim, *args, **params), first
+        # General case: batch dims to the front, each batched arg padded to the result's rank.
         out_rank = max(ndim_of(a) - (d is not None) for a, d in zip(args, dims))
         new = []
         for a, d in zip(args, dims):

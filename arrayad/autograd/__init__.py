@@ -4,7 +4,7 @@
 import functools
 
 from .._core import _core
-from .._core._core import Array, Tensor, run_backward, shape_of
+from .._core._core import Array, Tensor, backend_of, run_backward, shape_of
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "Function", "once_differentiable", "forward_ad", "FunctionCtx"]
@@ -73,7 +73,7 @@ def is_grad_enabled():
 def _in_transform():
     """Whether an arrayad.func transform is active (a forward_ad dual level is not one: the
     eager tape works inside it, as in torch)."""
-    return any(f.data != "forward_ad" for f in _core.frames())
+    return _core.stack_depth() != 0 and any(f.data != "forward_ad" for f in _core.frames())
 
 
 def _no_transform(api):
@@ -108,7 +108,7 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs (output {i} has "
                     f"shape {t.shape}); pass gradient= with the output's shape.")
-            g = ad.ones_like(t._value)
+            g = backend_of(t._value).ones_like(t._value)
         else:
             if shape_of(g) != t.shape:
                 raise RuntimeError(

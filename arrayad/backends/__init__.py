@@ -146,6 +146,10 @@ class Backend:
     def unique_values(self, x):
         return self.xp.unique_values(x)
 
+    def ones_like(self, x):
+        """Ones shaped like the raw array ``x`` (the seed cotangent of a backward pass)."""
+        return self.xp.ones_like(x)
+
     # -- conversions
     def to_numpy(self, x):
         import numpy as np

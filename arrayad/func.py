@@ -482,10 +482,12 @@ def _basis(like, n, shape):
 def _chunked_vmap(fn, basis_list, chunk_size, n):
     """vmap ``fn`` over the leading axis of every array in ``basis_list`` (a list of bases of the
     same length n), in chunks; chunk_size=1 is a plain loop (no vmap restrictions apply)."""
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError("jacobian: chunk_size must be a positive integer or None")
+    if n == 1:
+        chunk_size = 1   # one row (a scalar output): a plain call, no batch level to carry
     if chunk_size is None or chunk_size >= n:
         return vmap(fn)(*basis_list)
-    if chunk_size < 1:
-        raise ValueError("jacobian: chunk_size must be a positive integer or None")
     pieces = []
     for start in range(0, n, chunk_size):
         chunk = [b[start:start + chunk_size] for b in basis_list]

@@ -195,12 +195,14 @@ def _seed_cotangent(value):
     return one
 
 
-def _backprop(roots, cts, inputs):
-    """Cotangents of the leaf tracers ``inputs`` (zeros where the output does not depend on one)."""
+def _backprop(roots, cts, inputs, retain=True):
+    """Cotangents of the leaf tracers ``inputs`` (zeros where the output does not depend on one).
+    ``retain=False`` frees each node's saved values as soon as it is done (grad, whose graph
+    is used once: a lower peak memory); vjp's pullback keeps them, it may be called again."""
     want = {(t._node, 0): None for t in inputs if t is not None}
     live = [(r, c) for r, c in zip(roots, cts) if r is not None]
     if live:
-        run_backward([r for r, _ in live], [c for _, c in live], True, False, want, False, None)
+        run_backward([r for r, _ in live], [c for _, c in live], retain, False, want, False, None)
     out = []
     for t in inputs:
         if t is None:
@@ -242,7 +244,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             value, edge = _grad_output(frame, out)
             _core.set_grad_enabled_flag(prev)
             seed = _seed_cotangent(value)
-            grads = _backprop([edge], [seed], tracers)
+            grads = _backprop([edge], [seed], tracers, retain=False)
             grads = [ad.asarray(g, copy=True) if g is seed else g for g in grads]
             aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
         finally:

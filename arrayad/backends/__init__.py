@@ -15,7 +15,7 @@ import os
 
 from .._core import _core
 
-__all__ = ["Backend", "get_backend", "set_backend", "backend", "available_backends",
+__all__ = ["Backend", "NumpyLikeBackend", "get_backend", "set_backend", "backend", "available_backends",
            "default_backend", "backend_of"]
 
 _ADAPTERS = {
@@ -340,6 +340,18 @@ def generic_getitem(xp, x, key):
             tuple(range(k + n_before, out.ndim))
         out = xp.permute_dims(out, order)
     return out
+
+
+class NumpyLikeBackend(Backend):
+    """NumPy and CuPy: native indexing, and a copy for the functional ``x[key] = v``."""
+
+    def getitem(self, x, key):
+        return x[key]
+
+    def index_set(self, x, key, v):
+        out = x.copy()
+        out[key] = v
+        return out
 
 
 def _canonical(name):

@@ -2,10 +2,10 @@
 import cupy
 from array_api_compat import cupy as compat_cupy
 
-from . import Backend
+from . import NumpyLikeBackend
 
 
-class CupyBackend(Backend):
+class CupyBackend(NumpyLikeBackend):
     name = "cupy"
     xp = compat_cupy
     array_types = (cupy.ndarray,)
@@ -30,14 +30,6 @@ class CupyBackend(Backend):
 
     def integers(self, low, high, shape, dtype, device):
         return self._rng.integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
-
-    def getitem(self, x, key):
-        return x[key]
-
-    def index_set(self, x, key, v):
-        out = x.copy()
-        out[key] = v
-        return out
 
     def index_add(self, base, key, v):
         import cupyx

@@ -4,10 +4,10 @@ import operator
 import numpy as np
 from array_api_compat import numpy as compat_numpy
 
-from . import Backend
+from . import NumpyLikeBackend
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(NumpyLikeBackend):
     name = "numpy"
     xp = compat_numpy
     array_types = (np.ndarray,)
@@ -29,14 +29,6 @@ class NumpyBackend(Backend):
 
     def _from_numpy(self, a, dtype, device):
         return np.asarray(a, dtype=dtype)
-
-    def getitem(self, x, key):
-        return x[key]
-
-    def index_set(self, x, key, v):
-        out = x.copy()
-        out[key] = v
-        return out
 
     def index_add(self, base, key, v):
         out = base.copy()

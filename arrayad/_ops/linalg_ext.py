@@ -206,12 +206,13 @@ def det(x, /):
 # slogdet: with tr = tr(A^-1 dA), d logabsdet = Re(tr) and d sign = i * sign * Im(tr) (zero for
 # real input, whose sign is piecewise constant).
 
-def _slogdet_impl(xp, x):
-    r = xp.linalg.slogdet(x)
-    return r[0], r[1]
+def _tuple_result(name):
+    """impl of a linalg function with a named-tuple result, as the plain tuple a multi-output
+    primitive returns (the public function wraps it in the standard's named tuple again)."""
+    return lambda xp, x, **params: tuple(getattr(xp.linalg, name)(x, **params))
 
 
-slogdet_p = primitive("linalg_slogdet", _slogdet_impl, multiple_results=True)
+slogdet_p = primitive("linalg_slogdet", _tuple_result("slogdet"), multiple_results=True)
 
 
 def _slogdet_jvp(tangents, ans, x):
@@ -333,12 +334,7 @@ def cholesky(x, /, *, upper=False):
 # Limitation: degenerate eigenvalues (see the module note); the eigenvectors' phase (complex) is
 # a gauge, so only losses invariant to it have a meaningful derivative.
 
-def _eigh_impl(xp, x):
-    r = xp.linalg.eigh(x)
-    return r[0], r[1]
-
-
-eigh_p = primitive("linalg_eigh", _eigh_impl, multiple_results=True)
+eigh_p = primitive("linalg_eigh", _tuple_result("eigh"), multiple_results=True)
 
 
 def _eigh_jvp(tangents, ans, x):
@@ -450,12 +446,7 @@ def eigvals(x, /):
 # For M < N, A = [X | Y] and R = [U | V] with X = Q U square and V = Q^H Y.
 # mode='complete' with M > N is not differentiable (Q's extra columns are not unique).
 
-def _qr_impl(xp, x, mode="reduced"):
-    r = xp.linalg.qr(x, mode=mode)
-    return r[0], r[1]
-
-
-qr_p = primitive("linalg_qr", _qr_impl, multiple_results=True)
+qr_p = primitive("linalg_qr", _tuple_result("qr"), multiple_results=True)
 
 
 def _imag_diag(x):
@@ -549,12 +540,7 @@ def qr(x, /, *, mode="reduced"):
 # Limits: full_matrices=True is differentiable only for square input; repeated singular values
 # and zero singular values (with U or V in the loss) have no derivative (see the module note).
 
-def _svd_impl(xp, x, full_matrices=True):
-    r = xp.linalg.svd(x, full_matrices=full_matrices)
-    return r[0], r[1], r[2]
-
-
-svd_p = primitive("linalg_svd", _svd_impl, multiple_results=True)
+svd_p = primitive("linalg_svd", _tuple_result("svd"), multiple_results=True)
 
 
 def _svd_check(x, full_matrices):

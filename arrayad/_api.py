@@ -49,7 +49,9 @@ def _inplace_level_error(self, result):
             "zeros_like(batched_input) or build the result with where()/concat instead.")
     return RuntimeError(
         f"arrayad: an in-place operation would turn a {type(self).__name__} into a "
-        f"{type(result).__name__} of another transform. Write it out of place (y = x + v) instead.")
+        f"{type(result).__name__} of another transform (the array was made outside the "
+        f"transform, or with zeros(shape) inside it). Create it with zeros_like(traced_input) "
+        f"so that it belongs to the transform, or write it out of place (y = x + v).")
 
 
 def _getitem(x, key):

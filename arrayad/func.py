@@ -156,7 +156,23 @@ def _replace(args, nums, new, single):
 # ---------------------------------------------------------------------------------------------
 # Reverse mode
 
+class _Input:
+    """A differentiated input as it was when the transform began: its leaf node and value.
+
+    Kept apart from the tracer handed to the function, because the function may update that
+    tracer in place (``x[0] = ...``, or ``array_api_extra.at(x).set(...)``, which writes into
+    arrays it believes writeable), rebinding it to a later node."""
+
+    __slots__ = ("node", "value")
+
+    def __init__(self, tracer):
+        self.node = tracer._node
+        self.value = tracer.value
+
+
 def _wrap_grad_inputs(frame, tree, api):
+    """Tracers for the leaves of ``tree`` (None leaves stay None), their spec, and the
+    ``_Input`` record of each."""
     leaves, spec = tree_flatten(tree)
     tracers = []
     for x in leaves:
@@ -166,7 +182,7 @@ def _wrap_grad_inputs(frame, tree, api):
         x = _as_array(x, api)
         _check_float(x, api, "primal")
         tracers.append(new_grad_tracer(frame, x, leaf_node(None), 0))
-    return tracers, spec
+    return tracers, spec, [None if t is None else _Input(t) for t in tracers]
 
 
 def _grad_output(frame, out):
@@ -196,10 +212,10 @@ def _seed_cotangent(value):
 
 
 def _backprop(roots, cts, inputs, retain=True):
-    """Cotangents of the leaf tracers ``inputs`` (zeros where the output does not depend on one).
-    ``retain=False`` frees each node's saved values as soon as it is done (grad, whose graph
-    is used once: a lower peak memory); vjp's pullback keeps them, it may be called again."""
-    want = {(t._node, 0): None for t in inputs if t is not None}
+    """Cotangents of the ``inputs`` (``_Input`` records; zeros where the output does not depend
+    on one). ``retain=False`` frees each node's saved values as soon as it is done (grad, whose
+    graph is used once: a lower peak memory); vjp's pullback keeps them, it may be called again."""
+    want = {(t.node, 0): None for t in inputs if t is not None}
     live = [(r, c) for r, c in zip(roots, cts) if r is not None]
     if live:
         run_backward([r for r, _ in live], [c for _, c in live], retain, False, want, False, None)
@@ -208,7 +224,7 @@ def _backprop(roots, cts, inputs, retain=True):
         if t is None:
             out.append(None)
             continue
-        g = want[(t._node, 0)]
+        g = want[(t.node, 0)]
         out.append(ad.zeros_like(t.value) if g is None else g)
     return out
 
@@ -231,7 +247,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         frame = _core.push_frame(_core.GRAD)
         prev = _core.set_grad_enabled_flag(True)
         try:
-            tracers, spec = _wrap_grad_inputs(frame, _select(args, nums, single), api)
+            tracers, spec, inputs = _wrap_grad_inputs(frame, _select(args, nums, single), api)
             out = func(*_replace(args, nums, tree_unflatten(tracers, spec), single), **kwargs)
             out, aux = _split_aux(out, has_aux, api)
             if not isinstance(out, Array) and not _is_array(out):
@@ -244,7 +260,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             value, edge = _grad_output(frame, out)
             _core.set_grad_enabled_flag(prev)
             seed = _seed_cotangent(value)
-            grads = _backprop([edge], [seed], tracers, retain=False)
+            grads = _backprop([edge], [seed], inputs, retain=False)
             grads = [ad.asarray(g, copy=True) if g is seed else g for g in grads]
             aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
         finally:
@@ -296,7 +312,7 @@ def vjp(func, *primals, has_aux=False):
     frame = _core.push_frame(_core.GRAD)
     prev = _core.set_grad_enabled_flag(True)
     try:
-        tracers, in_spec = _wrap_grad_inputs(frame, primals, api)
+        tracers, in_spec, inputs = _wrap_grad_inputs(frame, primals, api)
         out, aux = _split_aux(func(*tree_unflatten(tracers, in_spec)), has_aux, api)
         out_leaves, out_spec = _output_leaves(out, api)
         values, edges = [], []
@@ -326,7 +342,7 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        grads = _backprop(edges, list(ct_leaves), tracers)
+        grads = _backprop(edges, list(ct_leaves), inputs)
         result = tree_unflatten(grads, in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
@@ -407,15 +423,15 @@ def linearize(func, *primals):
     frame = _core.push_frame(_core.GRAD)
     prev = _core.set_grad_enabled_flag(True)
     try:
-        tracers, in_spec = _wrap_grad_inputs(frame, primals, api)
+        tracers, in_spec, inputs = _wrap_grad_inputs(frame, primals, api)
         out = func(*tree_unflatten(tracers, in_spec))
         leaves, out_spec = tree_flatten(out)
         outs = [_grad_output(frame, o) for o in leaves]
     finally:
         _core.set_grad_enabled_flag(prev)
         _core.pop_frame(frame)
-    in_nodes = [t._node for t in tracers if t is not None]
-    in_shapes = [shape_of(t.value) for t in tracers if t is not None]
+    in_nodes = [t.node for t in inputs if t is not None]
+    in_shapes = [shape_of(t.value) for t in inputs if t is not None]
 
     def jvp_fn(*tangents):
         t_leaves, t_spec = tree_flatten(tangents)

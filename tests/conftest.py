@@ -4,6 +4,11 @@
 installed. ``to_backend(np_array)`` converts test data; ``to_numpy(x)`` converts results back.
 """
 import importlib.util
+import os
+
+# SciPy's array API support (tests/test_func.py::test_array_api_consumer_code) must be switched
+# on before SciPy is imported.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 import numpy as np
 import pytest

@@ -554,8 +554,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             col_leaves = tree_flatten(cols)[0]
             blocks.append([ad.reshape(c, shape_of(o) + shape_of(x))
                            for c, x in zip(col_leaves, in_leaves)])
-        jac = tree_unflatten([row[0] if single else tree_unflatten(row, in_spec)
-                              for row in blocks], out_spec)
+        # (in_spec is a leaf's spec for one array argument: unflattening gives the block itself)
+        jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
         jac = _Native(tree_flatten(args)[0]).tree(jac)
         return (jac, res[2]) if has_aux else jac
 
@@ -611,7 +611,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                 col = tree_flatten(columns[j])[0][i]          # (n_j, *out.shape)
                 col = ad.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
                 row.append(ad.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
-            per_out.append(tree_unflatten(row, in_spec) if not single else row[0])
+            per_out.append(tree_unflatten(row, in_spec))
         jac = _Native(tree_flatten(args)[0]).tree(tree_unflatten(per_out, out_spec))
         if has_aux:
             return jac, aux_box[0]

@@ -482,3 +482,13 @@ def test_array_api_consumer_code():
     special = pytest.importorskip("scipy.special")
     np.testing.assert_allclose(grad(lambda v: special.logsumexp(v))(x),
                                np.exp(x) / np.exp(x).sum())
+
+
+def test_jacobians_of_a_pytree_argument():
+    params = {"a": X, "b": X[:2]}
+    f = lambda p: ad.concat([ad.sin(p["a"]), p["b"] * 2])  # noqa: E731
+    for jac in (jacrev, jacfwd):
+        j = jac(f)(params)
+        assert set(j) == {"a", "b"}
+        np.testing.assert_allclose(j["a"], np.vstack([np.diag(np.cos(X)), np.zeros((2, 4))]))
+        np.testing.assert_allclose(j["b"], np.vstack([np.zeros((4, 2)), 2 * np.eye(2)]))

@@ -17,9 +17,11 @@ class NumpyBackend(NumpyLikeBackend):
 
     # The Python operators skip the ufunc's argument parsing: same result, about half the cost
     # on small arrays (the core uses these for primitives of the same name).
+    # (``x ** 2`` through the operator takes NumPy's fast path for small integer powers, which
+    # np.power does not.)
     fast = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
-            "divide": operator.truediv, "negative": operator.neg,
-            "broadcast_to": lambda x, shape: _broadcast_to(x, shape)}
+            "divide": operator.truediv, "negative": operator.neg, "pow": operator.pow,
+            "matmul": operator.matmul, "broadcast_to": lambda x, shape: _broadcast_to(x, shape)}
 
     def fix_scalar(self, x):
         return np.asarray(x)

@@ -498,11 +498,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
 
 
 cdef object _as_grad(object g, bint create_graph):
+    """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``."""
     if isinstance(g, Array):
         if not create_graph and isinstance(g, Tensor):
-            return g.detach()
+            return _new_tensor((<Tensor>g)._value, None, 0)
         return g
-    return Tensor(g)
+    return _new_tensor(fix_scalar(g), None, 0)
 
 
 cdef object _node_vjp(Node node, list slot, bint create_graph):

@@ -787,6 +787,28 @@ cpdef object conj_if_complex(object v):
     return v
 
 
+cpdef object unbroadcast(object g, object x):
+    """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``; the real part
+    when ``x`` is real and ``g`` complex; None for a Python scalar ``x``. In the core because every
+    binary rule calls it, and its common case (nothing to do) should cost no Python frame."""
+    if x is None or isinstance(x, _python_scalars):
+        return None
+    if is_complex(g) and not is_complex(x):
+        g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
+    cdef tuple shape = shape_of(x)
+    cdef tuple gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    cdef Py_ssize_t lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple([i + lead for i, s in enumerate(shape)
+                                       if s == 1 and gshape[i + lead] != 1])
+    if axes:
+        g = _ns.sum(g, axis=axes, keepdims=False)
+    if shape_of(g) != shape:
+        g = _ns.reshape(g, shape)
+    return g
+
+
 cpdef tuple shape_of(object v):
     if isinstance(v, _python_scalars):
         return ()

@@ -19,7 +19,7 @@ import warnings
 import arrayad as ad
 
 from .._core._core import (Primitive, bind, conj_if_complex, dtype_of, is_complex,  # noqa: F401
-                           register_primitive, shape_of)
+                           register_primitive, shape_of, unbroadcast)
 
 PY_SCALARS = (int, float, complex, bool)
 
@@ -64,26 +64,6 @@ def nondifferentiable(prim):
 
 def ndim_of(x):
     return 0 if x is None or isinstance(x, PY_SCALARS) else len(shape_of(x))
-
-
-def unbroadcast(g, x):
-    """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``."""
-    if isinstance(x, PY_SCALARS):
-        return None
-    if is_complex(g) and not is_complex(x):
-        g = ad.real(g)   # a real input of a complex result: its cotangent is the real part
-    shape = shape_of(x)
-    gshape = shape_of(g)
-    if gshape == shape:
-        return g
-    lead = len(gshape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
-    if axes:
-        g = ad.sum(g, axis=axes, keepdims=False)
-    if shape_of(g) != shape:
-        g = ad.reshape(g, shape)
-    return g
 
 
 def broadcast_like(t, ans):

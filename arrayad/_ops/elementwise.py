@@ -47,8 +47,10 @@ def unary(name, deriv=None, *, doc="", xp_name=None):
     if deriv is None:
         nondifferentiable(p)
     else:
-        defvjp(p, lambda g, ans, x: ad.multiply(g, conj_if_complex(deriv(ans, x))))
-        defjvp(p, lambda t, ans, x: ad.multiply(t, deriv(ans, x)))
+        # (bind on the multiply primitive directly: these run once per node of every backward
+        # pass, and ad.multiply would only add a Python frame)
+        defvjp(p, lambda g, ans, x: bind(_MUL, g, conj_if_complex(deriv(ans, x))))
+        defjvp(p, lambda t, ans, x: bind(_MUL, t, deriv(ans, x)))
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -81,6 +83,19 @@ def _lift(*vals):
                   for v in vals])
 
 
+def _partial_vjp(d, i):
+    """The VJP of a binary function with respect to argument ``i``: ``g * conj(d)`` summed to
+    the argument's shape. Written as one function (this is the hottest rule of all)."""
+
+    def vjp(g, ans, x1, x2):
+        if isinstance(ans, Array) or isinstance(x1, Array) or isinstance(x2, Array):
+            ans, x1, x2 = _lift(ans, x1, x2)
+        x = x2 if i else x1
+        return unbroadcast(bind(_MUL, g, conj_if_complex(d(ans, x1, x2))), x)
+
+    return vjp
+
+
 def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
 
@@ -91,18 +106,13 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     if d1 is None and d2 is None:
         nondifferentiable(p)
     else:
-        defvjp(p,
-               None if d1 is None else
-               lambda g, ans, x1, x2: unbroadcast(
-                   ad.multiply(g, conj_if_complex(d1(*_lift(ans, x1, x2)))), x1),
-               None if d2 is None else
-               lambda g, ans, x1, x2: unbroadcast(
-                   ad.multiply(g, conj_if_complex(d2(*_lift(ans, x1, x2)))), x2))
+        defvjp(p, None if d1 is None else _partial_vjp(d1, 0),
+               None if d2 is None else _partial_vjp(d2, 1))
         defjvp(p,
                None if d1 is None else
-               lambda t, ans, x1, x2: broadcast_like(ad.multiply(t, d1(*_lift(ans, x1, x2))), ans),
+               lambda t, ans, x1, x2: broadcast_like(bind(_MUL, t, d1(*_lift(ans, x1, x2))), ans),
                None if d2 is None else
-               lambda t, ans, x1, x2: broadcast_like(ad.multiply(t, d2(*_lift(ans, x1, x2))), ans))
+               lambda t, ans, x1, x2: broadcast_like(bind(_MUL, t, d2(*_lift(ans, x1, x2))), ans))
     PRIMS[name] = p
     _binary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -171,7 +181,7 @@ defjvp(_add, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x
 defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2))
 defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
 
-binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
+_MUL = binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)   # (the rules above use it)
 binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
 
 

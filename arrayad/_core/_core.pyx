@@ -445,19 +445,22 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
         _accum_slot(slot, idx, ct)
         root_nodes.append(node)
     order = _topo_order(root_nodes)
+    cdef set want_nodes = {k[0] for k in want} if want is not None else None
     for node in order:
         slot = grads.pop(node, None)
         if slot is None:
             continue
-        if want is not None:
+        if want_nodes is not None and node in want_nodes:
             hit = False
             for i in range(node.n_outputs):
                 key = (node, i)
                 if key in want:
                     want[key] = _accum(want[key], slot[i])
                     hit = True
-            if hit or node.leaf is not None:
+            if hit:
                 continue
+        if want is not None and node.leaf is not None:
+            continue   # a leaf nobody asked for (autograd.grad does not accumulate)
         if node.retained is not None:
             for i, ref in node.retained:
                 t = ref()

@@ -204,8 +204,7 @@ def _seed_cotangent(value):
         return ad.ones_like(value)
     one = _ONES.get(value.dtype)
     if one is None:
-        one = value.__array_namespace__().ones_like(value) if hasattr(value, "__array_namespace__") \
-            else ad.ones_like(value)
+        one = backend_of(value).ones_like(value)
         one.flags.writeable = False
         _ONES[value.dtype] = one
     return one

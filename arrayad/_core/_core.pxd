@@ -33,6 +33,7 @@ cdef class Node:
     cdef public object leaf
     cdef public list retained
     cdef object __weakref__
+    cpdef release(self)
 
 
 cdef class Array:

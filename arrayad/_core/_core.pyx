@@ -332,7 +332,8 @@ cdef class Node:
     def next_functions(self):
         return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.edges or ())
 
-    def release(self):
+    cpdef release(self):
+        """Drop the saved values (after a backward pass without retain_graph)."""
         self.inputs = None
         self.ans = None
         self.params = None
@@ -493,11 +494,8 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 slot = [None] * (<Node>parent).n_outputs
                 grads[parent] = slot
             _accum_slot(slot, e[1], ct)
-        if not retain_graph:   # (Node.release, inlined: this runs once per node)
-            node.inputs = None
-            node.ans = None
-            node.params = None
-            node.released = True
+        if not retain_graph:
+            node.release()   # (cpdef on a typed Node: a C call)
 
 
 cdef object _as_grad(object g, bint create_graph):

@@ -420,6 +420,7 @@ def linearize(func, *primals):
     api = "linearize(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
     frame = _core.push_frame(_core.GRAD)
+    frame.keep_saved = True   # jvp_fn replays the JVP rules, which read every input
     prev = _core.set_grad_enabled_flag(True)
     try:
         tracers, in_spec, inputs = _wrap_grad_inputs(frame, primals, api)

@@ -5,6 +5,7 @@ cdef class Frame:
     cdef public int kind
     cdef public bint alive
     cdef public object data
+    cdef public bint keep_saved
 
 
 cdef class Primitive:
@@ -18,7 +19,14 @@ cdef class Primitive:
     cdef public bint keeps_level
     cdef public dict _direct
     cdef public str xp_name
+    cdef public tuple vjp_reads
+    cdef public object reuses
     cdef object __weakref__
+
+
+cdef class Meta:
+    cdef public tuple shape
+    cdef public object dtype
 
 
 cdef class Node:
@@ -32,12 +40,13 @@ cdef class Node:
     cdef public bint released
     cdef public object leaf
     cdef public list retained
+    cdef public object partner_result
     cdef object __weakref__
     cpdef release(self)
 
 
 cdef class Array:
-    pass
+    cdef object __weakref__
 
 
 cdef class Tensor(Array):
@@ -45,7 +54,6 @@ cdef class Tensor(Array):
     cdef public Node _node
     cdef public int _idx
     cdef public object _grad
-    cdef object __weakref__
 
 
 cdef class Tracer(Array):

@@ -153,6 +153,7 @@ cdef class Frame:
         self.kind = kind
         self.alive = True
         self.data = data
+        self.keep_saved = False   # linearize replays JVP rules: its nodes keep every input
 
     def __repr__(self):
         state = "alive" if self.alive else "dead"
@@ -207,6 +208,12 @@ cdef class Primitive:
     ``keeps_level``: a non-differentiable primitive whose result should stay a value of the
     transform it was called in (zeros_like & co.), so that writing a traced value into it in
     place (``y = zeros_like(x); y[0] = x[1]``) updates a tracer, not a raw array.
+
+    ``vjp_reads``: which saved values the VJP rule of each argument reads, one bit mask per
+    argument (bit 0: the output, bit k: argument k-1); None means all. See NOTE [saved values].
+
+    ``reuses``: the primitive whose result on the same input this one's VJP reads (sin: cos), so
+    that the backward pass can reuse a result the forward pass computed. See NOTE [shared results].
     """
 
     def __init__(self, str name, impl=None, *, xp_name=None, multiple_results=False,
@@ -221,6 +228,8 @@ cdef class Primitive:
         self.differentiable = differentiable
         self.keeps_level = False
         self._direct = {}
+        self.vjp_reads = None
+        self.reuses = None
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -299,6 +308,106 @@ cdef object _bind(Primitive prim, tuple args, dict params):
 
 
 # ---------------------------------------------------------------------------------------------
+# Saved values
+#
+# NOTE [saved values]
+# -------------------
+# A node of a transform's tape keeps what its VJP rule reads, not every input: exp keeps its
+# output, sin its input, add nothing, ``tanh(s) * 2`` keeps neither ``tanh(s)`` (the tanh node
+# keeps it) nor 2... An input no rule reads is replaced by a ``Meta`` that keeps its shape and
+# dtype (rules still sum broadcast dimensions away and check for complex values), and an output
+# no rule reads by None. This is what bounds the peak memory of ``grad`` by the values the
+# backward pass really needs. Eager nodes keep everything: ``backward(create_graph=True)``
+# recomputes their outputs from all the inputs; so do nodes of ``linearize``, which replays the
+# JVP rules (``Frame.keep_saved``).
+
+cdef class Meta:
+    """The shape and arrayad dtype of a value a node did not keep."""
+
+    def __repr__(self):
+        return f"<Meta shape={self.shape} dtype={self.dtype}>"
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+cdef object _meta(object v):
+    if v is None or isinstance(v, _python_scalars):
+        return v
+    cdef Meta m = Meta.__new__(Meta)
+    m.shape = shape_of(v)
+    m.dtype = dtype_of(v)
+    return m
+
+
+cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
+    """(inputs, output) a node keeps for the rules of the arguments with an edge."""
+    cdef long mask = 0
+    cdef Py_ssize_t i, n = len(reads)
+    for i in range(len(edges)):
+        if edges[i] is not None:
+            if i >= n:
+                return vals, out
+            mask |= <long>reads[i]
+    cdef list kept = list(vals)
+    for i in range(len(vals)):
+        if not (mask >> (i + 1)) & 1:
+            kept[i] = _meta(vals[i])
+    return tuple(kept), (out if mask & 1 else None)
+
+
+# NOTE [shared results]
+# ---------------------
+# Some derivatives are other primitives of the same input: d sin(x) = cos(x), d cos(x) = -sin(x)
+# (sinh/cosh alike). Code that computes both (rotations, Fourier features, sin(x) * cos(x)) would
+# pay each transcendental pass twice in the backward pass. So the recorded results of primitives
+# with ``reuses`` set are registered, weakly, under (primitive, input); when the partner
+# (cos for sin) is recorded on the same input, each of the two nodes keeps the other's result
+# (``Node.partner_result``) until its own VJP has run, and the rule asks ``forward_result``,
+# which finds it. Nothing is kept alive that no node needs; a result that is gone is recomputed.
+# Only rules ask, and rules never write into their operands, so handing out the same object
+# twice is safe.
+
+cdef dict _results = {}   # (primitive, id(input)) -> weakrefs to (input, result, node)
+
+
+cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
+    try:
+        entry = (weakref.ref(x), weakref.ref(out), weakref.ref(node))
+    except TypeError:   # a value that cannot be weakly referenced: nothing to share
+        return
+    partner = _results.get((prim.reuses, id(x)))
+    if partner is not None and (<tuple>partner)[0]() is x:
+        partner_out = (<tuple>partner)[1]()
+        partner_node = (<tuple>partner)[2]()
+        if partner_out is not None and partner_node is not None:
+            node.partner_result = partner_out
+            if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
+                (<Node>partner_node).partner_result = out
+    if len(_results) >= 4096:   # drop the entries whose values have died
+        for k in [k for k, e in _results.items() if e[0]() is None or e[1]() is None]:
+            del _results[k]
+    _results[(prim, id(x))] = entry
+
+
+def shared_result_count():
+    """How many entries the registry holds (tests check that it stays bounded)."""
+    return len(_results)
+
+
+cpdef object forward_result(Primitive prim, object x):
+    """``prim(x)``: the result the forward pass computed, when a node still keeps it, else
+    computed now. See NOTE [shared results]."""
+    entry = _results.get((prim, id(x)))
+    if entry is not None and (<tuple>entry)[0]() is x:
+        out = (<tuple>entry)[1]()
+        if out is not None:
+            return out
+    return _bind(prim, (x,), {})
+
+
+# ---------------------------------------------------------------------------------------------
 # The tape: nodes and the backward engine
 
 cdef class Node:
@@ -337,6 +446,7 @@ cdef class Node:
         self.inputs = None
         self.ans = None
         self.params = None
+        self.partner_result = None
         self.released = True
 
 
@@ -584,6 +694,8 @@ cdef object _process_eager(Primitive prim, tuple args, dict params):
         node = _new_node(prim, args, params, out, edges, len(out), True)
         return tuple([_new_tensor(o, node if _is_float(o) else None, i) for i, o in enumerate(out)])
     node = _new_node(prim, args, params, out, edges, 1, True)
+    if prim.reuses is not None:
+        _share_result(prim, raws[0], out, node)
     return _new_tensor(out, node, 0)
 
 
@@ -628,7 +740,13 @@ cdef object _process_grad(Frame frame, Primitive prim, tuple args, dict params):
         node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
         return tuple([_new_grad_tracer(frame, o, node, i) if _is_float_value(o) else o
                       for i, o in enumerate(out)])
-    node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
+    if prim.vjp_reads is not None and not frame.keep_saved:   # NOTE [saved values]
+        saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
+        node = _new_node(prim, saved, params, ans, tuple(edges), 1, False)
+    else:
+        node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
+    if prim.reuses is not None:
+        _share_result(prim, tvals[0], out, node)
     return _new_grad_tracer(frame, out, node, 0)
 
 
@@ -744,6 +862,8 @@ cpdef object dtype_of(object v):
     """The arrayad DType of a raw array, Tensor, tracer or Python scalar."""
     if isinstance(v, Array):
         return v.dtype
+    if type(v) is Meta:
+        return (<Meta>v).dtype
     if isinstance(v, _python_scalars):
         return _dtype_from_backend(type(v))
     dt = v.dtype

@@ -14,12 +14,14 @@ differentiated and batched again (hessian = jacfwd(jacrev), vmap(grad), ...). Th
 rule sees are values of a lower level (raw arrays, eager Tensors, tracers of outer transforms).
 """
 
+import dis
 import warnings
+from inspect import CO_VARARGS, CO_VARKEYWORDS
 
 import arrayad as ad
 
-from .._core._core import (Primitive, bind, conj_if_complex, dtype_of, is_complex,  # noqa: F401
-                           register_primitive, shape_of, unbroadcast)
+from .._core._core import (Primitive, bind, conj_if_complex, dtype_of,  # noqa: F401
+                           forward_result, is_complex, register_primitive, shape_of, unbroadcast)
 
 PY_SCALARS = (int, float, complex, bool)
 
@@ -34,8 +36,52 @@ def primitive(name, impl=None, *, xp_name=None, multiple_results=False, differen
                                         differentiable=differentiable))
 
 
-def defvjp(prim, *per_arg):
+def defvjp(prim, *per_arg, reads=None):
+    """VJP rules, one per argument. ``reads``, when given, names for each argument the saved
+    values its rule reads as data (a string of names among ``ans`` and the argument names
+    ``x``/``x1``/``x2``...); what no rule reads is not kept (NOTE [saved values] in the core)."""
     prim.vjp = tuple(per_arg)
+    prim.vjp_reads = None   # (rules replaced without a declaration keep everything)
+    if reads is not None:
+        set_vjp_reads(prim, reads)
+
+
+def set_vjp_reads(prim, reads):
+    """``reads``: per argument, the names (``"ans x2"``) its VJP rule reads as data."""
+    masks = []
+    for names in reads:
+        mask = 0
+        for name in names.split():
+            mask |= 1 if name == "ans" else 1 << _arg_position(name)
+        masks.append(mask)
+    prim.vjp_reads = tuple(masks)
+
+
+def _arg_position(name):
+    """``x``/``x1`` -> 1, ``x2`` -> 2...: the bit of an argument in a ``vjp_reads`` mask."""
+    if name == "x":
+        return 1
+    if name.startswith("x") and name[1:].isdigit():
+        return int(name[1:])
+    raise ValueError(f"unknown saved value {name!r}: expected ans, x, x1, x2...")
+
+
+def names_read(fn):
+    """The parameters of a derivative formula ``fn`` that its body reads, from its bytecode,
+    as a string for ``defvjp(reads=...)``. Inferred rather than declared so that it cannot drift
+    from the formula; anything unusual (a parameter captured by an inner function, varargs)
+    counts as reading every parameter."""
+    code = fn.__code__
+    params = code.co_varnames[:code.co_argcount]
+    if code.co_cellvars or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS):
+        return " ".join(params)
+    used = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith("LOAD_FAST"):
+            v = ins.argval
+            used.update(v if isinstance(v, tuple) else (v,))
+    return " ".join(p for p in params if p in used)
+
 
 
 def defjvp(prim, *per_arg):

@@ -11,9 +11,10 @@ import math
 
 import arrayad as ad
 
-from .._core._core import Array, Tensor, bind
+from .._core._core import Array, Meta, Tensor, bind
 from ._rules import (PY_SCALARS, batch_elementwise, broadcast_like, conj_if_complex, defjvp, defvjp,
-                     is_complex, nondifferentiable, primitive, unbroadcast)
+                     forward_result, is_complex, names_read, nondifferentiable, primitive,
+                     unbroadcast)
 
 __all__ = []
 PRIMS = {}
@@ -49,7 +50,8 @@ def unary(name, deriv=None, *, doc="", xp_name=None):
     else:
         # (bind on the multiply primitive directly: these run once per node of every backward
         # pass, and ad.multiply would only add a Python frame)
-        defvjp(p, lambda g, ans, x: bind(_MUL, g, conj_if_complex(deriv(ans, x))))
+        defvjp(p, lambda g, ans, x: bind(_MUL, g, conj_if_complex(deriv(ans, x))),
+               reads=[names_read(deriv)])
         defjvp(p, lambda t, ans, x: bind(_MUL, t, deriv(ans, x)))
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
@@ -60,7 +62,8 @@ def linear_unary(name, vjp, jvp=None, *, doc=""):
     """An elementwise unary function that is linear in its input (negative, conj, real...)."""
     p = primitive(name)
     p.batch = batch_elementwise(p)
-    defvjp(p, lambda g, ans, x: vjp(g, x))
+    # (linear: the rule reads no saved value, at most the input's dtype, which a Meta keeps)
+    defvjp(p, lambda g, ans, x: vjp(g, x), reads=[""])
     defjvp(p, lambda t, ans, x: (jvp or (lambda t: bind(p, t)))(t))
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
@@ -79,8 +82,10 @@ def _lift(*vals):
             break
     else:
         return vals
-    return tuple([v if v is None or isinstance(v, (Array,) + PY_SCALARS) else Tensor(v)
-                  for v in vals])
+    return tuple([v if v is None or isinstance(v, _NOT_LIFTED) else Tensor(v) for v in vals])
+
+
+_NOT_LIFTED = (Array, Meta) + PY_SCALARS   # (a Meta is a value the node did not keep)
 
 
 def _partial_vjp(d, i):
@@ -107,7 +112,8 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
         nondifferentiable(p)
     else:
         defvjp(p, None if d1 is None else _partial_vjp(d1, 0),
-               None if d2 is None else _partial_vjp(d2, 1))
+               None if d2 is None else _partial_vjp(d2, 1),
+               reads=["" if d is None else names_read(d) for d in (d1, d2)])
         defjvp(p,
                None if d1 is None else
                lambda t, ans, x1, x2: broadcast_like(bind(_MUL, t, d1(*_lift(ans, x1, x2))), ans),
@@ -119,14 +125,15 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
 
 
 # -- unary, differentiable ----------------------------------------------------------------------
-unary("sin", lambda ans, x: ad.cos(x))
-unary("cos", lambda ans, x: -ad.sin(x))
+_sin = unary("sin", lambda ans, x: forward_result(_cos, x))   # NOTE [shared results] in the core
+_cos = unary("cos", lambda ans, x: -forward_result(_sin, x))
 unary("tan", lambda ans, x: 1 + ans * ans)
 unary("asin", lambda ans, x: ad.reciprocal(ad.sqrt(1 - x * x)))
 unary("acos", lambda ans, x: -ad.reciprocal(ad.sqrt(1 - x * x)))
 unary("atan", lambda ans, x: ad.reciprocal(1 + x * x))
-unary("sinh", lambda ans, x: ad.cosh(x))
-unary("cosh", lambda ans, x: ad.sinh(x))
+_sinh = unary("sinh", lambda ans, x: forward_result(_cosh, x))
+_cosh = unary("cosh", lambda ans, x: forward_result(_sinh, x))
+_sin.reuses, _cos.reuses, _sinh.reuses, _cosh.reuses = _cos, _sin, _cosh, _sinh
 unary("tanh", lambda ans, x: 1 - ans * ans)
 unary("asinh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x + 1)))
 unary("acosh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x - 1)))
@@ -176,9 +183,11 @@ for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", 
 _add = binary("add", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: 1.0)
 _sub = binary("subtract", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: -1.0)
 # add/subtract are linear: skip the multiplication by one.
-defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2))
+defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2),
+       reads=["", ""])
 defjvp(_add, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(t, ans))
-defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2))
+defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2),
+       reads=["", ""])
 defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
 
 _MUL = binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)   # (the rules above use it)

@@ -42,7 +42,8 @@ sum_p = primitive("sum", _reduce_impl("sum"))
 sum_p.batch = batch_axis_params(sum_p)
 defvjp(sum_p, lambda g, ans, x, axis=None, keepdims=False, dtype=None:
        ad.astype(expand_reduced(g, x, axis, keepdims), x.dtype) if dtype is not None
-       else expand_reduced(g, x, axis, keepdims))
+       else expand_reduced(g, x, axis, keepdims),
+       reads=[""])   # (x's shape and dtype only, which a Meta keeps)
 defjvp(sum_p, lambda t, ans, x, **params: bind(sum_p, t, **params))
 PRIMS["sum"] = sum_p
 

@@ -570,6 +570,77 @@ def run_cell(w, lib, data, ref, min_time, repeats, debug):
 
 
 # ---------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------
+
+LEAK_CALLS = 10_000
+
+
+def traced_peak_mb(run):
+    """Peak of the memory Python's allocator hands out during one call of ``run``, in MB.
+
+    tracemalloc sees NumPy's array buffers (NumPy reports them to it), so it measures arrayad,
+    HIPS autograd and the NumPy forward pass alike; torch and JAX allocate outside it."""
+    import tracemalloc
+
+    run()  # warm caches first, so that only the call itself is counted
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        run()
+        return (tracemalloc.get_traced_memory()[1] - base) / 1e6
+    finally:
+        tracemalloc.stop()
+
+
+def growth_over_calls(run, calls):
+    """(live objects, traced MB) gained over ``calls`` calls of ``run`` after a warm-up: a leak
+    of tape nodes or level frames shows as growth proportional to ``calls``."""
+    import tracemalloc
+
+    for _ in range(200):
+        run()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        objects, mem = len(gc.get_objects()), tracemalloc.get_traced_memory()[0]
+        for _ in range(calls):
+            run()
+        gc.collect()
+        return (len(gc.get_objects()) - objects,
+                (tracemalloc.get_traced_memory()[0] - mem) / 1e6)
+    finally:
+        tracemalloc.stop()
+
+
+def memory_section(data, libs):
+    """Markdown-ready lines: peak memory of grad on the 1M chain, and the leak check."""
+    x = data["x1m"]
+    runs = {"numpy-fwd": lambda: chain(np, x)}
+    if "arrayad" in libs:
+        g = ad.func.grad(bind(chain, AD_NS))
+        runs["arrayad"] = lambda: g(x)
+    if "autograd" in libs:
+        ga = autograd.grad(bind(chain, anp))
+        runs["autograd"] = lambda: ga(x)
+    peaks = {lib: traced_peak_mb(run) for lib, run in runs.items()}
+    head = ["measure"] + list(peaks)
+    rows = [["peak MB, grad of chain1m (input 8 MB)"] + [f"{v:.1f}" for v in peaks.values()]]
+    leak_head, leak_rows = ["arrayad, 10,000 calls of", "objects gained", "traced MB gained"], []
+    if "arrayad" in libs:
+        x16, X = data["x16"], data["vj_X"]
+        g16 = ad.func.grad(bind(chain, AD_NS))
+        vg = ad.func.vmap(ad.func.grad(bind(chain, AD_NS)))
+        for name, run in [("grad(chain16)", lambda: g16(x16)),
+                          ("vmap(grad(chain)) over 64 x 16", lambda: vg(X))]:
+            objs, mb = growth_over_calls(run, LEAK_CALLS)
+            leak_rows.append([name, str(objs), f"{mb:.3f}"])
+    return (head, rows), (leak_head, leak_rows)
+
+
+# ---------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------
 
@@ -653,7 +724,7 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
     return notes
 
 
-def write_markdown(path, tables, notes, args, ref_libs):
+def write_markdown(path, tables, notes, args, ref_libs, memory=None):
     (head, rows), (rhead, rrows) = tables
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines = [
@@ -685,6 +756,16 @@ def write_markdown(path, tables, notes, args, ref_libs):
         md_table(rhead, rrows),
         "",
     ]
+    if memory is not None:
+        (mhead, mrows), (lhead, lrows) = memory
+        lines += ["## Memory", "",
+                  "Peak of the memory traced by `tracemalloc` during one call (NumPy reports its "
+                  "buffers to it; torch and JAX allocate outside it, so they have no column).", "",
+                  md_table(mhead, mrows), ""]
+        if lrows:
+            lines += ["Growth over 10,000 calls after a warm-up of 200 (a leaked tape node or "
+                      "level frame per call would show as thousands of objects):", "",
+                      md_table(lhead, lrows), ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     text = "\n".join(lines)
@@ -741,7 +822,8 @@ def write_plot(path, results, workloads, libs):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer/shorter measurements (smoke run)")
-    p.add_argument("--only", default=None, help="comma-separated workloads (default: all): " + ",".join(WORKLOAD_NAMES))
+    p.add_argument("--only", default=None, help="comma-separated workloads (default: all): "
+                   + ",".join(WORKLOAD_NAMES + ["memory"]))
     p.add_argument("--libs", default=None,
                    help="comma-separated libraries (default: all installed): numpy,arrayad,torch,autograd,jax,jax.jit,mygrad")
     p.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown to PATH")
@@ -763,12 +845,14 @@ def main(argv=None):
 
     if args.only:
         names = [s.strip() for s in args.only.split(",") if s.strip()]
-        bad = [n for n in names if n not in WORKLOAD_NAMES]
+        bad = [n for n in names if n not in WORKLOAD_NAMES + ["memory"]]
         if bad:
             sys.exit(f"unknown workload(s): {', '.join(bad)}; choose from {', '.join(WORKLOAD_NAMES)}")
         workloads = [w for w in WORKLOADS if w.name in names]
+        with_memory = "memory" in names
     else:
         workloads = list(WORKLOADS)
+        with_memory = True
 
     if args.libs:
         wanted = []
@@ -813,6 +897,11 @@ def main(argv=None):
             print(f"    {lib:<11} {cell_text(c):>14}{extra}  [{time.perf_counter() - t0:.1f} s]",
                   file=sys.stderr, flush=True)
         del ref
+    memory = None
+    if with_memory:
+        print("[memory] peak of grad on chain1m; growth over 10,000 calls", file=sys.stderr,
+              flush=True)
+        memory = memory_section(data, libs)
     elapsed = time.perf_counter() - t_start
 
     tables = build_tables(results, workloads, libs)
@@ -827,6 +916,12 @@ def main(argv=None):
     else:
         print("Ratios: arrayad not available, nothing to compare")
     print(text_table(*tables[1]))
+    if memory is not None:
+        print()
+        print("Memory (tracemalloc peak of one call, MB)")
+        print(text_table(*memory[0]))
+        if memory[1][1]:
+            print(text_table(*memory[1]))
     if notes:
         print()
         print("Notes:")
@@ -835,7 +930,7 @@ def main(argv=None):
     print(f"\ntotal benchmark time: {elapsed:.1f} s")
 
     if args.markdown:
-        write_markdown(args.markdown, tables, notes, args, ref_libs)
+        write_markdown(args.markdown, tables, notes, args, ref_libs, memory)
         print(f"wrote {args.markdown}")
     if args.plot:
         try:

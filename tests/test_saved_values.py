@@ -191,7 +191,7 @@ def test_the_registry_stays_bounded():
     g = grad(lambda v: ad.sum(ad.sin(v) * ad.cos(v)))
     for _ in range(5000):
         g(x)
-    assert _core.shared_result_count() <= 4096
+    assert _core.shared_result_count() <= 64   # (dead entries are swept as it grows)
 
 
 def test_chain_gradient_with_everything_on():

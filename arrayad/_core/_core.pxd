@@ -21,6 +21,7 @@ cdef class Primitive:
     cdef public str xp_name
     cdef public tuple vjp_reads
     cdef public object reuses
+    cdef public bint elementwise
     cdef object __weakref__
 
 

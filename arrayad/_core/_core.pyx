@@ -63,13 +63,17 @@ def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add,
 
 
 cdef dict _op = {}   # operator name -> the Primitive of the function of the same name
+cdef Primitive _mul_p = None, _add_p = None   # (the rule shapes below use them)
 
 
 def install_operators(dict prims):
     """The primitives behind the arithmetic and comparison operators. The dunders bind them
     directly (one Python call less per operator); the namespace functions of the same names are
     plain binds of the same primitives, so both spellings behave identically."""
+    global _mul_p, _add_p
     _op.update(prims)
+    _mul_p = _op.get("multiply")
+    _add_p = _op.get("add")
 
 
 def register_backend_type(t, backend, scalar_fix=None):
@@ -214,6 +218,9 @@ cdef class Primitive:
 
     ``reuses``: the primitive whose result on the same input this one's VJP reads (sin: cos), so
     that the backward pass can reuse a result the forward pass computed. See NOTE [shared results].
+
+    ``elementwise``: a broadcasting elementwise function. vmap then handles the common case (all
+    batch dims line up already) here, without calling ``batch``, which is left the general case.
     """
 
     def __init__(self, str name, impl=None, *, xp_name=None, multiple_results=False,
@@ -230,6 +237,7 @@ cdef class Primitive:
         self._direct = {}
         self.vjp_reads = None
         self.reuses = None
+        self.elementwise = False
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -370,6 +378,7 @@ cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
 # twice is safe.
 
 cdef dict _results = {}   # (primitive, id(input)) -> weakrefs to (input, result, node)
+cdef Py_ssize_t _results_sweep_at = 64
 
 
 cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
@@ -385,9 +394,12 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
             node.partner_result = partner_out
             if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
                 (<Node>partner_node).partner_result = out
-    if len(_results) >= 4096:   # drop the entries whose values have died
+    global _results_sweep_at
+    if len(_results) >= _results_sweep_at:   # drop the entries whose values have died
         for k in [k for k, e in _results.items() if e[0]() is None or e[1]() is None]:
             del _results[k]
+        # (a big graph may hold many live entries: sweep again only when it has doubled)
+        _results_sweep_at = max(64, 2 * len(_results))
     _results[(prim, id(x))] = entry
 
 
@@ -816,7 +828,33 @@ def new_dual(Frame frame, primal, tangent):
 # ---------------------------------------------------------------------------------------------
 # Batching interpreter (vmap)
 
+cdef bint _lined_up(list vals, list dims, int* out_dim):
+    """Whether an elementwise primitive can run on the batched values as they are: the batched
+    ones share one batch dim and one rank, and broadcasting from the right lines up the rest
+    (scalars anywhere; unbatched arrays of no higher rank when the batch dim leads)."""
+    cdef int first = -1, rank = -1, n, max_unbatched = 0
+    for i in range(len(vals)):
+        a = vals[i]
+        d = dims[i]
+        if d is None:
+            if a is not None and not isinstance(a, _python_scalars):
+                n = len(shape_of(a))
+                if n > max_unbatched:
+                    max_unbatched = n
+        else:
+            n = len(shape_of(a)) - 1
+            if first == -1:
+                first, rank = <int>d, n
+            elif <int>d != first or n != rank:
+                return False
+    if first == -1 or not (max_unbatched == 0 or (first == 0 and max_unbatched <= rank)):
+        return False
+    out_dim[0] = first
+    return True
+
+
 cdef object _process_batch(Frame frame, Primitive prim, tuple args, dict params):
+    cdef int out_dim_c = 0
     cdef list vals = []
     cdef list dims = []
     for a in args:
@@ -827,7 +865,9 @@ cdef object _process_batch(Frame frame, Primitive prim, tuple args, dict params)
             vals.append(a)
             dims.append(None)
     rule = prim.batch
-    if rule is None:
+    if prim.elementwise and _lined_up(vals, dims, &out_dim_c):
+        out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
+    elif rule is None:
         out, out_dim = _batch_fallback(prim, vals, dims, params, frame)
     else:
         out, out_dim = rule(vals, dims, **params)
@@ -850,6 +890,100 @@ cdef inline BatchTracer _new_batch(Frame frame, object value, int bdim):
 
 def new_batch(Frame frame, value, int bdim):
     return _new_batch(frame, value, bdim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rule shapes. Most elementwise rules are one of a few shapes around a derivative formula written
+# in Python (arrayad._ops.elementwise): ``g * conj(d)`` for a unary VJP, ``t * d`` for its JVP, the
+# same summed to the argument's shape for a binary function. They run once per node of every
+# backward and forward pass; as C callables they cost one Python frame (the formula's) instead of
+# three.
+
+cdef class UnaryVJP:
+    """VJP of a unary function with derivative ``d(ans, x)``: ``g * conj(d)``."""
+    cdef readonly object d
+
+    def __init__(self, d):
+        self.d = d
+
+    def __call__(self, g, ans, x):
+        return _bind(_mul_p, (g, conj_if_complex(self.d(ans, x))), {})
+
+
+cdef class UnaryJVP:
+    """JVP of a unary function with derivative ``d(ans, x)``: ``t * d``."""
+    cdef readonly object d
+
+    def __init__(self, d):
+        self.d = d
+
+    def __call__(self, tangents, ans, x):
+        t = tangents[0]
+        if t is None:
+            return None
+        return _bind(_mul_p, (t, self.d(ans, x)), {})
+
+
+cdef tuple _lift3(object ans, object x1, object x2):
+    """Raw backend arrays as constant Tensors when arrayad arrays are among the three.
+
+    A binary rule may see a raw array next to a Tensor or a tracer (a closed-over constant, a
+    raw tangent); ``raw * tensor`` works on NumPy (it defers) but array-api-strict's operators
+    refuse foreign operands, so the formulas get arrayad arrays on both sides."""
+    if not (isinstance(ans, Array) or isinstance(x1, Array) or isinstance(x2, Array)):
+        return (ans, x1, x2)
+    return (_lift1(ans), _lift1(x1), _lift1(x2))
+
+
+cdef inline object _lift1(object v):
+    if v is None or isinstance(v, Array) or isinstance(v, _python_scalars) or type(v) is Meta:
+        return v
+    return _new_tensor(v, None, 0)
+
+
+cdef class PartialVJP:
+    """VJP of a binary function for argument ``i`` (0 or 1), partial derivative
+    ``d(ans, x1, x2)``: ``g * conj(d)`` summed to the argument's shape."""
+    cdef readonly object d
+    cdef readonly int i
+
+    def __init__(self, d, int i):
+        self.d = d
+        self.i = i
+
+    def __call__(self, g, ans, x1, x2):
+        ans, x1, x2 = _lift3(ans, x1, x2)
+        return unbroadcast(_bind(_mul_p, (g, conj_if_complex(self.d(ans, x1, x2))), {}),
+                           x2 if self.i else x1)
+
+
+cdef class BinaryJVP:
+    """JVP of a binary function with partial derivatives ``d1``, ``d2`` (None: zero):
+    ``t1 * d1 + t2 * d2``, each part broadcast to the output's shape."""
+    cdef readonly object d1, d2
+
+    def __init__(self, d1, d2):
+        self.d1 = d1
+        self.d2 = d2
+
+    def __call__(self, tangents, ans, x1, x2):
+        t1, t2 = tangents[0], tangents[1]
+        ans, x1, x2 = _lift3(ans, x1, x2)
+        out = None
+        if t1 is not None and self.d1 is not None:
+            out = broadcast_like(_bind(_mul_p, (t1, self.d1(ans, x1, x2)), {}), ans)
+        if t2 is not None and self.d2 is not None:
+            part = broadcast_like(_bind(_mul_p, (t2, self.d2(ans, x1, x2)), {}), ans)
+            out = part if out is None else _bind(_add_p, (out, part), {})
+        return out
+
+
+cpdef object broadcast_like(object t, object ans):
+    """A tangent of an input, broadcast to the shape of the output (ops that broadcast)."""
+    cdef tuple shape = shape_of(ans)
+    if shape_of(t) == shape:
+        return t
+    return _ns.broadcast_to(t, shape)
 
 
 # ---------------------------------------------------------------------------------------------

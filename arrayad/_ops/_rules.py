@@ -20,8 +20,9 @@ from inspect import CO_VARARGS, CO_VARKEYWORDS
 
 import arrayad as ad
 
-from .._core._core import (Primitive, bind, conj_if_complex, dtype_of,  # noqa: F401
-                           forward_result, is_complex, register_primitive, shape_of, unbroadcast)
+from .._core._core import (Primitive, bind, broadcast_like, conj_if_complex,  # noqa: F401
+                           dtype_of, forward_result, is_complex, register_primitive, shape_of,
+                           unbroadcast)
 
 PY_SCALARS = (int, float, complex, bool)
 
@@ -112,13 +113,6 @@ def ndim_of(x):
     return 0 if x is None or isinstance(x, PY_SCALARS) else len(shape_of(x))
 
 
-def broadcast_like(t, ans):
-    """A tangent of an input, broadcast to the shape of the output (ops that broadcast)."""
-    if shape_of(t) == shape_of(ans):
-        return t
-    return ad.broadcast_to(t, shape_of(ans))
-
-
 def normalize_axis(axis, ndim):
     if axis < -ndim or axis >= max(ndim, 1):
         raise IndexError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
@@ -175,31 +169,14 @@ def materialize_batch(x, dim, size):
 
 
 def batch_elementwise(prim):
-    """Batching rule of an elementwise (broadcasting) primitive."""
+    """Batching rule of an elementwise (broadcasting) primitive.
+
+    Marks ``prim`` elementwise: the core handles the common case, batched values whose batch
+    dims line up already, itself (``_lined_up``); this rule is the general case."""
+    prim.elementwise = True
 
     def rule(args, dims, **params):
-        # Fast path, no data movement: the batched args share one batch dim and one rank, and
-        # broadcasting from the right already lines the rest up (scalars anywhere; unbatched
-        # arrays of no higher rank when the batch dim leads).
-        first = None
-        rank = -1
-        max_unbatched = 0
-        for a, d in zip(args, dims):
-            if d is None:
-                if a is not None and not isinstance(a, PY_SCALARS):
-                    n = len(shape_of(a))
-                    if n > max_unbatched:
-                        max_unbatched = n
-            else:
-                n = len(shape_of(a)) - 1
-                if first is None:
-                    first, rank = d, n
-                elif d != first or n != rank:
-                    first = -1
-                    break
-        if first != -1 and (max_unbatched == 0 or (first == 0 and max_unbatched <= rank)):
-            return bind(prim, *args, **params), first
-        # General case: batch dims to the front, each batched arg padded to the result's rank.
+        # Batch dims to the front, each batched arg padded to the result's rank.
         out_rank = max(ndim_of(a) - (d is not None) for a, d in zip(args, dims))
         new = []
         for a, d in zip(args, dims):

@@ -11,8 +11,8 @@ import math
 
 import arrayad as ad
 
-from .._core._core import Array, Meta, Tensor, bind
-from ._rules import (PY_SCALARS, batch_elementwise, broadcast_like, conj_if_complex, defjvp, defvjp,
+from .._core._core import BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, bind
+from ._rules import (batch_elementwise, broadcast_like, defjvp, defvjp,
                      forward_result, is_complex, names_read, nondifferentiable, primitive,
                      unbroadcast)
 
@@ -48,11 +48,9 @@ def unary(name, deriv=None, *, doc="", xp_name=None):
     if deriv is None:
         nondifferentiable(p)
     else:
-        # (bind on the multiply primitive directly: these run once per node of every backward
-        # pass, and ad.multiply would only add a Python frame)
-        defvjp(p, lambda g, ans, x: bind(_MUL, g, conj_if_complex(deriv(ans, x))),
-               reads=[names_read(deriv)])
-        defjvp(p, lambda t, ans, x: bind(_MUL, t, deriv(ans, x)))
+        # (g * conj(d) and t * d, as C callables: see "Rule shapes" in the core)
+        defvjp(p, UnaryVJP(deriv), reads=[names_read(deriv)])
+        p.jvp = UnaryJVP(deriv)
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -70,37 +68,6 @@ def linear_unary(name, vjp, jvp=None, *, doc=""):
     return p
 
 
-def _lift(*vals):
-    """Raw backend arrays as constant Tensors when arrayad arrays are among ``vals``.
-
-    A rule may see a raw array next to a Tensor or a tracer (a closed-over constant, a raw
-    tangent); ``raw * tensor`` works on NumPy (it defers) but array-api-strict's operators
-    refuse foreign operands, so the derivative formulas get arrayad arrays on both sides.
-    """
-    for v in vals:   # (a loop, not any(genexpr): this runs for every binary rule call)
-        if isinstance(v, Array):
-            break
-    else:
-        return vals
-    return tuple([v if v is None or isinstance(v, _NOT_LIFTED) else Tensor(v) for v in vals])
-
-
-_NOT_LIFTED = (Array, Meta) + PY_SCALARS   # (a Meta is a value the node did not keep)
-
-
-def _partial_vjp(d, i):
-    """The VJP of a binary function with respect to argument ``i``: ``g * conj(d)`` summed to
-    the argument's shape. Written as one function (this is the hottest rule of all)."""
-
-    def vjp(g, ans, x1, x2):
-        if isinstance(ans, Array) or isinstance(x1, Array) or isinstance(x2, Array):
-            ans, x1, x2 = _lift(ans, x1, x2)
-        x = x2 if i else x1
-        return unbroadcast(bind(_MUL, g, conj_if_complex(d(ans, x1, x2))), x)
-
-    return vjp
-
-
 def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
 
@@ -111,14 +78,11 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
     if d1 is None and d2 is None:
         nondifferentiable(p)
     else:
-        defvjp(p, None if d1 is None else _partial_vjp(d1, 0),
-               None if d2 is None else _partial_vjp(d2, 1),
+        # (g * conj(d) summed to the argument's shape, and t1 * d1 + t2 * d2: C callables)
+        defvjp(p, None if d1 is None else PartialVJP(d1, 0),
+               None if d2 is None else PartialVJP(d2, 1),
                reads=["" if d is None else names_read(d) for d in (d1, d2)])
-        defjvp(p,
-               None if d1 is None else
-               lambda t, ans, x1, x2: broadcast_like(bind(_MUL, t, d1(*_lift(ans, x1, x2))), ans),
-               None if d2 is None else
-               lambda t, ans, x1, x2: broadcast_like(bind(_MUL, t, d2(*_lift(ans, x1, x2))), ans))
+        p.jvp = BinaryJVP(d1, d2)
     PRIMS[name] = p
     _binary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -190,7 +154,7 @@ defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: u
        reads=["", ""])
 defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
 
-_MUL = binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)   # (the rules above use it)
+binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
 binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
 
 

@@ -35,6 +35,8 @@ def _is_array(x):
 def _as_array(x, api, what="Thing passed to transform API"):
     """A leaf at a differentiated position: arrays pass; Python floats become 0-d arrays of the
     default backend; anything else is refused."""
+    if isinstance(x, Array):
+        return x
     if isinstance(x, float):
         return default_backend().xp.asarray(x, dtype=default_backend().xp.float64)
     if isinstance(x, complex):
@@ -71,13 +73,23 @@ class _Native:
     @classmethod
     def of_args(cls, args):
         """The same, from a call's arguments: only containers are flattened."""
-        leaves = []
+        self = cls.__new__(cls)
+        mode = "raw"
         for a in args:
-            if isinstance(a, (tuple, list, dict)) or not _is_array(a):
-                leaves.extend(tree_flatten(a)[0])
-            else:
-                leaves.append(a)
-        return cls(leaves)
+            if isinstance(a, Array):   # (the common cases first: this runs on every call)
+                if not isinstance(a, Tensor):
+                    self.mode = "tracer"
+                    return self
+                mode = "tensor"
+            elif isinstance(a, (tuple, list, dict)) or not _is_array(a):
+                sub = cls(tree_flatten(a)[0]).mode
+                if sub == "tracer":
+                    self.mode = sub
+                    return self
+                if sub == "tensor":
+                    mode = sub
+        self.mode = mode
+        return self
 
     def __call__(self, x):
         if self.mode == "raw":
@@ -165,24 +177,27 @@ class _Input:
 
     __slots__ = ("node", "value")
 
-    def __init__(self, tracer):
-        self.node = tracer._node
-        self.value = tracer.value
+    def __init__(self, node, value):
+        self.node = node
+        self.value = value
 
 
 def _wrap_grad_inputs(frame, tree, api):
     """Tracers for the leaves of ``tree`` (None leaves stay None), their spec, and the
     ``_Input`` record of each."""
     leaves, spec = tree_flatten(tree)
-    tracers = []
+    tracers, inputs = [], []
     for x in leaves:
         if x is None:   # a None leaf is not differentiated; its gradient is None
             tracers.append(None)
+            inputs.append(None)
             continue
         x = _as_array(x, api)
         _check_float(x, api, "primal")
-        tracers.append(new_grad_tracer(frame, x, leaf_node(None), 0))
-    return tracers, spec, [None if t is None else _Input(t) for t in tracers]
+        node = leaf_node(None)
+        tracers.append(new_grad_tracer(frame, x, node, 0))
+        inputs.append(_Input(node, x))
+    return tracers, spec, inputs
 
 
 def _grad_output(frame, out):
@@ -215,9 +230,11 @@ def _backprop(roots, cts, inputs, retain=True):
     on one). ``retain=False`` frees each node's saved values as soon as it is done (grad, whose
     graph is used once: a lower peak memory); vjp's pullback keeps them, it may be called again."""
     want = {(t.node, 0): None for t in inputs if t is not None}
-    live = [(r, c) for r, c in zip(roots, cts) if r is not None]
-    if live:
-        run_backward([r for r, _ in live], [c for _, c in live], retain, False, want, False, None)
+    if None in roots:
+        live = [(r, c) for r, c in zip(roots, cts) if r is not None]
+        roots, cts = [r for r, _ in live], [c for _, c in live]
+    if roots:
+        run_backward(roots, cts, retain, False, want, False, None)
     out = []
     for t in inputs:
         if t is None:

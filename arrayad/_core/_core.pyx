@@ -411,6 +411,29 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
     _results[(prim, id(x))] = entry
 
 
+cdef void _forget_result(Node node) except *:
+    """Registry entries a released node no longer needs (NOTE [shared results]): its partner's
+    result, which its rule has read, and its own once the partner's node has run too (an entry
+    would otherwise only wait for the next sweep)."""
+    if not node.inputs:
+        return
+    x = node.inputs[0]
+    if isinstance(x, Tensor):
+        x = (<Tensor>x)._value
+    cdef Primitive prim = <Primitive>node.prim
+    partner_key = (prim.reuses, id(x))
+    partner = _results.get(partner_key)
+    partner_node = None
+    if partner is not None and (<tuple>partner)[0]() is x:
+        partner_node = (<tuple>partner)[2]()
+        del _results[partner_key]
+    own_key = (prim, id(x))
+    own = _results.get(own_key)
+    if (own is not None and (<tuple>own)[2]() is node
+            and (partner_node is None or (<Node>partner_node).released)):
+        del _results[own_key]
+
+
 def shared_result_count():
     """How many entries the registry holds (tests check that it stays bounded)."""
     return len(_results)
@@ -463,6 +486,8 @@ cdef class Node:
 
     cpdef release(self):
         """Drop the saved values (after a backward pass without retain_graph)."""
+        if type(self.prim) is Primitive and (<Primitive>self.prim).reuses is not None:
+            _forget_result(self)
         self.inputs = None
         self.ans = None
         self.params = None

@@ -42,6 +42,8 @@ cdef class Node:
     cdef public object leaf
     cdef public list retained
     cdef public object partner_result
+    cdef unsigned long _mark       # (the topological sort's bookkeeping)
+    cdef Py_ssize_t _next
     cdef object __weakref__
     cpdef release(self)
 

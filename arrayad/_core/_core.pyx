@@ -49,7 +49,10 @@ cdef object _batch_fallback = None
 cdef object _dtype_from_backend = None
 cdef object _add = None
 cdef object _zeros_like = None
-cdef tuple _python_scalars = (int, float, complex, bool)
+cdef inline bint _is_scalar(object v):
+    """isinstance(v, (int, float, complex, bool)) as three C flag checks: the tuple form goes
+    through the generic isinstance protocol, a microsecond on the hot paths that call it."""
+    return isinstance(v, float) or isinstance(v, int) or isinstance(v, complex)
 
 
 def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add, zeros_like):
@@ -98,7 +101,7 @@ cdef object _backend_of_args(tuple args):
     for a in args:
         b = _backend_of_type.get(type(a))
         if b is None:
-            if a is None or isinstance(a, _python_scalars) or isinstance(a, (tuple, list)):
+            if a is None or _is_scalar(a) or isinstance(a, tuple) or isinstance(a, list):
                 continue
             b = backend_of(a)
         if found is None:
@@ -349,7 +352,7 @@ cdef class Meta:
 
 
 cdef object _meta(object v):
-    if v is None or isinstance(v, _python_scalars):
+    if v is None or _is_scalar(v):
         return v
     cdef Meta m = Meta.__new__(Meta)
     m.shape = shape_of(v)
@@ -517,28 +520,41 @@ cdef inline Node _new_node(object prim, tuple inputs, dict params, object ans, t
     return n
 
 
+cdef unsigned long _epoch = 0   # one per topological sort: a node marked with it is seen
+
+
 cdef list _topo_order(list roots):
-    """Nodes reachable from ``roots``, every node before the nodes it depends on."""
+    """Nodes reachable from ``roots``, every node before the nodes it depends on. (A depth-first
+    search that keeps its state on the nodes: no set of seen nodes, no (node, index) tuples.)"""
+    global _epoch
+    _epoch += 1
+    cdef unsigned long mark = _epoch
     cdef list order = []
-    cdef set seen = set()
     cdef list stack = []
-    cdef Node n
+    cdef Node n, p
+    cdef tuple edges
     for r in roots:
-        if r not in seen:
-            seen.add(r)
-            stack.append((r, 0))
-            while stack:
-                n, i = stack[-1]
-                edges = n.edges
-                if edges is not None and i < len(edges):
-                    stack[-1] = (n, i + 1)
-                    e = edges[i]
-                    if e is not None and e[0] not in seen:
-                        seen.add(e[0])
-                        stack.append((e[0], 0))
-                else:
-                    stack.pop()
-                    order.append(n)
+        n = <Node>r
+        if n._mark == mark:
+            continue
+        n._mark = mark
+        n._next = 0
+        stack.append(n)
+        while stack:
+            n = <Node>stack[-1]
+            edges = n.edges
+            if edges is not None and n._next < len(edges):
+                e = edges[n._next]
+                n._next += 1
+                if e is not None:
+                    p = <Node>(<tuple>e)[0]
+                    if p._mark != mark:
+                        p._mark = mark
+                        p._next = 0
+                        stack.append(p)
+            else:
+                stack.pop()
+                order.append(n)
     order.reverse()
     return order
 
@@ -592,6 +608,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
     cdef dict grads = {}
     cdef Node node
     cdef list slot
+    cdef Py_ssize_t i
     cdef list root_nodes = []
     for (node, idx), ct in zip(roots, root_cts):
         slot = grads.get(node)
@@ -666,6 +683,7 @@ cdef object _node_vjp(Node node, list slot, bint create_graph):
     """Call the node's VJP rule with the saved values at the right level (NOTE [eager tape])."""
     cdef Primitive prim
     cdef tuple args = node.inputs
+    cdef Py_ssize_t i
     ans = node.ans
     if node.n_outputs > 1:
         for i in range(node.n_outputs):
@@ -702,7 +720,7 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
     if type(vjp) is not tuple:
         return vjp(g, ans, *args, **params)
     cdef list out = []
-    cdef Py_ssize_t n = len(vjp)
+    cdef Py_ssize_t i, n = len(vjp)
     for i in range(len(edges)):
         f = vjp[i] if i < n else None
         if edges[i] is None or f is None:
@@ -862,6 +880,7 @@ def new_dual(Frame frame, primal, tangent):
 # Batching interpreter (vmap)
 
 cdef bint _lined_up(list vals, list dims, int* out_dim):
+    cdef Py_ssize_t i
     """Whether an elementwise primitive can run on the batched values as they are: the batched
     ones share one batch dim and one rank, and broadcasting from the right lines up the rest
     (scalars anywhere; unbatched arrays of no higher rank when the batch dim leads)."""
@@ -870,7 +889,7 @@ cdef bint _lined_up(list vals, list dims, int* out_dim):
         a = vals[i]
         d = dims[i]
         if d is None:
-            if a is not None and not isinstance(a, _python_scalars):
+            if a is not None and not _is_scalar(a):
                 n = len(shape_of(a))
                 if n > max_unbatched:
                     max_unbatched = n
@@ -969,7 +988,7 @@ cdef tuple _lift3(object ans, object x1, object x2):
 
 
 cdef inline object _lift1(object v):
-    if v is None or isinstance(v, Array) or isinstance(v, _python_scalars) or type(v) is Meta:
+    if v is None or isinstance(v, Array) or _is_scalar(v) or type(v) is Meta:
         return v
     return _new_tensor(v, None, 0)
 
@@ -1025,19 +1044,26 @@ cpdef object broadcast_like(object t, object ans):
 cdef dict _dtype_cache = {}   # id(backend dtype) -> (backend dtype, arrayad DType)
 
 
+cdef object _last_dt = None, _last_dtype = None
+
+
 cpdef object dtype_of(object v):
     """The arrayad DType of a raw array, Tensor, tracer or Python scalar."""
     if isinstance(v, Array):
         return v.dtype
     if type(v) is Meta:
         return (<Meta>v).dtype
-    if isinstance(v, _python_scalars):
+    if _is_scalar(v):
         return _dtype_from_backend(type(v))
+    global _last_dt, _last_dtype
     dt = v.dtype
+    if dt is _last_dt:   # (most calls in a row see the same dtype)
+        return _last_dtype
     # Backend dtypes are (nearly always) singletons: cache by identity, check it is the same.
     hit = _dtype_cache.get(id(dt))
     if hit is not None and (<tuple>hit)[0] is dt:
-        return (<tuple>hit)[1]
+        _last_dt, _last_dtype = dt, (<tuple>hit)[1]
+        return _last_dtype
     r = _dtype_from_backend(dt)
     # Bounded: array-api-strict makes a new dtype object per array (equal by value, which the
     # value-keyed lookup above handles); an unbounded identity cache would grow forever.
@@ -1048,7 +1074,7 @@ cpdef object dtype_of(object v):
 
 cpdef bint is_complex(object v):
     """Whether ``v`` (an array of any kind, or a Python scalar) has a complex dtype."""
-    if v is None or isinstance(v, (int, float, bool)):
+    if v is None or isinstance(v, float) or isinstance(v, int):
         return False
     if isinstance(v, complex):
         return True
@@ -1079,7 +1105,7 @@ cpdef object unbroadcast(object g, object x):
     """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``; the real part
     when ``x`` is real and ``g`` complex; None for a Python scalar ``x``. In the core because every
     binary rule calls it, and its common case (nothing to do) should cost no Python frame."""
-    if x is None or isinstance(x, _python_scalars):
+    if x is None or _is_scalar(x):
         return None
     if is_complex(g) and not is_complex(x):
         g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
@@ -1098,7 +1124,7 @@ cpdef object unbroadcast(object g, object x):
 
 
 cpdef tuple shape_of(object v):
-    if isinstance(v, _python_scalars):
+    if _is_scalar(v):
         return ()
     s = v.shape
     if type(s) is tuple:

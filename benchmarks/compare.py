@@ -455,6 +455,23 @@ def _floor_batched_loss(d):
     return lambda: np.sum((np.tanh(X @ w1) @ w2 - Y) ** 2, axis=1)
 
 
+def handwritten_per_sample_grads(d):
+    """Per-sample gradients of ``loss1`` written by hand in NumPy (outer products of the
+    batched activations and errors): the cost of producing the 64 x (128 x 256 + 256 x 10)
+    result at all, next to which the batched forward pass is no floor."""
+    X, w1, w2, Y = d["mlp_x"], d["mlp_w1"], d["mlp_w2"], d["mlp_y"]
+
+    def run():
+        h = np.tanh(X @ w1)
+        err = 2 * (h @ w2 - Y)
+        gw2 = h[:, :, None] * err[:, None, :]
+        dz = (err @ w2.T) * (1 - h * h)
+        gw1 = X[:, :, None] * dz[:, None, :]
+        return gw1, gw2
+
+    return run
+
+
 def _floor_vj(d):
     X = d["vj_X"]
     return lambda: chain_vec(np, X)
@@ -897,6 +914,15 @@ def main(argv=None):
             print(f"    {lib:<11} {cell_text(c):>14}{extra}  [{time.perf_counter() - t0:.1f} s]",
                   file=sys.stderr, flush=True)
         del ref
+    handwritten = None
+    if any(w.name == "per_sample_grads" for w in workloads):
+        psg = results["per_sample_grads"]
+        handwritten = measure(handwritten_per_sample_grads(data), args.min_time, args.repeats)[0]
+        for lib in ("numpy-fwd", "arrayad"):
+            c = psg.get(lib)
+            if c is not None and c.us is not None:
+                print(f"per_sample_grads: {lib} / hand-written NumPy = {c.us / handwritten:.2f}x",
+                      file=sys.stderr)
     memory = None
     if with_memory:
         print("[memory] peak of grad on chain1m; growth over 10,000 calls", file=sys.stderr,
@@ -906,6 +932,12 @@ def main(argv=None):
 
     tables = build_tables(results, workloads, libs)
     notes = notes_lines(results, workloads, libs, skipped, ref_libs)
+    if handwritten is not None:
+        a = results["per_sample_grads"].get("arrayad")
+        notes.append(f"per_sample_grads: the same gradients written by hand in NumPy (outer "
+                     f"products) take {fmt_us(handwritten)} us"
+                     + (f"; arrayad / hand-written = {a.us / handwritten:.2f}x"
+                        if a is not None and a.us is not None else ""))
     print()
     print("Time per call, microseconds (float64, 1 thread; numpy-fwd = plain NumPy forward = floor;")
     print("eager16's torch.func column is plain torch autograd)")

@@ -66,17 +66,18 @@ def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add,
 
 
 cdef dict _op = {}   # operator name -> the Primitive of the function of the same name
-cdef Primitive _mul_p = None, _add_p = None   # (the rule shapes below use them)
+cdef Primitive _mul_p = None, _add_p = None, _div_p = None   # (the rule shapes use them)
 
 
 def install_operators(dict prims):
     """The primitives behind the arithmetic and comparison operators. The dunders bind them
     directly (one Python call less per operator); the namespace functions of the same names are
     plain binds of the same primitives, so both spellings behave identically."""
-    global _mul_p, _add_p
+    global _mul_p, _add_p, _div_p
     _op.update(prims)
     _mul_p = _op.get("multiply")
     _add_p = _op.get("add")
+    _div_p = _op.get("divide")
 
 
 def register_backend_type(t, backend, scalar_fix=None):
@@ -952,28 +953,36 @@ def new_batch(Frame frame, value, int bdim):
 # three.
 
 cdef class UnaryVJP:
-    """VJP of a unary function with derivative ``d(ans, x)``: ``g * conj(d)``."""
+    """VJP of a unary function with derivative ``d(ans, x)``: ``g * conj(d)``; with
+    ``quotient``, ``d`` is the derivative's reciprocal and the VJP ``g / conj(d)`` (log's
+    ``g / x``: one pass over the data instead of two)."""
     cdef readonly object d
+    cdef readonly bint quotient
 
-    def __init__(self, d):
+    def __init__(self, d, bint quotient=False):
         self.d = d
+        self.quotient = quotient
 
     def __call__(self, g, ans, x):
-        return _bind(_mul_p, (g, conj_if_complex(self.d(ans, x))), {})
+        return _bind(_div_p if self.quotient else _mul_p,
+                     (g, conj_if_complex(self.d(ans, x))), {})
 
 
 cdef class UnaryJVP:
-    """JVP of a unary function with derivative ``d(ans, x)``: ``t * d``."""
+    """JVP of a unary function with derivative ``d(ans, x)``: ``t * d`` (``t / d`` with
+    ``quotient``)."""
     cdef readonly object d
+    cdef readonly bint quotient
 
-    def __init__(self, d):
+    def __init__(self, d, bint quotient=False):
         self.d = d
+        self.quotient = quotient
 
     def __call__(self, tangents, ans, x):
         t = tangents[0]
         if t is None:
             return None
-        return _bind(_mul_p, (t, self.d(ans, x)), {})
+        return _bind(_div_p if self.quotient else _mul_p, (t, self.d(ans, x)), {})
 
 
 cdef tuple _lift3(object ans, object x1, object x2):

@@ -1,7 +1,8 @@
 """Elementwise functions of the array API standard: each primitive's rules in one row.
 
 Unary rows give the derivative ``d(ans, x)``; the VJP is ``g * conj(d)`` and the JVP ``t * d``
-(holomorphic convention, as torch). Binary rows give both partial derivatives
+(holomorphic convention, as torch). Rows whose derivative is a reciprocal give its denominator
+instead (``over=``, log: ``x``) and the rules divide: one pass over the data less. Binary rows give both partial derivatives
 ``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast dimensions away (``unbroadcast``).
 Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produce bool/int results
 or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
@@ -41,16 +42,19 @@ def _binary_api(name, prim, doc):
     return _export(name, fn, doc)
 
 
-def unary(name, deriv=None, *, doc="", xp_name=None):
-    """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff)."""
+def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
+    """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff), or
+    ``over(ans, x)`` the derivative's reciprocal (log: x), so that the rules divide by it."""
     p = primitive(name, xp_name=xp_name or name)
     p.batch = batch_elementwise(p)
-    if deriv is None:
+    if deriv is None and over is None:
         nondifferentiable(p)
     else:
-        # (g * conj(d) and t * d, as C callables: see "Rule shapes" in the core)
-        defvjp(p, UnaryVJP(deriv), reads=[names_read(deriv)])
-        p.jvp = UnaryJVP(deriv)
+        # (g * conj(d) and t * d, or g / conj(over) and t / over: C callables, "Rule shapes"
+        # in the core)
+        d = deriv if over is None else over
+        defvjp(p, UnaryVJP(d, over is not None), reads=[names_read(d)])
+        p.jvp = UnaryJVP(d, over is not None)
     PRIMS[name] = p
     _unary_api(name, p, doc or f"Elementwise {name}.")
     return p
@@ -92,22 +96,22 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
 _sin = unary("sin", lambda ans, x: forward_result(_cos, x))   # NOTE [shared results] in the core
 _cos = unary("cos", lambda ans, x: -forward_result(_sin, x))
 unary("tan", lambda ans, x: 1 + ans * ans)
-unary("asin", lambda ans, x: ad.reciprocal(ad.sqrt(1 - x * x)))
-unary("acos", lambda ans, x: -ad.reciprocal(ad.sqrt(1 - x * x)))
-unary("atan", lambda ans, x: ad.reciprocal(1 + x * x))
+unary("asin", over=lambda ans, x: ad.sqrt(1 - x * x))
+unary("acos", over=lambda ans, x: -ad.sqrt(1 - x * x))
+unary("atan", over=lambda ans, x: 1 + x * x)
 _sinh = unary("sinh", lambda ans, x: forward_result(_cosh, x))
 _cosh = unary("cosh", lambda ans, x: forward_result(_sinh, x))
 _sin.reuses, _cos.reuses, _sinh.reuses, _cosh.reuses = _cos, _sin, _cosh, _sinh
 unary("tanh", lambda ans, x: 1 - ans * ans)
-unary("asinh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x + 1)))
-unary("acosh", lambda ans, x: ad.reciprocal(ad.sqrt(x * x - 1)))
-unary("atanh", lambda ans, x: ad.reciprocal(1 - x * x))
+unary("asinh", over=lambda ans, x: ad.sqrt(x * x + 1))
+unary("acosh", over=lambda ans, x: ad.sqrt(x * x - 1))
+unary("atanh", over=lambda ans, x: 1 - x * x)
 unary("exp", lambda ans, x: ans)
 unary("expm1", lambda ans, x: ans + 1)
-unary("log", lambda ans, x: ad.reciprocal(x))
-unary("log1p", lambda ans, x: ad.reciprocal(1 + x))
-unary("log2", lambda ans, x: ad.reciprocal(x * math.log(2.0)))
-unary("log10", lambda ans, x: ad.reciprocal(x * math.log(10.0)))
+unary("log", over=lambda ans, x: x)
+unary("log1p", over=lambda ans, x: 1 + x)
+unary("log2", over=lambda ans, x: x * math.log(2.0))
+unary("log10", over=lambda ans, x: x * math.log(10.0))
 unary("sqrt", lambda ans, x: 0.5 / ans)
 unary("square", lambda ans, x: 2 * x)
 unary("reciprocal", lambda ans, x: -(ans * ans))

@@ -37,6 +37,7 @@ import weakref
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_REFCNT
+from cpython.weakref cimport PyWeakref_NewRef
 
 # ---------------------------------------------------------------------------------------------
 # Hooks installed by the Python layer (arrayad/_ops/_hooks): the core imports no array library.
@@ -395,7 +396,8 @@ cdef Py_ssize_t _results_sweep_at = 64
 
 cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
     try:
-        entry = (weakref.ref(x), weakref.ref(out), weakref.ref(node))
+        entry = (PyWeakref_NewRef(x, None), PyWeakref_NewRef(out, None),
+                 PyWeakref_NewRef(node, None))
     except TypeError:   # a value that cannot be weakly referenced: nothing to share
         return
     partner = _results.get((prim.reuses, id(x)))

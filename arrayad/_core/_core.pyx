@@ -954,31 +954,27 @@ def new_batch(Frame frame, value, int bdim):
 # backward and forward pass; as C callables they cost one Python frame (the formula's) instead of
 # three.
 
-cdef class UnaryVJP:
-    """VJP of a unary function with derivative ``d(ans, x)``: ``g * conj(d)``; with
-    ``quotient``, ``d`` is the derivative's reciprocal and the VJP ``g / conj(d)`` (log's
-    ``g / x``: one pass over the data instead of two)."""
+cdef class _UnaryShape:
+    """A unary function's derivative ``d(ans, x)``, or with ``quotient`` its reciprocal (log:
+    ``x``), which the rules then divide by: one pass over the data instead of two."""
     cdef readonly object d
     cdef readonly bint quotient
 
     def __init__(self, d, bint quotient=False):
         self.d = d
         self.quotient = quotient
+
+
+cdef class UnaryVJP(_UnaryShape):
+    """``g * conj(d)`` (``g / conj(d)`` with ``quotient``)."""
 
     def __call__(self, g, ans, x):
         return _bind(_div_p if self.quotient else _mul_p,
                      (g, conj_if_complex(self.d(ans, x))), {})
 
 
-cdef class UnaryJVP:
-    """JVP of a unary function with derivative ``d(ans, x)``: ``t * d`` (``t / d`` with
-    ``quotient``)."""
-    cdef readonly object d
-    cdef readonly bint quotient
-
-    def __init__(self, d, bint quotient=False):
-        self.d = d
-        self.quotient = quotient
+cdef class UnaryJVP(_UnaryShape):
+    """``t * d`` (``t / d`` with ``quotient``)."""
 
     def __call__(self, tangents, ans, x):
         t = tangents[0]

@@ -84,7 +84,6 @@ def names_read(fn):
     return " ".join(p for p in params if p in used)
 
 
-
 def defjvp(prim, *per_arg):
     """Forward rule from one function per argument: ``f(t, ans, *args, **params)``."""
     per_arg = tuple(per_arg)

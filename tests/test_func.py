@@ -492,3 +492,15 @@ def test_jacobians_of_a_pytree_argument():
         assert set(j) == {"a", "b"}
         np.testing.assert_allclose(j["a"], np.vstack([np.diag(np.cos(X)), np.zeros((2, 4))]))
         np.testing.assert_allclose(j["b"], np.vstack([np.zeros((4, 2)), 2 * np.eye(2)]))
+
+
+def test_gradients_keep_the_inputs_dtype_when_an_operand_promotes(backend):
+    # float32 x times a float64 array is float64; the cotangent of x comes back float32, as
+    # torch and JAX return it (the promotion's derivative casts back).
+    x = backend(np.linspace(0.1, 1.0, 4), dtype=np.float32)
+    w = backend(np.linspace(1.0, 2.0, 4))
+    gx, gw = grad(lambda a, b: ad.sum(ad.sin(a * b)), argnums=(0, 1))(x, w)
+    assert ad.asarray(gx).dtype == ad.float32 and ad.asarray(gw).dtype == ad.float64
+    xn, wn = np.linspace(0.1, 1.0, 4).astype(np.float32).astype(np.float64), np.linspace(1.0, 2.0, 4)
+    np.testing.assert_allclose(to_numpy(gx), np.cos(xn * wn) * wn, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(gw), np.cos(xn * wn) * xn, rtol=1e-6)

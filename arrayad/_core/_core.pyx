@@ -37,6 +37,7 @@ import weakref
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_REFCNT
+from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
 
 # ---------------------------------------------------------------------------------------------
@@ -654,7 +655,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 "after they were freed). Saved intermediate values of the graph are freed when you "
                 "call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
                 "backward through the graph a second time.")
-        in_cts = _node_vjp(node, slot, create_graph)
+        # NOTE [consumed cotangents]: a NumPy cotangent only this slot refers to may be
+        # overwritten by the last rule that reads it
+        g0 = slot[0] if node.n_outputs == 1 else None
+        consumable = type(g0) is _inplace_type and Py_REFCNT(g0) == 2
+        g0 = None
+        in_cts = _node_vjp(node, slot, create_graph, consumable)
         edges = node.edges
         for i in range(len(edges)):
             e = edges[i]
@@ -669,6 +675,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 slot = [None] * (<Node>parent).n_outputs
                 grads[parent] = slot
             _accum_slot(slot, e[1], ct)
+        in_cts = ct = None   # (so that the cotangents' only owners are their slots)
         if not retain_graph:
             node.release()   # (cpdef on a typed Node: a C call)
 
@@ -682,7 +689,7 @@ cdef object _as_grad(object g, bint create_graph):
     return _new_tensor(fix_scalar(g), None, 0)
 
 
-cdef object _node_vjp(Node node, list slot, bint create_graph):
+cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=False):
     """Call the node's VJP rule with the saved values at the right level (NOTE [eager tape])."""
     cdef Primitive prim
     cdef tuple args = node.inputs
@@ -707,32 +714,88 @@ cdef object _node_vjp(Node node, list slot, bint create_graph):
             elif not isinstance(g, Array):
                 g = Tensor(g)
             ans = _bind(prim, args, node.params)
-            return _call_vjp(prim, node.edges, g, ans, args, node.params)
+            return _call_vjp(prim, node.edges, g, ans, args, node.params, False)
         args = tuple([(<Tensor>a)._value if isinstance(a, Tensor) else a for a in args])
         if isinstance(g, Tensor):
             g = (<Tensor>g)._value
-    return _call_vjp(prim, node.edges, g, ans, args, node.params)
+    return _call_vjp(prim, node.edges, g, ans, args, node.params, consumable)
 
 
-cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple args, dict params):
+cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple args, dict params,
+                      bint consumable):
     """A VJP rule is one function per argument (called only for arguments that need a
-    cotangent) or, for variadic primitives, one function returning a tuple."""
+    cotangent) or, for variadic primitives, one function returning a tuple. With
+    ``consumable``, the last rule called may write into ``g`` (NOTE [consumed cotangents])."""
+    global _consumable
     vjp = prim.vjp
     if vjp is None:
         raise NotImplementedError(f"arrayad: the VJP of {prim.name} is not defined")
     if type(vjp) is not tuple:
         return vjp(g, ans, *args, **params)
     cdef list out = []
-    cdef Py_ssize_t i, n = len(vjp)
+    cdef Py_ssize_t i, last = -1, n = len(vjp)
+    if consumable:
+        for i in range(min(len(edges), n)):
+            if edges[i] is not None and vjp[i] is not None:
+                last = i
     for i in range(len(edges)):
         f = vjp[i] if i < n else None
         if edges[i] is None or f is None:
             out.append(None)
-        elif params:
-            out.append(f(g, ans, *args, **params))
-        else:
-            out.append(f(g, ans, *args))
+            continue
+        if i == last:
+            for o in out:   # (an earlier rule that handed back g itself shares it)
+                if o is g:
+                    break
+            else:
+                _consumable = g
+        try:
+            out.append(f(g, ans, *args, **params) if params else f(g, ans, *args))
+        finally:
+            _consumable = None
     return out
+
+
+# NOTE [consumed cotangents]
+# --------------------------
+# At 1,000,000 elements every fresh array costs its allocation and page faults as much as the
+# arithmetic. A node's incoming cotangent is garbage once its rules have run, so when it is a
+# NumPy array that nothing but the engine's slot refers to (no user array, saved value, retained
+# .grad or other cotangent), the engine marks it ``_consumable`` for the last rule that reads
+# it, and the rule shapes multiply (or divide) into it in place (``_times``) when the product has
+# its shape and dtype. The result is bit for bit what ``g * d`` would be.
+
+cdef object _consumable = None
+cdef Py_ssize_t _consumed = 0
+
+
+def consumed_cotangents():
+    """How many products were written into a consumed cotangent so far (for the tests)."""
+    return _consumed
+
+
+cdef object _times(Primitive op, object g, object d):
+    """``g * d`` (``op`` multiply) or ``g / d`` (divide), into ``g`` when the engine marked it
+    consumable and the result has ``g``'s shape and dtype."""
+    global _consumable, _consumed
+    if g is _consumable and g is not None:
+        _consumable = None
+        if _writable_like(g, d):
+            _consumed += 1
+            if op is _mul_p:
+                return PyNumber_InPlaceMultiply(g, d)
+            return PyNumber_InPlaceTrueDivide(g, d)
+    return _bind(op, (g, d), {})
+
+
+cdef bint _writable_like(object g, object d):
+    """Whether ``g op= d`` gives exactly ``g op d``: ``g`` a writeable NumPy array owning its
+    data, ``d`` a real Python scalar or an array of ``g``'s shape and dtype."""
+    if g.base is not None or not g.flags.writeable:
+        return False
+    if isinstance(d, float) or isinstance(d, int):
+        return g.dtype.kind in "fc"
+    return type(d) is _inplace_type and d.dtype == g.dtype and d.shape == g.shape
 
 
 # ---------------------------------------------------------------------------------------------
@@ -969,8 +1032,7 @@ cdef class UnaryVJP(_UnaryShape):
     """``g * conj(d)`` (``g / conj(d)`` with ``quotient``)."""
 
     def __call__(self, g, ans, x):
-        return _bind(_div_p if self.quotient else _mul_p,
-                     (g, conj_if_complex(self.d(ans, x))), {})
+        return _times(_div_p if self.quotient else _mul_p, g, conj_if_complex(self.d(ans, x)))
 
 
 cdef class UnaryJVP(_UnaryShape):
@@ -1012,7 +1074,7 @@ cdef class PartialVJP:
 
     def __call__(self, g, ans, x1, x2):
         ans, x1, x2 = _lift3(ans, x1, x2)
-        return unbroadcast(_bind(_mul_p, (g, conj_if_complex(self.d(ans, x1, x2))), {}),
+        return unbroadcast(_times(_mul_p, g, conj_if_complex(self.d(ans, x1, x2))),
                            x2 if self.i else x1)
 
 
@@ -1109,13 +1171,20 @@ cpdef object conj_if_complex(object v):
 
 
 cpdef object unbroadcast(object g, object x):
-    """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``; the real part
-    when ``x`` is real and ``g`` complex; None for a Python scalar ``x``. In the core because every
-    binary rule calls it, and its common case (nothing to do) should cost no Python frame."""
+    """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``, in ``x``'s
+    dtype: the real part when ``x`` is real and ``g`` complex, float32 for a float32 ``x`` that a
+    float64 operand promoted (as torch and JAX return it); None for a Python scalar ``x``. In the
+    core because every binary rule calls it, and its common case (nothing to do) should cost no
+    Python frame."""
     if x is None or _is_scalar(x):
         return None
-    if is_complex(g) and not is_complex(x):
-        g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
+    gd = dtype_of(g)
+    xd = dtype_of(x)
+    if gd is not xd:
+        if (gd is _complex64 or gd is _complex128) and not (xd is _complex64 or xd is _complex128):
+            g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
+        if xd.kind in ("f", "c") and dtype_of(g) is not xd:
+            g = _ns.astype(g, xd)
     cdef tuple shape = shape_of(x)
     cdef tuple gshape = shape_of(g)
     if gshape == shape:

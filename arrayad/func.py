@@ -508,10 +508,11 @@ def _numel(shape):
 
 def _basis(like, n, shape):
     """The standard basis of R^n as an (n, *shape) constant on the backend of ``like``."""
-    dtype = dtype_of(like)
-    b = backend_of(like)
-    eye = b.xp.eye(n, dtype=_dtypes.to_backend(dtype, b.xp))
-    return b.xp.reshape(eye, (n,) + tuple(shape))
+    dtype = _dtypes.to_backend(dtype_of(like), backend_of(like).xp)
+    xp = backend_of(like).xp
+    if n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
+        return xp.ones((1,) + tuple(shape), dtype=dtype)
+    return xp.reshape(xp.eye(n, dtype=dtype), (n,) + tuple(shape))
 
 
 def _chunked_vmap(fn, basis_list, chunk_size, n):
@@ -519,8 +520,8 @@ def _chunked_vmap(fn, basis_list, chunk_size, n):
     same length n), in chunks; chunk_size=1 is a plain loop (no vmap restrictions apply)."""
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("jacobian: chunk_size must be a positive integer or None")
-    if n == 1:
-        chunk_size = 1   # one row (a scalar output): a plain call, no batch level to carry
+    if n == 1:   # one row (a scalar output): a plain call, no batch level to carry
+        return tree_map(lambda r: ad.expand_dims(r, axis=0), fn(*[b[0] for b in basis_list]))
     if chunk_size is None or chunk_size >= n:
         return vmap(fn)(*basis_list)
     pieces = []

@@ -1099,6 +1099,26 @@ cdef class BinaryJVP:
         return out
 
 
+cdef class SumJVP:
+    """JVP of add (``t1 + t2``) or, with ``negate``, subtract (``t1 - t2``), each tangent
+    broadcast to the output's shape."""
+    cdef readonly bint negate
+
+    def __init__(self, bint negate=False):
+        self.negate = negate
+
+    def __call__(self, tangents, ans, x1, x2):
+        t1, t2 = tangents[0], tangents[1]
+        if t2 is not None:
+            t2 = broadcast_like(_bind(_op["negative"], (t2,), {}) if self.negate else t2, ans)
+            if t1 is None:
+                return t2
+        if t1 is None:
+            return None
+        t1 = broadcast_like(t1, ans)
+        return t1 if t2 is None else _bind(_add_p, (t1, t2), {})
+
+
 cpdef object broadcast_like(object t, object ans):
     """A tangent of an input, broadcast to the shape of the output (ops that broadcast)."""
     cdef tuple shape = shape_of(ans)

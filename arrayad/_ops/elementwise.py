@@ -12,7 +12,7 @@ import math
 
 import arrayad as ad
 
-from .._core._core import BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, bind
+from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind
 from ._rules import (batch_elementwise, broadcast_like, defjvp, defvjp,
                      forward_result, is_complex, names_read, nondifferentiable, primitive,
                      unbroadcast)
@@ -153,10 +153,10 @@ _sub = binary("subtract", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: -1.0)
 # add/subtract are linear: skip the multiplication by one.
 defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2),
        reads=["", ""])
-defjvp(_add, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(t, ans))
+_add.jvp = SumJVP()
 defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2),
        reads=["", ""])
-defjvp(_sub, lambda t, ans, x1, x2: broadcast_like(t, ans), lambda t, ans, x1, x2: broadcast_like(-t, ans))
+_sub.jvp = SumJVP(negate=True)
 
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
 binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)

@@ -500,6 +500,21 @@ WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 def measure(run, min_time, repeats, max_calls=1_000_000):
     """Median over ``repeats`` measurements of the per-call time in us; each
     measurement loops ``n`` calls, ``n`` chosen so it lasts >= min_time."""
+    n = calibrate(run, min_time, max_calls)
+    samples = [sample(run, n) for _ in range(repeats)]
+    return statistics.median(samples) * 1e6, n
+
+
+def sample(run, n):
+    """Seconds per call of ``run``, over ``n`` calls."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        run()
+    return (time.perf_counter() - t0) / n
+
+
+def calibrate(run, min_time, max_calls=1_000_000):
+    """How many calls of ``run`` one measurement loops so that it lasts >= min_time."""
     gc.collect()
     n = 1
     while True:
@@ -513,13 +528,7 @@ def measure(run, min_time, repeats, max_calls=1_000_000):
             n *= 10
         else:
             n = min(max_calls, max(n * 2, int(n * 1.2 * min_time / dt) + 1))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            run()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples) * 1e6, n
+    return n
 
 
 class Cell:
@@ -556,7 +565,17 @@ def compute_reference(w, data, verbose):
     return None, None
 
 
-def run_cell(w, lib, data, ref, min_time, repeats, debug):
+class Prepared:
+    """A cell ready to be timed: its callable, calls per measurement and how many to take."""
+
+    def __init__(self, run, n, repeats, verified):
+        self.run, self.n, self.repeats, self.verified = run, n, repeats, verified
+        self.samples = []
+
+
+def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
+    """A ``Prepared`` cell (warmed up, checked against the reference, calibrated), or a finished
+    ``Cell`` for one that cannot be timed (n/a, error, mismatch)."""
     try:
         if lib == "numpy-fwd":
             run = w.floor(data)
@@ -576,8 +595,8 @@ def run_cell(w, lib, data, ref, min_time, repeats, debug):
             repeats = min(repeats, 3)
         else:
             run()
-        us, n = measure(run, min_time, repeats)
-        return Cell(us=us, calls=n, verified=(ref is not None or lib == "numpy-fwd"))
+        return Prepared(run, calibrate(run, min_time), repeats,
+                        verified=(ref is not None or lib == "numpy-fwd"))
     except NotApplicable as exc:
         return Cell(text="n/a", detail=str(exc))
     except Exception as exc:
@@ -752,7 +771,7 @@ def write_markdown(path, tables, notes, args, ref_libs, memory=None):
         f"{os.cpu_count()} logical CPUs  ",
         f"Command: `python {' '.join(sys.argv)}`  ",
         f"Mode: {'quick' if args.quick else 'full'} (min {args.min_time:g} s per measurement, "
-        f"median of {args.repeats})",
+        f"median of {args.repeats}, the libraries' measurements taking turns)",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in VERSIONS.items()),
         "",
@@ -906,14 +925,28 @@ def main(argv=None):
         ref_libs[w.name] = ref_lib
         print(f"[{w.name}] {w.desc} (reference: {ref_lib or 'none'})", file=sys.stderr, flush=True)
         results[w.name] = {}
+        prepared = {}
         for lib in libs:
-            t0 = time.perf_counter()
-            c = run_cell(w, lib, data, ref, args.min_time, repeats, args.debug)
-            results[w.name][lib] = c
+            c = prepare_cell(w, lib, data, ref, args.min_time, repeats, args.debug)
+            if isinstance(c, Prepared):
+                prepared[lib] = c
+            else:
+                results[w.name][lib] = c
+        # The measurements of the libraries take turns, so that a burst of load on this shared
+        # machine lands on all of them rather than on one cell: the ratios stay comparable.
+        for r in range(max([p.repeats for p in prepared.values()], default=0)):
+            for lib, p in prepared.items():
+                if r < p.repeats:
+                    p.samples.append(sample(p.run, p.n))
+        for lib in libs:
+            p = prepared.get(lib)
+            if p is not None:
+                results[w.name][lib] = Cell(us=statistics.median(p.samples) * 1e6, calls=p.n,
+                                            verified=p.verified)
+            c = results[w.name][lib]
             extra = f" ({c.calls} calls/measurement)" if c.calls else (f" ({c.detail})" if c.detail else "")
-            print(f"    {lib:<11} {cell_text(c):>14}{extra}  [{time.perf_counter() - t0:.1f} s]",
-                  file=sys.stderr, flush=True)
-        del ref
+            print(f"    {lib:<11} {cell_text(c):>14}{extra}", file=sys.stderr, flush=True)
+        del ref, prepared
     handwritten = None
     if any(w.name == "per_sample_grads" for w in workloads):
         psg = results["per_sample_grads"]

@@ -396,6 +396,7 @@ cdef Py_ssize_t _results_sweep_at = 64
 
 
 cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
+    global _results_sweep_at
     try:
         entry = (PyWeakref_NewRef(x, None), PyWeakref_NewRef(out, None),
                  PyWeakref_NewRef(node, None))
@@ -409,7 +410,6 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
             node.partner_result = partner_out
             if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
                 (<Node>partner_node).partner_result = out
-    global _results_sweep_at
     if len(_results) >= _results_sweep_at:   # drop the entries whose values have died
         for k in [k for k, e in _results.items() if e[0]() is None or e[1]() is None]:
             del _results[k]
@@ -946,10 +946,10 @@ def new_dual(Frame frame, primal, tangent):
 # Batching interpreter (vmap)
 
 cdef bint _lined_up(list vals, list dims, int* out_dim):
-    cdef Py_ssize_t i
     """Whether an elementwise primitive can run on the batched values as they are: the batched
     ones share one batch dim and one rank, and broadcasting from the right lines up the rest
     (scalars anywhere; unbatched arrays of no higher rank when the batch dim leads)."""
+    cdef Py_ssize_t i
     cdef int first = -1, rank = -1, n, max_unbatched = 0
     for i in range(len(vals)):
         a = vals[i]

@@ -501,6 +501,7 @@ def test_gradients_keep_the_inputs_dtype_when_an_operand_promotes(backend):
     w = backend(np.linspace(1.0, 2.0, 4))
     gx, gw = grad(lambda a, b: ad.sum(ad.sin(a * b)), argnums=(0, 1))(x, w)
     assert ad.asarray(gx).dtype == ad.float32 and ad.asarray(gw).dtype == ad.float64
-    xn, wn = np.linspace(0.1, 1.0, 4).astype(np.float32).astype(np.float64), np.linspace(1.0, 2.0, 4)
+    xn = np.linspace(0.1, 1.0, 4).astype(np.float32).astype(np.float64)
+    wn = np.linspace(1.0, 2.0, 4)
     np.testing.assert_allclose(to_numpy(gx), np.cos(xn * wn) * wn, rtol=1e-6)
     np.testing.assert_allclose(to_numpy(gw), np.cos(xn * wn) * xn, rtol=1e-6)

@@ -2,8 +2,9 @@
 
 Unary rows give the derivative ``d(ans, x)``; the VJP is ``g * conj(d)`` and the JVP ``t * d``
 (holomorphic convention, as torch). Rows whose derivative is a reciprocal give its denominator
-instead (``over=``, log: ``x``) and the rules divide: one pass over the data less. Binary rows give both partial derivatives
-``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast dimensions away (``unbroadcast``).
+instead (``over=``, log: ``x``) and the rules divide: one pass over the data less. Binary rows
+give both partial derivatives ``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast
+dimensions away (``unbroadcast``).
 Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produce bool/int results
 or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
 """
@@ -13,9 +14,8 @@ import math
 import arrayad as ad
 
 from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind
-from ._rules import (batch_elementwise, broadcast_like, defjvp, defvjp,
-                     forward_result, is_complex, names_read, nondifferentiable, primitive,
-                     unbroadcast)
+from ._rules import (batch_elementwise, broadcast_like, defjvp, defvjp, forward_result, is_complex,
+                     names_read, nondifferentiable, primitive, unbroadcast)
 
 __all__ = []
 PRIMS = {}

@@ -655,10 +655,11 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 "after they were freed). Saved intermediate values of the graph are freed when you "
                 "call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
                 "backward through the graph a second time.")
-        # NOTE [consumed cotangents]: a NumPy cotangent only this slot refers to may be
+        # NOTE [consumed cotangents]: a large NumPy cotangent only this slot refers to may be
         # overwritten by the last rule that reads it
         g0 = slot[0] if node.n_outputs == 1 else None
-        consumable = type(g0) is _inplace_type and Py_REFCNT(g0) == 2
+        consumable = (type(g0) is _inplace_type and Py_REFCNT(g0) == 2
+                      and g0.nbytes >= _CONSUME_BYTES)
         g0 = None
         in_cts = _node_vjp(node, slot, create_graph, consumable)
         edges = node.edges
@@ -760,13 +761,17 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
 # --------------------------
 # At 1,000,000 elements every fresh array costs its allocation and page faults as much as the
 # arithmetic. A node's incoming cotangent is garbage once its rules have run, so when it is a
-# NumPy array that nothing but the engine's slot refers to (no user array, saved value, retained
-# .grad or other cotangent), the engine marks it ``_consumable`` for the last rule that reads
-# it, and the rule shapes multiply (or divide) into it in place (``_times``) when the product has
-# its shape and dtype. The result is bit for bit what ``g * d`` would be.
+# large NumPy array (128 KiB or more) that nothing but the engine's slot refers to (no user
+# array, saved value, retained .grad or other cotangent), the engine marks it ``_consumable``
+# for the last rule that reads it, and the rule shapes multiply (or divide) into it in place
+# (``_times``) when the product has its shape and dtype. The result is bit for bit what
+# ``g * d`` would be.
 
 cdef object _consumable = None
 cdef Py_ssize_t _consumed = 0
+# Below glibc's threshold for serving allocations by mmap (128 KiB), a fresh array is cheap and
+# NumPy's in-place path costs more than it saves.
+cdef Py_ssize_t _CONSUME_BYTES = 1 << 17
 
 
 def consumed_cotangents():

@@ -73,23 +73,13 @@ class _Native:
     @classmethod
     def of_args(cls, args):
         """The same, from a call's arguments: only containers are flattened."""
-        self = cls.__new__(cls)
-        mode = "raw"
+        leaves = []
         for a in args:
-            if isinstance(a, Array):   # (the common cases first: this runs on every call)
-                if not isinstance(a, Tensor):
-                    self.mode = "tracer"
-                    return self
-                mode = "tensor"
-            elif isinstance(a, (tuple, list, dict)) or not _is_array(a):
-                sub = cls(tree_flatten(a)[0]).mode
-                if sub == "tracer":
-                    self.mode = sub
-                    return self
-                if sub == "tensor":
-                    mode = sub
-        self.mode = mode
-        return self
+            if isinstance(a, (tuple, list, dict)) or not _is_array(a):
+                leaves.extend(tree_flatten(a)[0])
+            else:
+                leaves.append(a)
+        return cls(leaves)
 
     def __call__(self, x):
         if self.mode == "raw":

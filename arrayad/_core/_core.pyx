@@ -395,6 +395,15 @@ cdef dict _results = {}   # (primitive, id(input)) -> weakrefs to (input, result
 cdef Py_ssize_t _results_sweep_at = 64
 
 
+cdef tuple _live_entry(object prim, object x):
+    """The registry entry of ``prim`` applied to this very ``x``, or None (an entry whose input
+    died may sit under the same id as a new object)."""
+    entry = _results.get((prim, id(x)))
+    if entry is not None and (<tuple>entry)[0]() is x:
+        return <tuple>entry
+    return None
+
+
 cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
     global _results_sweep_at
     try:
@@ -402,10 +411,10 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
                  PyWeakref_NewRef(node, None))
     except TypeError:   # a value that cannot be weakly referenced: nothing to share
         return
-    partner = _results.get((prim.reuses, id(x)))
-    if partner is not None and (<tuple>partner)[0]() is x:
-        partner_out = (<tuple>partner)[1]()
-        partner_node = (<tuple>partner)[2]()
+    partner = _live_entry(prim.reuses, x)
+    if partner is not None:
+        partner_out = partner[1]()
+        partner_node = partner[2]()
         if partner_out is not None and partner_node is not None:
             node.partner_result = partner_out
             if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
@@ -428,17 +437,15 @@ cdef void _forget_result(Node node) except *:
     if isinstance(x, Tensor):
         x = (<Tensor>x)._value
     cdef Primitive prim = <Primitive>node.prim
-    partner_key = (prim.reuses, id(x))
-    partner = _results.get(partner_key)
+    partner = _live_entry(prim.reuses, x)
     partner_node = None
-    if partner is not None and (<tuple>partner)[0]() is x:
-        partner_node = (<tuple>partner)[2]()
-        del _results[partner_key]
-    own_key = (prim, id(x))
-    own = _results.get(own_key)
-    if (own is not None and (<tuple>own)[2]() is node
+    if partner is not None:
+        partner_node = partner[2]()
+        del _results[(prim.reuses, id(x))]
+    own = _live_entry(prim, x)
+    if (own is not None and own[2]() is node
             and (partner_node is None or (<Node>partner_node).released)):
-        del _results[own_key]
+        del _results[(prim, id(x))]
 
 
 def shared_result_count():
@@ -449,9 +456,9 @@ def shared_result_count():
 cpdef object forward_result(Primitive prim, object x):
     """``prim(x)``: the result the forward pass computed, when a node still keeps it, else
     computed now. See NOTE [shared results]."""
-    entry = _results.get((prim, id(x)))
-    if entry is not None and (<tuple>entry)[0]() is x:
-        out = (<tuple>entry)[1]()
+    entry = _live_entry(prim, x)
+    if entry is not None:
+        out = entry[1]()
         if out is not None:
             return out
     return _bind(prim, (x,), {})
@@ -586,17 +593,16 @@ def register_inplace_accumulation(type t):
 
 
 cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
-    """slot[i] += ct. In place when that is invisible to everyone: a NumPy array that owns its
-    data, that only this slot refers to (so no saved value, user array or other cotangent shares
-    it) and with the same shape and dtype as ``ct``; otherwise a new array."""
+    """slot[i] += ct. In place when that is invisible to everyone: a writeable NumPy array
+    that owns its data and that only this slot refers to (so no saved value, user array or other
+    cotangent shares it), the sum having its shape and dtype; otherwise a new array."""
     if ct is None:
         return
     a = slot[i]
     if a is None:
         slot[i] = ct
         return
-    if (type(a) is _inplace_type and type(ct) is _inplace_type and Py_REFCNT(a) == 2
-            and a.base is None and a.shape == ct.shape and a.dtype == ct.dtype):
+    if Py_REFCNT(a) == 2 and _writable_like(a, ct):
         a += ct
         return
     slot[i] = _add(a, ct)
@@ -795,8 +801,9 @@ cdef object _times(Primitive op, object g, object d):
 
 cdef bint _writable_like(object g, object d):
     """Whether ``g op= d`` gives exactly ``g op d``: ``g`` a writeable NumPy array owning its
-    data, ``d`` a real Python scalar or an array of ``g``'s shape and dtype."""
-    if g.base is not None or not g.flags.writeable:
+    data, ``d`` a real Python scalar or an array of ``g``'s shape and dtype. (Whether anything
+    else refers to ``g`` is the caller's question.)"""
+    if type(g) is not _inplace_type or g.base is not None or not g.flags.writeable:
         return False
     if isinstance(d, float) or isinstance(d, int):
         return g.dtype.kind in "fc"
@@ -1172,11 +1179,14 @@ cpdef bint is_complex(object v):
         return False
     if isinstance(v, complex):
         return True
-    dt = dtype_of(v)
-    return dt is _complex64 or dt is _complex128
+    return _is_complex_dtype(dtype_of(v))
 
 
 cdef object _complex64 = None, _complex128 = None
+
+
+cdef inline bint _is_complex_dtype(object dt):
+    return dt is _complex64 or dt is _complex128
 
 
 def install_complex_dtypes(c64, c128):
@@ -1206,7 +1216,7 @@ cpdef object unbroadcast(object g, object x):
     gd = dtype_of(g)
     xd = dtype_of(x)
     if gd is not xd:
-        if (gd is _complex64 or gd is _complex128) and not (xd is _complex64 or xd is _complex128):
+        if _is_complex_dtype(gd) and not _is_complex_dtype(xd):
             g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
         if xd.kind in ("f", "c") and dtype_of(g) is not xd:
             g = _ns.astype(g, xd)

@@ -1,6 +1,6 @@
 """arrayad: torch.func's transforms and torch's autograd on any array API backend.
 
-``import arrayad as ad`` is an array API namespace (the 2024.12 standard, with ``linalg`` and
+``import arrayad as ad`` is an array API namespace (the 2025.12 standard, with ``linalg`` and
 ``fft``) whose functions accept eager ``ad.Tensor``s, raw backend arrays and the tracers of the
 transforms in ``arrayad.func``; ``arrayad.autograd`` holds the eager tape's API and ``Function``.
 """
@@ -22,7 +22,6 @@ inf = float("inf")
 nan = float("nan")
 newaxis = None
 
-from ._ops import elementwise, linalg as _linalg_ops  # noqa: E402  (rule tables, below)
 from ._ops.creation import *  # noqa: F401,F403,E402
 from ._ops.dtype_functions import *  # noqa: F401,F403,E402
 from ._ops.elementwise import *  # noqa: F401,F403,E402
@@ -37,30 +36,10 @@ from ._api import (_array_function, _array_ufunc, _backward, _check_not_transfor
                    _check_requires_grad, _concrete, _device_of, _getitem, _inplace,
                    _inplace_level_error, _namespace_for, _np_dot, _repr, _setitem, _to_device,
                    _to_numpy, _to_scalar, stop_gradient)
-from ._methods import METHODS as _METHODS  # noqa: E402,F401  (Array.__getattr__ reads it)
 from ._info import __array_namespace_info__  # noqa: E402,F401
 
 from . import linalg, fft  # noqa: E402,F401
-from ._ops._rules import batch_fallback as _batch_fallback  # noqa: E402
-
-def _resolve_backend(raw):
-    from .backends import _resolve
-    return _resolve(raw)
-
-_core.install_hooks(
-    ns=__import__(__name__),
-    backend_resolver=_resolve_backend,
-    dtype_from_backend=_dtypes.from_backend,
-    batch_fallback=_batch_fallback,
-    add=add,  # noqa: F405
-    zeros_like=zeros_like,  # noqa: F405
-)
-_core.install_operators({name: elementwise.PRIMS[name] for name in (
-    "add", "subtract", "multiply", "divide", "less", "less_equal", "greater", "greater_equal",
-    "equal", "not_equal", "negative", "pow")})
-_core.install_operators({"matmul": _linalg_ops.PRIMS["matmul"]})
-_core.install_complex_dtypes(complex64, complex128)
-get_backend("numpy")
+from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
 from . import autograd, func, testing  # noqa: E402,F401
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401

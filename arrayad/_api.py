@@ -15,7 +15,6 @@ from ._ops import indexing
 from ._ops._rules import primitive, nondifferentiable
 from .backends import backend_of
 
-TRANSFORM_NAMES = {_core.GRAD: "grad", _core.JVP: "jvp", _core.BATCH: "vmap"}
 
 
 # -- in-place updates are functional ----------------------------------------------------------------
@@ -35,7 +34,7 @@ def _inplace(self, result):
             return self
         self._replace(result)
         return self
-    if type(result) is not type(self) or result._frame is not self._frame:
+    if type(result) is not type(self) or result.interpreter is not self.interpreter:
         raise _inplace_level_error(self, result)
     self._replace(result)
     return self
@@ -87,7 +86,7 @@ def _concrete(x, what):
                     f"derivative (the result is a plain Python/NumPy value). Keep it an array "
                     f"and use arrayad functions; if you really want a constant, call "
                     f"x.detach() first.")
-            x = x.value if isinstance(x, GradTracer) else x.primal
+            x = x.value
             continue
         return x
 
@@ -281,7 +280,7 @@ def _repr(x):
         elif x.requires_grad:
             extra.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
-    level = x._frame.level
+    level = x.interpreter.level
     if isinstance(x, GradTracer):
         return f"GradTracer(level={level}, value={x.value!r})"
     if isinstance(x, DualTracer):
@@ -291,8 +290,7 @@ def _repr(x):
 
 # -- devices ----------------------------------------------------------------------------------------
 def _device_of(x):
-    while isinstance(x, Array):
-        x = x._value if isinstance(x, Tensor) else (x.primal if isinstance(x, DualTracer) else x.value)
+    x = _core.raw_value(x)
     return _core.backend_of(x).device_of(x)
 
 

@@ -1,21 +1,23 @@
 """torch.func's transforms: grad, grad_and_value, vjp, jvp, linearize, jacrev, jacfwd, hessian,
 vmap (and JAX's value_and_grad).
 
-Each transform call pushes a frame on the level stack, wraps its inputs in tracers of that frame,
-calls the function and unwraps what comes out (NOTE [levels] in ``_core.pyx``). Inputs and outputs
-keep their type: NumPy in, NumPy out; ``ad.Tensor`` in, ``ad.Tensor`` out; a tracer of an outer
+Each transform call opens an interpreter of the core (``with GradInterpreter() as interp``: NOTE
+[interpreters] in ``_core.pyx``), wraps its inputs in tracers of that interpreter, calls the
+function and unwraps what comes out. ``grad`` is ``vjp`` with a cotangent of ones; ``jacrev``,
+``jacfwd`` and ``vmap(chunk_size=...)`` share one chunker (``_vmap_impl``). Inputs and outputs keep
+their type: NumPy in, NumPy out; ``ad.Tensor`` in, ``ad.Tensor`` out; a tracer of an outer
 transform in, a tracer of that transform out.
 """
 
 import functools
 
 from . import _dtypes
-from ._core import _core
-from ._core._core import (Array, BatchTracer, DualTracer, GradTracer, Tensor, dtype_of,
-                          leaf_node, new_batch, new_dual, new_grad_tracer, run_backward, shape_of)
+from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
+                          Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
+from ._ops.indexing import getitem as _getitem
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
-from .backends import backend_of, default_backend
+from .backends import backend_of, default_backend, get_rng_state, set_rng_state
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
@@ -172,7 +174,7 @@ class _Input:
         self.value = value
 
 
-def _wrap_grad_inputs(frame, tree, api):
+def _wrap_grad_inputs(interp, tree, api):
     """Tracers for the leaves of ``tree`` (None leaves stay None), their spec, and the
     ``_Input`` record of each."""
     leaves, spec = tree_flatten(tree)
@@ -184,27 +186,58 @@ def _wrap_grad_inputs(frame, tree, api):
             continue
         x = _as_array(x, api)
         _check_float(x, api, "primal")
-        node = leaf_node(None)
-        tracers.append(new_grad_tracer(frame, x, node, 0))
-        inputs.append(_Input(node, x))
+        t = interp.new_input(x)
+        tracers.append(t)
+        inputs.append(_Input(t._node, x))
     return tracers, spec, inputs
 
 
-def _grad_output(frame, out):
-    """(lower-level value, edge or None) of an output at ``frame``."""
-    if isinstance(out, GradTracer) and out._frame is frame:
-        # node None: a constant of this level (zeros_like & co. keep the level): no edge
-        return out.value, (None if out._node is None else (out._node, out._idx))
-    return out, None
+class _ReverseTrace:
+    """A function traced once under a ``GradInterpreter``: what ``vjp``, ``grad`` and
+    ``linearize`` need afterwards. ``out`` is the function's output (tracers, now dead: only
+    their shapes and types are read), ``outs`` the (value one level down, edge) of each of its
+    leaves, ``aux`` the auxiliary output one level down."""
+
+    __slots__ = ("out", "outs", "out_spec", "inputs", "in_spec", "aux")
+
+    def __init__(self, func, primals, api, has_aux=False, keep_saved=False):
+        with GradInterpreter(keep_saved) as interp:
+            tracers, self.in_spec, self.inputs = _wrap_grad_inputs(interp, primals, api)
+            self.out, aux = _split_aux(func(*tree_unflatten(tracers, self.in_spec)), has_aux, api)
+            leaves, self.out_spec = tree_flatten(self.out)
+            self.outs = [interp.output(o) for o in leaves]
+            self.aux = tree_map(lambda a: interp.output(a)[0], aux) if has_aux else None
+
+    def backprop(self, cts, retain=True):
+        """Cotangents of the inputs, given one per output leaf (zeros where the output does not
+        depend on an input). ``retain=False`` frees each node's saved values as soon as it is
+        done (grad, whose graph is used once: a lower peak memory); vjp's pullback keeps them,
+        it may be called again."""
+        want = {(t.node, 0): None for t in self.inputs if t is not None}
+        roots, root_cts = [], []
+        for (_, edge), ct in zip(self.outs, cts):
+            if edge is not None:
+                roots.append(edge)
+                root_cts.append(ct)
+        if roots:
+            run_backward(roots, root_cts, retain, False, want, False, None)
+        out = []
+        for t in self.inputs:
+            if t is None:
+                out.append(None)
+                continue
+            g = want[(t.node, 0)]
+            out.append(ad.zeros_like(t.value) if g is None else g)
+        return out
 
 
 _ONES = {}
 
 
-def _seed_cotangent(value):
+def _unit_cotangent(value):
     """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
     engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
-    copy if the seed itself comes out, as for the identity); else ones_like."""
+    copy if this constant itself comes out, as for the identity); else ones_like."""
     if isinstance(value, Array) or backend_of(value).name != "numpy":
         return ad.ones_like(value)
     one = _ONES.get(value.dtype)
@@ -215,30 +248,11 @@ def _seed_cotangent(value):
     return one
 
 
-def _backprop(roots, cts, inputs, retain=True):
-    """Cotangents of the ``inputs`` (``_Input`` records; zeros where the output does not depend
-    on one). ``retain=False`` frees each node's saved values as soon as it is done (grad, whose
-    graph is used once: a lower peak memory); vjp's pullback keeps them, it may be called again."""
-    want = {(t.node, 0): None for t in inputs if t is not None}
-    if None in roots:
-        live = [(r, c) for r, c in zip(roots, cts) if r is not None]
-        roots, cts = [r for r, _ in live], [c for _, c in live]
-    if roots:
-        run_backward(roots, cts, retain, False, want, False, None)
-    out = []
-    for t in inputs:
-        if t is None:
-            out.append(None)
-            continue
-        g = want[(t.node, 0)]
-        out.append(ad.zeros_like(t.value) if g is None else g)
-    return out
-
-
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient with respect to the ``argnums`` arguments, and its value.
 
     Returns ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux`` (torch.func's order).
+    It is ``vjp`` of ``func`` pulled back from a cotangent of one.
     """
     api = "grad_and_value(f)(*args)"
     single = isinstance(argnums, int)
@@ -250,34 +264,32 @@ def grad_and_value(func, argnums=0, has_aux=False):
         if nums is None:
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
         native = _Native.of_args(args)
-        frame = _core.push_frame(_core.GRAD)
-        prev = _core.set_grad_enabled_flag(True)
-        try:
-            tracers, spec, inputs = _wrap_grad_inputs(frame, _select(args, nums, single), api)
-            out = func(*_replace(args, nums, tree_unflatten(tracers, spec), single), **kwargs)
-            out, aux = _split_aux(out, has_aux, api)
-            if not isinstance(out, Array) and not _is_array(out):
-                raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
-            if len(shape_of(out)) != 0:
-                raise RuntimeError(
-                    f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with "
-                    f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
-                    f"instead?")
-            value, edge = _grad_output(frame, out)
-            _core.set_grad_enabled_flag(prev)
-            seed = _seed_cotangent(value)
-            grads = _backprop([edge], [seed], inputs, retain=False)
-            grads = [ad.asarray(g, copy=True) if g is seed else g for g in grads]
-            aux = tree_map(lambda a: _grad_output(frame, a)[0], aux) if has_aux else None
-        finally:
-            _core.set_grad_enabled_flag(prev)
-            _core.pop_frame(frame)
-        g = tree_unflatten(grads, spec)
+
+        def partial(*diff):
+            return func(*_replace(args, nums, diff[0] if single else diff, single), **kwargs)
+
+        diff = _select(args, nums, single)
+        trace = _ReverseTrace(partial, (diff,) if single else diff, api, has_aux)
+        out = trace.out
+        if not isinstance(out, Array) and not _is_array(out):
+            raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
+        if len(shape_of(out)) != 0:
+            raise RuntimeError(
+                f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with "
+                f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
+                f"instead?")
+        value = trace.outs[0][0]
+        one = _unit_cotangent(value)
+        grads = trace.backprop([one], retain=False)
+        grads = [ad.asarray(g, copy=True) if g is one else g for g in grads]
+        g = tree_unflatten(grads, trace.in_spec)
+        if single:
+            g = g[0]
         if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
             g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
         value = native(value)
         if has_aux:
-            return g, (value, native.tree(aux))
+            return g, (value, native.tree(trace.aux))
         return g, value
 
     return wrapper
@@ -315,25 +327,14 @@ def vjp(func, *primals, has_aux=False):
     may be called any number of times (also under other transforms: ``vmap(vjp_fn)``)."""
     api = "vjp(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
-    frame = _core.push_frame(_core.GRAD)
-    prev = _core.set_grad_enabled_flag(True)
-    try:
-        tracers, in_spec, inputs = _wrap_grad_inputs(frame, primals, api)
-        out, aux = _split_aux(func(*tree_unflatten(tracers, in_spec)), has_aux, api)
-        out_leaves, out_spec = _output_leaves(out, api)
-        values, edges = [], []
-        for o in out_leaves:
-            v, e = _grad_output(frame, o)
-            if dtype_of(v).kind not in ("f", "c"):
-                raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
-                                   f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
-            values.append(v)
-            edges.append(e)
-        if has_aux:
-            aux = tree_map(lambda a: _grad_output(frame, a)[0], aux)
-    finally:
-        _core.set_grad_enabled_flag(prev)
-        _core.pop_frame(frame)
+    trace = _ReverseTrace(func, primals, api, has_aux)
+    _output_leaves(trace.out, api)
+    values = [v for v, _ in trace.outs]
+    for v in values:
+        if dtype_of(v).kind not in ("f", "c"):
+            raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
+                               f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
+    out_spec = trace.out_spec
 
     def vjp_fn(*cotangents, retain_graph=True, create_graph=None):
         cts = cotangents[0] if len(cotangents) == 1 else cotangents
@@ -348,21 +349,20 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        grads = _backprop(edges, list(ct_leaves), inputs)
-        result = tree_unflatten(grads, in_spec)
+        result = tree_unflatten(trace.backprop(list(ct_leaves)), trace.in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
 
     out_native = native.tree(tree_unflatten(values, out_spec))
     if has_aux:
-        return out_native, vjp_fn, native.tree(aux)
+        return out_native, vjp_fn, native.tree(trace.aux)
     return out_native, vjp_fn
 
 
 # ---------------------------------------------------------------------------------------------
 # Forward mode
 
-def _wrap_jvp_inputs(frame, primals, tangents, api):
+def _wrap_jvp_inputs(interp, primals, tangents, api):
     if not isinstance(primals, (tuple, list)):
         raise RuntimeError(f"{api}: Expected primals to be a tuple. E.g. it should be valid to "
                            f"call f(*primals).")
@@ -383,40 +383,31 @@ def _wrap_jvp_inputs(frame, primals, tangents, api):
             raise RuntimeError(
                 f"{api}: Trying to set a forward gradient that has a different size than that of "
                 f"the original Tensor: primal shape {shape_of(p)}, tangent shape {shape_of(t)}.")
-        duals.append(new_dual(frame, p, t))
+        duals.append(new_dual(interp, p, t))
     return duals, p_spec, p_leaves
-
-
-def _jvp_output(frame, out):
-    if isinstance(out, DualTracer) and out._frame is frame:
-        return out.primal, out.tangent
-    return out, None
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J @ tangents)``: forward-mode automatic differentiation."""
     api = "jvp(f, primals, tangents)"
     native = _Native(tree_flatten(primals)[0])
-    frame = _core.push_frame(_core.JVP)
-    try:
-        duals, spec, _ = _wrap_jvp_inputs(frame, primals, tangents, api)
+    with JvpInterpreter() as interp:
+        duals, spec, _ = _wrap_jvp_inputs(interp, primals, tangents, api)
         out, aux = _split_aux(func(*tree_unflatten(duals, spec)), has_aux, api)
         leaves, out_spec = _output_leaves(out, api)
-        ps, ts = [], []
-        for o in leaves:
-            p, t = _jvp_output(frame, o)
-            if t is None:
-                if strict:
-                    raise RuntimeError(
-                        "jvp(f, primals, tangents, strict=True): The output of f is independent "
-                        "of the inputs. This is not allowed with strict=True.")
-                t = ad.zeros_like(p)
-            ps.append(p)
-            ts.append(t)
+        pairs = [interp.output(o) for o in leaves]
         if has_aux:
-            aux = tree_map(lambda a: _jvp_output(frame, a)[0], aux)
-    finally:
-        _core.pop_frame(frame)
+            aux = tree_map(lambda a: interp.output(a)[0], aux)
+    ps, ts = [], []
+    for p, t in pairs:
+        if t is None:
+            if strict:
+                raise RuntimeError(
+                    "jvp(f, primals, tangents, strict=True): The output of f is independent "
+                    "of the inputs. This is not allowed with strict=True.")
+            t = ad.zeros_like(p)
+        ps.append(p)
+        ts.append(t)
     result = (native.tree(tree_unflatten(ps, out_spec)), native.tree(tree_unflatten(ts, out_spec)))
     return result + (native.tree(aux),) if has_aux else result
 
@@ -426,19 +417,11 @@ def linearize(func, *primals):
     ``jvp_fn(*tangents)`` pushes tangents through the recorded graph with the JVP rules."""
     api = "linearize(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
-    frame = _core.push_frame(_core.GRAD)
-    frame.keep_saved = True   # jvp_fn replays the JVP rules, which read every input
-    prev = _core.set_grad_enabled_flag(True)
-    try:
-        tracers, in_spec, inputs = _wrap_grad_inputs(frame, primals, api)
-        out = func(*tree_unflatten(tracers, in_spec))
-        leaves, out_spec = tree_flatten(out)
-        outs = [_grad_output(frame, o) for o in leaves]
-    finally:
-        _core.set_grad_enabled_flag(prev)
-        _core.pop_frame(frame)
-    in_nodes = [t.node for t in inputs if t is not None]
-    in_shapes = [shape_of(t.value) for t in inputs if t is not None]
+    # (keep_saved: jvp_fn replays the JVP rules, which read every input)
+    trace = _ReverseTrace(func, primals, api, keep_saved=True)
+    in_spec, out_spec, outs = trace.in_spec, trace.out_spec, trace.outs
+    in_nodes = [t.node for t in trace.inputs if t is not None]
+    in_shapes = [shape_of(t.value) for t in trace.inputs if t is not None]
 
     def jvp_fn(*tangents):
         t_leaves, t_spec = tree_flatten(tangents)
@@ -467,7 +450,7 @@ def _push_forward(edge, known):
     if edge in known:
         return known[edge]
     node, idx = edge
-    for n in reversed(_core.topological_order([node])):   # inputs first
+    for n in reversed(topological_order([node])):   # inputs first
         if n.leaf is not None or (n, 0) in known:
             continue
         ts = [known.get(e) if e is not None else None for e in n.edges]
@@ -505,32 +488,25 @@ def _basis(like, n, shape):
     return xp.reshape(xp.eye(n, dtype=dtype), (n,) + tuple(shape))
 
 
-def _chunked_vmap(fn, basis_list, chunk_size, n):
-    """vmap ``fn`` over the leading axis of every array in ``basis_list`` (a list of bases of the
-    same length n), in chunks; chunk_size=1 is a plain loop (no vmap restrictions apply)."""
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError("jacobian: chunk_size must be a positive integer or None")
-    if n == 1:   # one row (a scalar output): a plain call, no batch level to carry
-        return tree_map(lambda r: ad.expand_dims(r, axis=0), fn(*[b[0] for b in basis_list]))
-    if chunk_size is None or chunk_size >= n:
-        return vmap(fn)(*basis_list)
-    pieces = []
-    for start in range(0, n, chunk_size):
-        chunk = [b[start:start + chunk_size] for b in basis_list]
-        if chunk_size == 1:
-            res = fn(*[c[0] for c in chunk])
-            pieces.append(tree_map(lambda r: ad.expand_dims(r, axis=0), res))
-        else:
-            pieces.append(vmap(fn)(*chunk))
-    leaves = [tree_flatten(p)[0] for p in pieces]
-    spec = tree_flatten(pieces[0])[1]
-    return tree_unflatten([ad.concat([lv[i] for lv in leaves], axis=0)
-                           for i in range(len(leaves[0]))], spec)
+def _map_rows(fn, arrays, n, chunk_size, out_dims=0, randomness="error"):
+    """``fn`` mapped over the leading axis (length ``n``) of every array in ``arrays``: the
+    Jacobians' use of the shared chunker, where one row, or ``chunk_size=1``, is a plain loop."""
+    leaves, spec = tree_flatten(tuple(arrays))
+    return _vmap_impl(fn, leaves, spec, [0] * len(leaves), out_dims, randomness, n, chunk_size,
+                      {}, loop_rows=True)
+
+
+def _check_chunk_size(chunk_size, api):
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
+                                   or chunk_size < 1):
+        raise ValueError(f"{api}: `chunk_size` should be None or an integer greater than 0, got "
+                         f"{chunk_size!r}.")
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """Jacobian of ``func`` by reverse mode: ``vmap(vjp_fn)`` over the output basis. Each block
     has shape ``out.shape + in.shape``; indexed ``[output][argnum]`` for pytrees."""
+    _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
     def wrapper(*args):
@@ -558,7 +534,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             def pull(*cts):
                 return vjp_fn(tree_unflatten(list(cts), out_spec))
 
-            cols = _chunked_vmap(pull, bases, chunk_size, n)
+            cols = _map_rows(pull, bases, n, chunk_size)
             col_leaves = tree_flatten(cols)[0]
             blocks.append([ad.reshape(c, shape_of(o) + shape_of(x))
                            for c, x in zip(col_leaves, in_leaves)])
@@ -579,6 +555,7 @@ def _zero_rows(leaf, n):
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
     """Jacobian of ``func`` by forward mode: ``vmap(jvp)`` over the input basis."""
+    _check_chunk_size(chunk_size, "jacfwd")
 
     @functools.wraps(func)
     def wrapper(*args):
@@ -595,9 +572,10 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         aux_box = []
         columns = []   # per input leaf: output pytree with leaves of shape (n_j, *out.shape)
         out_value = None
+        # the primal output and aux do not depend on the tangent: they come out unbatched
+        out_dims = (0, None, None) if has_aux else (0, None)
         for j, x in enumerate(in_leaves):
             n = _numel(shape_of(x))
-            basis = _basis(x, n, shape_of(x))
 
             def push(t, j=j):
                 tangents = [t if k == j else ad.zeros_like(v) for k, v in enumerate(in_leaves)]
@@ -606,7 +584,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                     return res[1], res[0], res[2]
                 return res[1], res[0]
 
-            res = _chunked_vmap_out(push, basis, chunk_size, n, randomness, has_aux)
+            res = _map_rows(push, [_basis(x, n, shape_of(x))], n, chunk_size, out_dims,
+                            randomness)
             columns.append(res[0])
             out_value = res[1]
             if has_aux:
@@ -628,26 +607,6 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     return wrapper
 
 
-def _chunked_vmap_out(push, basis, chunk_size, n, randomness, has_aux):
-    """vmap ``push`` over the basis. Its primal output and aux do not depend on the tangent, so
-    they come out unbatched (out_dims None)."""
-    out_dims = (0, None, None) if has_aux else (0, None)
-
-    def run(b):
-        return vmap(push, in_dims=0, out_dims=out_dims, randomness=randomness)(b)
-
-    if chunk_size is None or chunk_size >= n:
-        return run(basis)
-    if chunk_size < 1:
-        raise ValueError("jacfwd: chunk_size must be a positive integer or None")
-    parts = [run(basis[s:s + chunk_size]) for s in range(0, n, chunk_size)]
-    tang = [tree_flatten(p[0])[0] for p in parts]
-    spec = tree_flatten(parts[0][0])[1]
-    joined = tree_unflatten([ad.concat([t[i] for t in tang], axis=0)
-                             for i in range(len(tang[0]))], spec)
-    return (joined,) + tuple(parts[0][1:])
-
-
 def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
     """``jacfwd(jacrev(func, argnums), argnums)``: forward-over-reverse second derivatives."""
     if has_aux:
@@ -662,14 +621,6 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 # ---------------------------------------------------------------------------------------------
 # vmap
-
-class _VmapData:
-    __slots__ = ("size", "randomness")
-
-    def __init__(self, size, randomness):
-        self.size = size
-        self.randomness = randomness
-
 
 def _vmap_api(func, in_dims):
     return f"vmap({_fname(func)}, in_dims={in_dims!r}, ...)(<inputs>)"
@@ -705,6 +656,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
+    _check_chunk_size(chunk_size, "vmap")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -731,7 +683,6 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             except ValueError as e:
                 raise ValueError(
                     f"{api}: in_dims is not compatible with the structure of `inputs`. {e}") from None
-        size = None
         sizes = []
         for x, d in zip(leaves, dims):
             if d is None:
@@ -755,21 +706,53 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             raise ValueError(
                 f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
                 f"sizes {sizes} for the mapped dimension")
-        size = sizes[0]
-        if chunk_size is not None and chunk_size < size:
-            return _vmap_chunked(func, leaves, spec, dims, out_dims, randomness, chunk_size,
-                                 size, kwargs)
-        return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
+        dims = [d if d is None else d % len(shape_of(x)) for x, d in zip(leaves, dims)]
+        return _vmap_impl(func, leaves, spec, dims, out_dims, randomness, sizes[0], chunk_size,
+                          kwargs)
 
     return wrapper
 
 
+def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size, kwargs,
+               loop_rows=False):
+    """The chunker every mapping transform shares: ``func`` over the batch axis ``dims`` of
+    ``leaves`` (None: unbatched), in one vmap or, with ``chunk_size``, in pieces joined along
+    ``out_dims``. With ``loop_rows`` (the Jacobians), a single row or ``chunk_size=1`` runs as a
+    plain loop of unbatched calls, where no vmap restriction applies."""
+    if chunk_size is None or chunk_size >= size:
+        if not (loop_rows and size == 1):
+            return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
+        chunk_size = 1
+    state = get_rng_state() if randomness == "same" else None
+    parts = []
+    for start in range(0, size, chunk_size):
+        stop = min(start + chunk_size, size)
+        if loop_rows and chunk_size == 1:
+            row = [x if d is None else _getitem(x, (slice(None),) * d + (start,))
+                   for x, d in zip(leaves, dims)]
+            parts.append(func(*tree_unflatten(row, spec), **kwargs))
+            continue
+        if state is not None:
+            set_rng_state(state)   # randomness="same": every chunk draws what the first drew
+        chunk = [x if d is None else _getitem(x, (slice(None),) * d + (slice(start, stop),))
+                 for x, d in zip(leaves, dims)]
+        parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
+                                kwargs))
+    join = ad.stack if loop_rows and chunk_size == 1 else ad.concat
+    out_leaves, out_spec = tree_flatten(parts[0])
+    odims = [out_dims] * len(out_leaves) if isinstance(out_dims, int) else \
+        broadcast_prefix(out_dims, parts[0])
+    joined = []
+    for i, d in enumerate(odims):
+        pieces = [tree_flatten(p)[0][i] for p in parts]
+        joined.append(pieces[0] if d is None else join(pieces, axis=d))
+    return tree_unflatten(joined, out_spec)
+
+
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     native = _Native(leaves)
-    frame = _core.push_frame(_core.BATCH, _VmapData(size, randomness))
-    try:
-        wrapped = [x if d is None else new_batch(frame, x, d % len(shape_of(x)))
-                   for x, d in zip(leaves, dims)]
+    with BatchInterpreter(size, randomness) as interp:
+        wrapped = [x if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
         out = func(*tree_unflatten(wrapped, spec), **kwargs)
         out_leaves, out_spec = tree_flatten(out)
         if isinstance(out_dims, int):
@@ -780,19 +763,15 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
             except ValueError as e:
                 raise ValueError(f"vmap({_fname(func)}, ...): out_dims is not compatible with the "
                                  f"structure of `outputs`. {e}") from None
-        results = []
-        for o, d in zip(out_leaves, odims):
-            results.append(_unbatch(func, frame, o, d, size))
-    finally:
-        _core.pop_frame(frame)
+        results = [_unbatch(func, interp, o, d, size) for o, d in zip(out_leaves, odims)]
     out = tree_unflatten(results, out_spec)
     if native.mode != "raw" or any(isinstance(r, Tensor) for r in results):
         out = native.tree(out)   # (raw in, raw out: nothing to convert in the common case)
     return out
 
 
-def _unbatch(func, frame, o, d, size):
-    batched = isinstance(o, BatchTracer) and o._frame is frame
+def _unbatch(func, interp, o, d, size):
+    batched = isinstance(o, BatchTracer) and o.interpreter is interp
     if d is None:
         if batched:
             raise ValueError(f"vmap: `{_fname(func)}` can not return a BatchedTensor when out_dim "
@@ -813,27 +792,3 @@ def _unbatch(func, frame, o, d, size):
     if d != bdim:
         value = ad.moveaxis(value, bdim, d)
     return value
-
-
-def _vmap_chunked(func, leaves, spec, dims, out_dims, randomness, chunk_size, size, kwargs):
-    from .backends import _LOADED
-    state = {n: b.get_rng_state() for n, b in _LOADED.items()} if randomness == "same" else None
-    parts = []
-    for start in range(0, size, chunk_size):
-        stop = min(start + chunk_size, size)
-        chunk = [x if d is None else ad._getitem(x, (slice(None),) * (d % len(shape_of(x)))
-                                                   + (slice(start, stop),))
-                 for x, d in zip(leaves, dims)]
-        if state is not None:
-            for n, s in state.items():
-                _LOADED[n].set_rng_state(s)
-        parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
-                                kwargs))
-    out_leaves, out_spec = tree_flatten(parts[0])
-    odims = [out_dims] * len(out_leaves) if isinstance(out_dims, int) else \
-        broadcast_prefix(out_dims, parts[0])
-    joined = []
-    for i, d in enumerate(odims):
-        pieces = [tree_flatten(p)[0][i] for p in parts]
-        joined.append(pieces[0] if d is None else ad.concat(pieces, axis=d))
-    return tree_unflatten(joined, out_spec)

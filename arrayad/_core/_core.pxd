@@ -1,11 +1,16 @@
 # Declarations of arrayad's hot types, so other Cython modules can use them at C speed.
 
-cdef class Frame:
-    cdef public int level
-    cdef public int kind
-    cdef public bint alive
-    cdef public object data
-    cdef public bint keep_saved
+cdef class ThreadState:
+    cdef public list stack
+    cdef public bint grad_enabled
+    cdef public object default_backend
+    cdef public dict rngs
+    cdef public object seed
+    cdef public list dual_levels
+    cdef dict results
+    cdef Py_ssize_t results_sweep_at
+    cdef object consumable
+    cdef Py_ssize_t consumed
 
 
 cdef class Primitive:
@@ -23,6 +28,29 @@ cdef class Primitive:
     cdef public object reuses
     cdef public bint elementwise
     cdef object __weakref__
+
+
+cdef class Interpreter:
+    cdef readonly int level
+    cdef readonly bint alive
+    cdef void _enter(self, ThreadState st) except *
+    cdef void _exit(self, ThreadState st) except *
+    cpdef object process(self, Primitive prim, tuple args, dict params)
+    cpdef object lift(self, object value)
+
+
+cdef class GradInterpreter(Interpreter):
+    cdef readonly bint keep_saved
+    cdef bint prev_grad
+
+
+cdef class JvpInterpreter(Interpreter):
+    cdef readonly bint dual_level
+
+
+cdef class BatchInterpreter(Interpreter):
+    cdef readonly Py_ssize_t size
+    cdef readonly str randomness
 
 
 cdef class Meta:
@@ -60,20 +88,18 @@ cdef class Tensor(Array):
 
 
 cdef class Tracer(Array):
-    cdef public Frame _frame
+    cdef readonly Interpreter _interp
+    cdef public object value
 
 
 cdef class GradTracer(Tracer):
-    cdef public object value
     cdef public Node _node
     cdef public int _idx
 
 
 cdef class DualTracer(Tracer):
-    cdef public object primal
     cdef public object tangent
 
 
 cdef class BatchTracer(Tracer):
-    cdef public object value
     cdef public int bdim

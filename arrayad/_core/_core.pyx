@@ -1,27 +1,66 @@
 # cython: language_level=3
-"""arrayad's hot core: the containers and the dispatch loop, no math.
+"""arrayad's hot core: the types every operation passes through, and no derivative rule.
 
 What lives here:
-  * the grad mode;
-  * the level stack (``Frame``) that transforms push and pop;
+  * the per-thread state (``ThreadState``): grad mode, the interpreter stack, the default backend,
+    the random generators and the shared-result registry of one thread;
   * ``Primitive``, a named bundle of rules (the rules themselves are Python, in ``arrayad._ops``);
-  * ``bind``, which finds the innermost transform among the arguments and hands the call to it;
-  * the eager ``Tensor`` and the tape ``Node`` with the backward engine;
-  * the three tracers: ``GradTracer`` (reverse mode), ``DualTracer`` (forward mode) and
-    ``BatchTracer`` (vmap), and the interpreter for each.
+  * the interpreters, one class per transform (``GradInterpreter``, ``JvpInterpreter``,
+    ``BatchInterpreter``) and ``bind``, which hands a call to the innermost one among its arguments;
+  * the tracers of those transforms and the eager ``Tensor``, with the tape ``Node`` and the
+    backward engine;
+  * the rule shapes that most elementwise rules share (``UnaryVJP``...), in C because they run once
+    per node of every pass.
 
-NOTE [levels]
--------------
-Every transform call (grad, vjp, jvp, vmap, ...) pushes a ``Frame`` whose ``level`` is its depth in
-the stack, and wraps its inputs in tracers that point at that frame. A tracer's ``value`` (or
-``primal``/``tangent``) holds a value of a *lower* level: a tracer of an outer transform, an eager
-``Tensor`` or a raw backend array. ``bind`` picks the argument with the highest level; everything
-else is a constant to that level, which is what prevents perturbation confusion
-(``grad(lambda x: grad(lambda y: x * y)(x))``). The interpreter unwraps its own tracers, calls
-``bind`` again on the lower values (so outer levels see the operation too) and wraps the result.
-When a transform returns it marks its frame dead; a tracer of a dead frame that reaches ``bind``
-escaped its transform and raises instead of computing garbage. Frames are compared by identity, so
-a later transform that reuses the same depth is never confused with the dead one.
+NOTE [interpreters]
+-------------------
+Each transform is an ``Interpreter`` subclass; one instance is one call of the transform (one
+level). Its protocol, in the manner of Autodidax's ``Trace``:
+
+* ``with interp:`` puts it on the calling thread's stack (its ``level`` is its depth there) and,
+  on exit, takes it off and marks it dead;
+* ``interp.process(prim, args, params)`` applies a primitive to arguments of which at least one is
+  a tracer of ``interp``: it unwraps its own tracers one level down (``tracer.value``), calls
+  ``bind`` on the lower values (so outer transforms see the operation too), and wraps the result;
+* ``interp.lift(value)`` makes a value of a lower level a constant tracer of this one, which is
+  what in-place updates of arrays created inside a transform need.
+
+Every tracer has ``_interp`` (its interpreter) and ``value`` (the value one level down: an outer
+tracer, an eager ``Tensor`` or a raw backend array); ``raw_value`` goes all the way down. ``bind``
+picks the argument whose interpreter has the highest level; everything else is a constant to it,
+which is what prevents perturbation confusion (``grad(lambda x: grad(lambda y: x * y)(x))``). A
+tracer whose interpreter is dead escaped its transform and raises instead of computing garbage.
+Interpreters are compared by identity, so a later transform at the same depth is never confused
+with a dead one. The eager tape is the interpreter below all of them (``_process_eager``): it runs
+when the arguments hold ``Tensor``s and no tracer.
+
+A new transform (a staging tracer for ``jit``, say) is one more pair of classes: a ``Tracer``
+subclass with ``value`` and the properties ``shape``/``dtype``, and an ``Interpreter`` subclass
+overriding ``process`` (and ``lift`` if constants must become tracers); its Python entry point
+opens it with ``with`` and unwraps the outputs. ``bind`` and the other interpreters need no
+change: ``process`` is a virtual (cpdef) method, so the new class may even be written in Python.
+
+NOTE [thread state]
+-------------------
+Everything that changes what an operation computes and that a caller can set lives in one
+``ThreadState`` per thread: grad mode, the interpreter stack, the default backend of new arrays, the
+random generators, the shared-result registry and the consumable cotangent. Threads are the unit
+because the state follows the call stack: a transform is open exactly while its function runs on
+one thread, as torch keeps grad mode per thread and JAX its trace state. (A ``contextvars`` variable
+would also separate asyncio tasks, but a transform cannot usefully span an ``await``, and each
+access would cost a context lookup on the hot path.) The state object is owned by the thread's
+dictionary (``PyThreadState_GetDict``) and dies with the thread; a C thread-local pointer, checked
+against the thread state's unique id, makes reading it cost a few nanoseconds. On free-threaded
+CPython the same holds (the pointer is per OS thread); see docs/threads.md for what does not.
+
+NOTE [host interface]
+---------------------
+The core imports nothing from the Python package (the package imports the core). What it needs
+from above (the backend resolver, the glue of the array methods: indexing, in-place updates,
+conversions, printing; a few namespace functions the generic rules use) is handed to it once, by
+``install_host`` with keyword arguments: the ``Host`` class below lists every name, and a missing
+or unknown one is an error at import time rather than at the first call. The operator dunders bind
+the primitives handed to ``install_operators``.
 
 NOTE [eager tape]
 -----------------
@@ -33,53 +72,149 @@ recorded); with it they run on the Tensors with grad mode on, and the forward va
 from the inputs so that rules using the output (tanh, exp, sqrt...) are differentiable again.
 """
 
+import threading
 import weakref
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_REFCNT
 from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
+from cpython.pystate cimport PyThreadState, PyThreadState_Get, PyThreadState_GetDict
 
-# ---------------------------------------------------------------------------------------------
-# Hooks installed by the Python layer (arrayad/_ops/_hooks): the core imports no array library.
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #define ARRAYAD_THREAD_LOCAL __declspec(thread)
+    #else
+    #define ARRAYAD_THREAD_LOCAL __thread
+    #endif
+    /* This OS thread's ThreadState (borrowed: the thread's dict owns it) and the unique id of the
+       Python thread state it belongs to (a C thread may get several Python thread states over
+       its life; ids are never reused, addresses may be). */
+    static ARRAYAD_THREAD_LOCAL PyObject *arrayad_tls_state = NULL;
+    static ARRAYAD_THREAD_LOCAL unsigned long long arrayad_tls_id = 0;
+    """
+    PyObject *arrayad_tls_state
+    unsigned long long arrayad_tls_id
+    unsigned long long PyThreadState_GetID(PyThreadState *tstate)
 
-cdef object _ns = None            # the arrayad namespace, for the array methods
-cdef dict _backend_of_type = {}   # type of a raw array -> backend adapter (has .xp, .name)
-cdef object _backend_resolver = None   # called for a type seen for the first time
-cdef dict _scalar_fix = {}        # e.g. numpy.float64 -> numpy.asarray (0-d results stay arrays)
-cdef object _batch_fallback = None
-cdef object _dtype_from_backend = None
-cdef object _add = None
-cdef object _zeros_like = None
+
 cdef inline bint _is_scalar(object v):
     """isinstance(v, (int, float, complex, bool)) as three C flag checks: the tuple form goes
     through the generic isinstance protocol, a microsecond on the hot paths that call it."""
     return isinstance(v, float) or isinstance(v, int) or isinstance(v, complex)
 
 
-def install_hooks(ns, backend_resolver, dtype_from_backend, batch_fallback, add, zeros_like):
-    global _ns, _backend_resolver, _dtype_from_backend, _batch_fallback, _add, _zeros_like
-    _ns = ns
-    _backend_resolver = backend_resolver
-    _dtype_from_backend = dtype_from_backend
-    _batch_fallback = batch_fallback
-    _add = add
-    _zeros_like = zeros_like
+# ---------------------------------------------------------------------------------------------
+# The host interface (NOTE [host interface])
+
+cdef class Host:
+    """What the core calls in the Python layer. Every field is required."""
+    cdef readonly object resolve_backend      # raw array or None -> backend adapter (None: default)
+    cdef readonly object dtype_from_backend   # backend dtype or Python type -> arrayad DType
+    cdef readonly object batch_fallback       # (prim, vals, dims, params, interp) -> (out, out_dim)
+    cdef readonly object zeros_like           # zero cotangents of unused multi-output slots
+    # the glue of the array methods (arrayad._api)
+    cdef readonly object namespace            # api_version -> the namespace (__array_namespace__)
+    cdef readonly object getitem, setitem     # x[key]; a copy of x with x[key] = value
+    cdef readonly object inplace              # rebind x to the result of an in-place operator
+    cdef readonly object inplace_level_error  # the error when that would change x's transform
+    cdef readonly object concrete             # the backend value for a Python conversion, or raise
+    cdef readonly object to_scalar            # float(x), int(x), x.item()...
+    cdef readonly object to_numpy             # __array__
+    cdef readonly object array_ufunc, array_function   # NumPy's protocols
+    cdef readonly object repr
+    cdef readonly object device_of, to_device
+    cdef readonly object check_requires_grad, check_not_transformed
+    cdef readonly object backward             # Tensor.backward
+    cdef readonly object stop_gradient        # Tracer.detach
+    # namespace functions the core's generic code calls
+    cdef readonly object broadcast_to, permute_dims, matrix_transpose, conj, real, astype, sum
+    cdef readonly object reshape
+    cdef readonly dict methods                # every other array method, by name
+
+    def __init__(self, **hooks):
+        fields = [n for n in dir(Host) if not n.startswith("_")]
+        missing = sorted(set(fields) - set(hooks))
+        unknown = sorted(set(hooks) - set(fields))
+        if missing or unknown:
+            raise TypeError(f"arrayad internal error: install_host: missing {missing}, "
+                            f"unknown {unknown}")
+        self.resolve_backend = hooks["resolve_backend"]
+        self.dtype_from_backend = hooks["dtype_from_backend"]
+        self.batch_fallback = hooks["batch_fallback"]
+        self.zeros_like = hooks["zeros_like"]
+        self.namespace = hooks["namespace"]
+        self.getitem = hooks["getitem"]
+        self.setitem = hooks["setitem"]
+        self.inplace = hooks["inplace"]
+        self.inplace_level_error = hooks["inplace_level_error"]
+        self.concrete = hooks["concrete"]
+        self.to_scalar = hooks["to_scalar"]
+        self.to_numpy = hooks["to_numpy"]
+        self.array_ufunc = hooks["array_ufunc"]
+        self.array_function = hooks["array_function"]
+        self.repr = hooks["repr"]
+        self.device_of = hooks["device_of"]
+        self.to_device = hooks["to_device"]
+        self.check_requires_grad = hooks["check_requires_grad"]
+        self.check_not_transformed = hooks["check_not_transformed"]
+        self.backward = hooks["backward"]
+        self.stop_gradient = hooks["stop_gradient"]
+        self.broadcast_to = hooks["broadcast_to"]
+        self.permute_dims = hooks["permute_dims"]
+        self.matrix_transpose = hooks["matrix_transpose"]
+        self.conj = hooks["conj"]
+        self.real = hooks["real"]
+        self.astype = hooks["astype"]
+        self.sum = hooks["sum"]
+        self.reshape = hooks["reshape"]
+        self.methods = dict(hooks["methods"])
+
+
+cdef Host _host = None
+
+
+def install_host(**hooks):
+    """Hand the core what it calls in the Python layer (see ``Host``); once, at import."""
+    global _host
+    _host = Host(**hooks)
+
+
+def host():
+    return _host
 
 
 cdef dict _op = {}   # operator name -> the Primitive of the function of the same name
-cdef Primitive _mul_p = None, _add_p = None, _div_p = None   # (the rule shapes use them)
+cdef Primitive _mul_p = None, _add_p = None, _div_p = None, _neg_p = None
+
+
+_OPERATORS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow",
+              "matmul", "negative", "positive", "abs", "bitwise_and", "bitwise_or",
+              "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "bitwise_invert",
+              "equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 
 
 def install_operators(dict prims):
-    """The primitives behind the arithmetic and comparison operators. The dunders bind them
-    directly (one Python call less per operator); the namespace functions of the same names are
-    plain binds of the same primitives, so both spellings behave identically."""
-    global _mul_p, _add_p, _div_p
+    """The primitives behind Python's operators (all of ``_OPERATORS``). The dunders bind them
+    directly; the namespace functions of the same names are plain binds of the same primitives,
+    so both spellings behave identically."""
+    global _mul_p, _add_p, _div_p, _neg_p
+    missing = [n for n in _OPERATORS if n not in prims and n not in _op]
+    if missing:
+        raise TypeError(f"arrayad internal error: install_operators: missing {missing}")
     _op.update(prims)
-    _mul_p = _op.get("multiply")
-    _add_p = _op.get("add")
-    _div_p = _op.get("divide")
+    _mul_p = _op["multiply"]
+    _add_p = _op["add"]
+    _div_p = _op["divide"]
+    _neg_p = _op["negative"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends of raw arrays
+
+cdef dict _backend_of_type = {}   # type of a raw array -> backend adapter (has .xp, .name)
+cdef dict _scalar_fix = {}        # e.g. numpy.float64 -> numpy.asarray (0-d results stay arrays)
 
 
 def register_backend_type(t, backend, scalar_fix=None):
@@ -93,7 +228,7 @@ cpdef object backend_of(object raw):
     cdef type t = type(raw)
     b = _backend_of_type.get(t)
     if b is None:
-        b = _backend_resolver(raw)
+        b = _host.resolve_backend(raw)
         _backend_of_type[t] = b
     return b
 
@@ -125,81 +260,102 @@ cpdef object fix_scalar(object out):
     return out
 
 
+cpdef object raw_value(object x):
+    """The raw backend array under ``x``: a Tensor's value, a tracer's value all the way down
+    (for a batch tracer, with its batch dimension). Anything else is returned as it is."""
+    while isinstance(x, Array):
+        if isinstance(x, Tensor):
+            return (<Tensor>x)._value
+        x = (<Tracer>x).value
+    return x
+
+
 # ---------------------------------------------------------------------------------------------
-# Grad mode
+# Per-thread state (NOTE [thread state])
 
-cdef bint _grad_enabled = True
+cdef class ThreadState:
+    """The state of one thread; ``thread_state()`` returns the calling thread's."""
 
+    def __init__(self):
+        self.stack = []
+        self.grad_enabled = True
+        self.default_backend = None   # None: the process default (ARRAYAD_BACKEND or NumPy)
+        self.rngs = {}                # backend name -> generator, made on first use
+        self.seed = None              # what new generators are seeded with (None: not chosen)
+        self.dual_levels = []         # forward_ad's levels entered and not exited
+        self.results = {}
+        self.results_sweep_at = 64
+        self.consumable = None
+        self.consumed = 0
+
+
+cdef object _STATE_KEY = "arrayad.ThreadState"
+
+
+cdef ThreadState _new_thread_state():
+    global arrayad_tls_state, arrayad_tls_id
+    cdef dict d = <dict>PyThreadState_GetDict()
+    st = d.get(_STATE_KEY)
+    if st is None:
+        st = ThreadState()
+        d[_STATE_KEY] = st   # the thread's dict owns it: it dies with the thread
+    arrayad_tls_state = <PyObject*>st
+    arrayad_tls_id = PyThreadState_GetID(PyThreadState_Get())
+    return <ThreadState>st
+
+
+cdef inline ThreadState _state():
+    if arrayad_tls_state is not NULL and arrayad_tls_id == PyThreadState_GetID(PyThreadState_Get()):
+        return <ThreadState>arrayad_tls_state
+    return _new_thread_state()
+
+
+def thread_state():
+    """The calling thread's ``ThreadState``."""
+    return _state()
+
+
+# -- grad mode
 
 def is_grad_enabled():
-    return _grad_enabled
+    """Whether operations on tensors that require grad are recorded (in this thread)."""
+    return _state().grad_enabled
 
 
 def set_grad_enabled_flag(bint mode):
-    """Set the grad mode, return the previous one (the context managers live in arrayad.autograd)."""
-    global _grad_enabled
-    cdef bint prev = _grad_enabled
-    _grad_enabled = mode
+    """Set this thread's grad mode, return the previous one (the context managers live in
+    arrayad.autograd)."""
+    cdef ThreadState st = _state()
+    cdef bint prev = st.grad_enabled
+    st.grad_enabled = mode
     return prev
 
 
-# ---------------------------------------------------------------------------------------------
-# The level stack
-
-GRAD = 1
-JVP = 2
-BATCH = 3
-cdef int K_GRAD = 1, K_JVP = 2
-_KIND_NAMES = {1: "grad", 2: "jvp", 3: "vmap"}
-
-cdef list _stack = []
-
-
-cdef class Frame:
-    """One active transform. ``data`` holds what its interpreter needs (vmap: batch size...)."""
-
-    def __init__(self, int level, int kind, data=None):
-        self.level = level
-        self.kind = kind
-        self.alive = True
-        self.data = data
-        self.keep_saved = False   # linearize replays JVP rules: its nodes keep every input
-
-    def __repr__(self):
-        state = "alive" if self.alive else "dead"
-        return f"<Frame {_KIND_NAMES.get(self.kind, self.kind)} level={self.level} {state}>"
-
-
-def push_frame(int kind, data=None):
-    f = Frame(len(_stack) + 1, kind, data)
-    _stack.append(f)
-    return f
-
-
-def pop_frame(Frame frame):
-    """Close ``frame``. Also closes (and kills) anything left above it by an exception."""
-    frame.alive = False
-    while _stack:
-        top = _stack.pop()
-        (<Frame>top).alive = False
-        if top is frame:
-            return
-    raise RuntimeError("arrayad internal error: popped a frame that was not on the level stack")
-
+# -- the interpreter stack
 
 def stack_depth():
-    return len(_stack)
+    return len(_state().stack)
 
 
-def frames():
-    return tuple(_stack)
+def interpreters():
+    """The calling thread's open transforms, outermost first."""
+    return tuple(_state().stack)
 
 
-def escaped_error(Frame f):
+def in_transform():
+    """Whether a transform of ``arrayad.func`` is open in this thread (forward_ad's dual levels
+    do not count: the eager tape works inside them, as in torch)."""
+    for f in _state().stack:
+        if not (isinstance(f, JvpInterpreter) and (<JvpInterpreter>f).dual_level):
+            return True
+    return False
+
+
+def escaped_error(Interpreter interp):
     return RuntimeError(
-        f"arrayad: a tracer of a {_KIND_NAMES.get(f.kind, '?')} transform (level {f.level}) was "
-        f"used after that transform returned. It escaped (kept in a global, a closure or a side "
-        f"channel); return it from the transformed function instead."
+        f"arrayad: a tracer of a {interp.name} transform (level {interp.level}) was used after "
+        f"that transform returned. It escaped (kept in a global, a closure or a side channel); "
+        f"return it from the transformed function instead."
     )
 
 
@@ -211,7 +367,10 @@ cdef class Primitive:
 
     impl(xp, *raw, **params) computes on raw backend arrays (or, when ``xp_name`` is set, the
     backend's function of that name is called directly, ``xp.<xp_name>(*raw, **params)``).
-    vjp(g, ans, *args, **params) -> tuple of cotangents, one per positional arg (None = zero).
+    vjp: a tuple with one rule per positional argument, ``rule(g, ans, *args, **params)`` giving
+    that argument's cotangent (called only for arguments that need one; None in the tuple: the
+    argument gets no cotangent), or, for variadic primitives, one function returning a tuple of
+    cotangents (None = zero).
     jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
     batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args.
 
@@ -270,7 +429,7 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     cdef object fn
     if b is None:
         # Only Python scalars: the default backend's namespace function decides.
-        b = _backend_resolver(None)
+        b = _host.resolve_backend(None)
         if prim.xp_name is not None:
             return fix_scalar(getattr(b.xp, prim.xp_name)(*args, **params))
     if prim.xp_name is not None:
@@ -299,13 +458,14 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
 
 
 def bind(Primitive prim, *args, **params):
-    """Apply ``prim``: to the innermost transform among the args, else eagerly. See NOTE [levels]."""
+    """Apply ``prim``: by the innermost transform among the args, else eagerly (NOTE
+    [interpreters])."""
     return _bind(prim, args, params)
 
 
 cdef object _bind(Primitive prim, tuple args, dict params):
-    cdef Frame top = None
-    cdef Frame f
+    cdef Interpreter top = None
+    cdef Interpreter f
     cdef bint has_tensor = False
     for a in args:
         if not isinstance(a, Array):
@@ -313,17 +473,13 @@ cdef object _bind(Primitive prim, tuple args, dict params):
         if isinstance(a, Tensor):
             has_tensor = True
             continue
-        f = (<Tracer>a)._frame
+        f = (<Tracer>a)._interp
         if top is None or f.level > top.level or (f.level == top.level and f is not top):
             if not f.alive:
                 raise escaped_error(f)
             top = f
     if top is not None:
-        if top.kind == K_GRAD:
-            return _process_grad(top, prim, args, params)
-        if top.kind == K_JVP:
-            return _process_jvp(top, prim, args, params)
-        return _process_batch(top, prim, args, params)
+        return top.process(prim, args, params)
     if has_tensor:
         return _process_eager(prim, args, params)
     return _call_impl(prim, args, params)
@@ -341,7 +497,7 @@ cdef object _bind(Primitive prim, tuple args, dict params):
 # no rule reads by None. This is what bounds the peak memory of ``grad`` by the values the
 # backward pass really needs. Eager nodes keep everything: ``backward(create_graph=True)``
 # recomputes their outputs from all the inputs; so do nodes of ``linearize``, which replays the
-# JVP rules (``Frame.keep_saved``).
+# JVP rules (``GradInterpreter.keep_saved``).
 
 cdef class Meta:
     """The shape and arrayad dtype of a value a node did not keep."""
@@ -389,29 +545,29 @@ cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
 # (``Node.partner_result``) until its own VJP has run, and the rule asks ``forward_result``,
 # which finds it. Nothing is kept alive that no node needs; a result that is gone is recomputed.
 # Only rules ask, and rules never write into their operands, so handing out the same object
-# twice is safe.
+# twice is safe. The registry (``ThreadState.results``: (primitive, id(input)) -> weak references
+# to (input, result, node)) is the recording thread's; a node released by another thread leaves
+# its entries to that thread's next sweep.
 
-cdef dict _results = {}   # (primitive, id(input)) -> weakrefs to (input, result, node)
-cdef Py_ssize_t _results_sweep_at = 64
 
-
-cdef tuple _live_entry(object prim, object x):
+cdef tuple _live_entry(dict results, object prim, object x):
     """The registry entry of ``prim`` applied to this very ``x``, or None (an entry whose input
     died may sit under the same id as a new object)."""
-    entry = _results.get((prim, id(x)))
+    entry = results.get((prim, id(x)))
     if entry is not None and (<tuple>entry)[0]() is x:
         return <tuple>entry
     return None
 
 
 cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
-    global _results_sweep_at
+    cdef ThreadState st = _state()
+    cdef dict results = st.results
     try:
         entry = (PyWeakref_NewRef(x, None), PyWeakref_NewRef(out, None),
                  PyWeakref_NewRef(node, None))
     except TypeError:   # a value that cannot be weakly referenced: nothing to share
         return
-    partner = _live_entry(prim.reuses, x)
+    partner = _live_entry(results, prim.reuses, x)
     if partner is not None:
         partner_out = partner[1]()
         partner_node = partner[2]()
@@ -419,12 +575,12 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
             node.partner_result = partner_out
             if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
                 (<Node>partner_node).partner_result = out
-    if len(_results) >= _results_sweep_at:   # drop the entries whose values have died
-        for k in [k for k, e in _results.items() if e[0]() is None or e[1]() is None]:
-            del _results[k]
+    if len(results) >= st.results_sweep_at:   # drop the entries whose values have died
+        for k in [k for k, e in results.items() if e[0]() is None or e[1]() is None]:
+            del results[k]
         # (a big graph may hold many live entries: sweep again only when it has doubled)
-        _results_sweep_at = max(64, 2 * len(_results))
-    _results[(prim, id(x))] = entry
+        st.results_sweep_at = max(64, 2 * len(results))
+    results[(prim, id(x))] = entry
 
 
 cdef void _forget_result(Node node) except *:
@@ -437,26 +593,27 @@ cdef void _forget_result(Node node) except *:
     if isinstance(x, Tensor):
         x = (<Tensor>x)._value
     cdef Primitive prim = <Primitive>node.prim
-    partner = _live_entry(prim.reuses, x)
+    cdef dict results = _state().results
+    partner = _live_entry(results, prim.reuses, x)
     partner_node = None
     if partner is not None:
         partner_node = partner[2]()
-        del _results[(prim.reuses, id(x))]
-    own = _live_entry(prim, x)
+        del results[(prim.reuses, id(x))]
+    own = _live_entry(results, prim, x)
     if (own is not None and own[2]() is node
             and (partner_node is None or (<Node>partner_node).released)):
-        del _results[(prim, id(x))]
+        del results[(prim, id(x))]
 
 
 def shared_result_count():
-    """How many entries the registry holds (tests check that it stays bounded)."""
-    return len(_results)
+    """How many entries this thread's registry holds (tests check that it stays bounded)."""
+    return len(_state().results)
 
 
 cpdef object forward_result(Primitive prim, object x):
     """``prim(x)``: the result the forward pass computed, when a node still keeps it, else
     computed now. See NOTE [shared results]."""
-    entry = _live_entry(prim, x)
+    entry = _live_entry(_state().results, prim, x)
     if entry is not None:
         out = entry[1]()
         if out is not None:
@@ -581,7 +738,7 @@ cdef inline object _accum(object a, object b):
         return b
     if b is None:
         return a
-    return _add(a, b)
+    return _bind(_add_p, (a, b), {})
 
 
 cdef type _inplace_type = None   # numpy.ndarray, registered by the NumPy adapter
@@ -605,7 +762,7 @@ cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
     if Py_REFCNT(a) == 2 and _writable_like(a, ct):
         a += ct
         return
-    slot[i] = _add(a, ct)
+    slot[i] = _bind(_add_p, (a, ct), {})
 
 
 def run_backward(list roots, list root_cts, bint retain_graph=False, bint create_graph=False,
@@ -648,12 +805,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
             for i, ref in node.retained:
                 t = ref()
                 if t is not None and slot[i] is not None:
-                    (<Tensor>t)._grad = _accum((<Tensor>t)._grad, _as_grad(slot[i], create_graph))
+                    _accumulate_grad(<Tensor>t, _as_grad(slot[i], create_graph))
         if node.leaf is not None:
             if accumulate and node.leaf is not False and (only is None or node in only):
                 t = node.leaf()
                 if t is not None and slot[0] is not None:
-                    (<Tensor>t)._grad = _accum((<Tensor>t)._grad, _as_grad(slot[0], create_graph))
+                    _accumulate_grad(<Tensor>t, _as_grad(slot[0], create_graph))
             continue
         if node.released:
             raise RuntimeError(
@@ -687,6 +844,16 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
             node.release()   # (cpdef on a typed Node: a C call)
 
 
+# Threads that share a leaf (one model's weights, a loss per thread) may accumulate into its .grad
+# at once: the read-add-write is one critical section, so no update is lost.
+cdef object _grad_lock = threading.Lock()
+
+
+cdef void _accumulate_grad(Tensor t, object g) except *:
+    with _grad_lock:
+        t._grad = _accum(t._grad, g)
+
+
 cdef object _as_grad(object g, bint create_graph):
     """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``."""
     if isinstance(g, Array):
@@ -705,7 +872,7 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     if node.n_outputs > 1:
         for i in range(node.n_outputs):
             if slot[i] is None:
-                slot[i] = _zeros_like(ans[i] if not isinstance(ans[i], Tensor) else (<Tensor>ans[i])._value)
+                slot[i] = _host.zeros_like(ans[i] if not isinstance(ans[i], Tensor) else (<Tensor>ans[i])._value)
         g = tuple(slot)
     else:
         g = slot[0]
@@ -733,7 +900,6 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
     """A VJP rule is one function per argument (called only for arguments that need a
     cotangent) or, for variadic primitives, one function returning a tuple. With
     ``consumable``, the last rule called may write into ``g`` (NOTE [consumed cotangents])."""
-    global _consumable
     vjp = prim.vjp
     if vjp is None:
         raise NotImplementedError(f"arrayad: the VJP of {prim.name} is not defined")
@@ -741,7 +907,9 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
         return vjp(g, ans, *args, **params)
     cdef list out = []
     cdef Py_ssize_t i, last = -1, n = len(vjp)
+    cdef ThreadState st = None
     if consumable:
+        st = _state()
         for i in range(min(len(edges), n)):
             if edges[i] is not None and vjp[i] is not None:
                 last = i
@@ -755,11 +923,12 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
                 if o is g:
                     break
             else:
-                _consumable = g
+                st.consumable = g
         try:
             out.append(f(g, ans, *args, **params) if params else f(g, ans, *args))
         finally:
-            _consumable = None
+            if st is not None:
+                st.consumable = None
     return out
 
 
@@ -768,31 +937,32 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
 # At 1,000,000 elements every fresh array costs its allocation and page faults as much as the
 # arithmetic. A node's incoming cotangent is garbage once its rules have run, so when it is a
 # large NumPy array (128 KiB or more) that nothing but the engine's slot refers to (no user
-# array, saved value, retained .grad or other cotangent), the engine marks it ``_consumable``
+# array, saved value, retained .grad or other cotangent), the engine marks it consumable
 # for the last rule that reads it, and the rule shapes multiply (or divide) into it in place
 # (``_times``) when the product has its shape and dtype. The result is bit for bit what
 # ``g * d`` would be.
 
-cdef object _consumable = None
-cdef Py_ssize_t _consumed = 0
 # Below glibc's threshold for serving allocations by mmap (128 KiB), a fresh array is cheap and
 # NumPy's in-place path costs more than it saves.
 cdef Py_ssize_t _CONSUME_BYTES = 1 << 17
 
 
 def consumed_cotangents():
-    """How many products were written into a consumed cotangent so far (for the tests)."""
-    return _consumed
+    """How many products this thread wrote into a consumed cotangent so far (for the tests)."""
+    return _state().consumed
 
 
 cdef object _times(Primitive op, object g, object d):
     """``g * d`` (``op`` multiply) or ``g / d`` (divide), into ``g`` when the engine marked it
     consumable and the result has ``g``'s shape and dtype."""
-    global _consumable, _consumed
-    if g is _consumable and g is not None:
-        _consumable = None
+    cdef ThreadState st
+    if g is not None and type(g) is _inplace_type:
+        st = _state()
+        if g is not st.consumable:
+            return _bind(op, (g, d), {})
+        st.consumable = None
         if _writable_like(g, d):
-            _consumed += 1
+            st.consumed += 1
             if op is _mul_p:
                 return PyNumber_InPlaceMultiply(g, d)
             return PyNumber_InPlaceTrueDivide(g, d)
@@ -811,7 +981,7 @@ cdef bint _writable_like(object g, object d):
 
 
 # ---------------------------------------------------------------------------------------------
-# Eager interpreter
+# Eager interpreter (the tape below every transform: NOTE [eager tape])
 
 cdef object _process_eager(Primitive prim, tuple args, dict params):
     cdef list raws = []
@@ -824,7 +994,7 @@ cdef object _process_eager(Primitive prim, tuple args, dict params):
         else:
             raws.append(a)
     out = _call_impl(prim, tuple(raws), params)
-    if not (record and _grad_enabled and prim.differentiable):
+    if not (record and prim.differentiable and _state().grad_enabled):
         if prim.multiple_results:
             return tuple([_new_tensor(o, None, 0) for o in out])
         return _new_tensor(out, None, 0)
@@ -833,15 +1003,17 @@ cdef object _process_eager(Primitive prim, tuple args, dict params):
                    for a in args])
     if prim.multiple_results:
         node = _new_node(prim, args, params, out, edges, len(out), True)
-        return tuple([_new_tensor(o, node if _is_float(o) else None, i) for i, o in enumerate(out)])
+        return tuple([_new_tensor(o, node if _is_inexact(o) else None, i)
+                      for i, o in enumerate(out)])
     node = _new_node(prim, args, params, out, edges, 1, True)
     if prim.reuses is not None:
         _share_result(prim, raws[0], out, node)
     return _new_tensor(out, node, 0)
 
 
-cdef inline bint _is_float(object raw):
-    return dtype_of(raw).kind in ("f", "c")
+cdef inline bint _is_inexact(object v):
+    """Whether ``v`` has a floating-point or complex dtype (only those carry derivatives)."""
+    return dtype_of(v).kind in ("f", "c")
 
 
 cdef inline Tensor _new_tensor(object value, Node node, int idx):
@@ -854,108 +1026,215 @@ cdef inline Tensor _new_tensor(object value, Node node, int idx):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reverse-mode interpreter (grad, vjp, jacrev)
+# The interpreters (NOTE [interpreters])
 
-cdef object _process_grad(Frame frame, Primitive prim, tuple args, dict params):
-    cdef list vals = []
-    cdef list edges = []
-    cdef bint record = False
-    for a in args:
-        if isinstance(a, GradTracer) and (<GradTracer>a)._frame is frame:
-            vals.append((<GradTracer>a).value)
-            if (<GradTracer>a)._node is None:   # a constant of this level
-                edges.append(None)
+cdef class Interpreter:
+    """One call of a transform: its level on the calling thread's stack, and how it processes a
+    primitive applied to its tracers. Subclasses override ``process`` (and ``lift``)."""
+
+    name = "transform"
+
+    def __enter__(self):
+        cdef ThreadState st = _state()
+        st.stack.append(self)
+        self.level = len(st.stack)
+        self.alive = True
+        self._enter(st)
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Take this interpreter off the stack and mark it dead, closing first whatever an
+        exception left open above it. Idempotent."""
+        if not self.alive:
+            return
+        cdef ThreadState st = _state()
+        cdef Interpreter top
+        if self not in st.stack:
+            raise RuntimeError(
+                f"arrayad: a {self.name} transform opened in one thread was closed in another "
+                f"(or twice). A transform must run from start to end in one thread.")
+        while st.stack:
+            top = <Interpreter>st.stack.pop()
+            top.alive = False
+            top._exit(st)
+            if top is self:
+                return
+
+    cdef void _enter(self, ThreadState st) except *:
+        pass
+
+    cdef void _exit(self, ThreadState st) except *:
+        pass
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        """Apply ``prim`` to ``args``, some of which are tracers of this interpreter."""
+        raise NotImplementedError(f"{type(self).__name__}.process")
+
+    cpdef object lift(self, object value):
+        """``value`` (of a lower level) as a constant of this level."""
+        return value
+
+    def __repr__(self):
+        state = "alive" if self.alive else "dead"
+        return f"<{type(self).__name__} level={self.level} {state}>"
+
+
+# -- reverse mode (grad, vjp, jacrev, linearize)
+
+cdef class GradInterpreter(Interpreter):
+    """Records a tape of the primitives applied to its tracers (``GradTracer``: a value and the
+    node that made it). Opening it switches grad mode on; ``restore_grad_mode`` gives the caller's
+    back before the backward pass, which then records on the outer levels only if they want it."""
+
+    name = "grad"
+
+    def __init__(self, bint keep_saved=False):
+        # linearize replays the JVP rules, which read every input: its nodes keep everything
+        self.keep_saved = keep_saved
+
+    cdef void _enter(self, ThreadState st) except *:
+        self.prev_grad = st.grad_enabled
+        st.grad_enabled = True
+
+    cdef void _exit(self, ThreadState st) except *:
+        st.grad_enabled = self.prev_grad
+
+    def restore_grad_mode(self):
+        _state().grad_enabled = self.prev_grad
+
+    def new_input(self, value):
+        """A differentiated input: a tracer of ``value`` with a fresh leaf node."""
+        return _new_grad_tracer(self, value, leaf_node(None), 0)
+
+    def output(self, x):
+        """(value one level down, edge or None) of a result of the traced function."""
+        if isinstance(x, GradTracer) and (<GradTracer>x)._interp is self:
+            # node None: a constant of this level (zeros_like & co. keep the level): no edge
+            if (<GradTracer>x)._node is None:
+                return (<GradTracer>x).value, None
+            return (<GradTracer>x).value, ((<GradTracer>x)._node, (<GradTracer>x)._idx)
+        return x, None
+
+    cpdef object lift(self, object value):
+        return _new_grad_tracer(self, value, None, 0)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef list vals = []
+        cdef list edges = []
+        cdef bint record = False
+        for a in args:
+            if isinstance(a, GradTracer) and (<GradTracer>a)._interp is self:
+                vals.append((<GradTracer>a).value)
+                if (<GradTracer>a)._node is None:   # a constant of this level
+                    edges.append(None)
+                else:
+                    edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
+                    record = True
             else:
-                edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
-                record = True
+                vals.append(a)
+                edges.append(None)
+        cdef tuple tvals = tuple(vals)
+        out = _bind(prim, tvals, params)
+        if not (record and prim.differentiable and _state().grad_enabled):
+            if prim.keeps_level:
+                return _new_grad_tracer(self, out, None, 0)
+            return out
+        if prim.multiple_results:
+            node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
+            return tuple([_new_grad_tracer(self, o, node, i) if _is_inexact(o) else o
+                          for i, o in enumerate(out)])
+        if prim.vjp_reads is not None and not self.keep_saved:   # NOTE [saved values]
+            saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
+            node = _new_node(prim, saved, params, ans, tuple(edges), 1, False)
         else:
-            vals.append(a)
-            edges.append(None)
-    cdef tuple tvals = tuple(vals)
-    out = _bind(prim, tvals, params)
-    if not (record and _grad_enabled and prim.differentiable):
-        if prim.keeps_level:
-            return _new_grad_tracer(frame, out, None, 0)
-        return out
-    if prim.multiple_results:
-        node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
-        return tuple([_new_grad_tracer(frame, o, node, i) if _is_float_value(o) else o
-                      for i, o in enumerate(out)])
-    if prim.vjp_reads is not None and not frame.keep_saved:   # NOTE [saved values]
-        saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
-        node = _new_node(prim, saved, params, ans, tuple(edges), 1, False)
-    else:
-        node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
-    if prim.reuses is not None:
-        _share_result(prim, tvals[0], out, node)
-    return _new_grad_tracer(frame, out, node, 0)
+            node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
+        if prim.reuses is not None:
+            _share_result(prim, tvals[0], out, node)
+        return _new_grad_tracer(self, out, node, 0)
 
 
-cdef inline bint _is_float_value(object v):
-    return dtype_of(v).kind in ("f", "c")
-
-
-cdef inline GradTracer _new_grad_tracer(Frame frame, object value, Node node, int idx):
+cdef inline GradTracer _new_grad_tracer(Interpreter interp, object value, Node node, int idx):
     cdef GradTracer t = GradTracer.__new__(GradTracer)
-    t._frame = frame
+    t._interp = interp
     t.value = value
     t._node = node
     t._idx = idx
     return t
 
 
-def new_grad_tracer(Frame frame, value, Node node, int idx=0):
-    return _new_grad_tracer(frame, value, node, idx)
+def new_grad_tracer(GradInterpreter interp, value, Node node, int idx=0):
+    return _new_grad_tracer(interp, value, node, idx)
 
 
-# ---------------------------------------------------------------------------------------------
-# Forward-mode interpreter (jvp, jacfwd, forward_ad)
+# -- forward mode (jvp, jacfwd, forward_ad)
 
-cdef object _process_jvp(Frame frame, Primitive prim, tuple args, dict params):
-    cdef list primals = []
-    cdef list tangents = []
-    cdef bint any_tangent = False
-    for a in args:
-        if isinstance(a, DualTracer) and (<DualTracer>a)._frame is frame:
-            primals.append((<DualTracer>a).primal)
-            tangents.append((<DualTracer>a).tangent)
-            any_tangent = True
-        else:
-            primals.append(a)
-            tangents.append(None)
-    cdef tuple tprimals = tuple(primals)
-    out = _bind(prim, tprimals, params)
-    if not (any_tangent and prim.differentiable):
-        if prim.keeps_level:
-            return _new_dual(frame, out, None)
-        return out
-    for t in tangents:
-        if t is not None:
-            break
-    else:   # only constants of this level (tangent None)
-        return out
-    tout = prim.jvp(tangents, out, *tprimals, **params)
-    if prim.multiple_results:
-        return tuple([o if t is None else _new_dual(frame, o, t) for o, t in zip(out, tout)])
-    if tout is None:
-        return out
-    return _new_dual(frame, out, tout)
+cdef class JvpInterpreter(Interpreter):
+    """Pushes tangents forward with the JVP rules (``DualTracer``: a value and its tangent).
+    ``dual_level``: one of ``autograd.forward_ad``'s levels, in which the eager tape keeps
+    working, rather than a ``func.jvp`` call."""
+
+    name = "jvp"
+
+    def __init__(self, bint dual_level=False):
+        self.dual_level = dual_level
+
+    def output(self, x):
+        """(value one level down, tangent or None) of a result of the traced function."""
+        if isinstance(x, DualTracer) and (<DualTracer>x)._interp is self:
+            return (<DualTracer>x).value, (<DualTracer>x).tangent
+        return x, None
+
+    cpdef object lift(self, object value):
+        return _new_dual(self, value, None)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef list primals = []
+        cdef list tangents = []
+        cdef bint any_tangent = False
+        for a in args:
+            if isinstance(a, DualTracer) and (<DualTracer>a)._interp is self:
+                primals.append((<DualTracer>a).value)
+                tangents.append((<DualTracer>a).tangent)
+                any_tangent = True
+            else:
+                primals.append(a)
+                tangents.append(None)
+        cdef tuple tprimals = tuple(primals)
+        out = _bind(prim, tprimals, params)
+        if not (any_tangent and prim.differentiable):
+            if prim.keeps_level:
+                return _new_dual(self, out, None)
+            return out
+        for t in tangents:
+            if t is not None:
+                break
+        else:   # only constants of this level (tangent None)
+            return out
+        tout = prim.jvp(tangents, out, *tprimals, **params)
+        if prim.multiple_results:
+            return tuple([o if t is None else _new_dual(self, o, t) for o, t in zip(out, tout)])
+        if tout is None:
+            return out
+        return _new_dual(self, out, tout)
 
 
-cdef inline DualTracer _new_dual(Frame frame, object primal, object tangent):
+cdef inline DualTracer _new_dual(Interpreter interp, object primal, object tangent):
     cdef DualTracer t = DualTracer.__new__(DualTracer)
-    t._frame = frame
-    t.primal = primal
+    t._interp = interp
+    t.value = primal
     t.tangent = tangent
     return t
 
 
-def new_dual(Frame frame, primal, tangent):
-    return _new_dual(frame, primal, tangent)
+def new_dual(JvpInterpreter interp, primal, tangent):
+    return _new_dual(interp, primal, tangent)
 
 
-# ---------------------------------------------------------------------------------------------
-# Batching interpreter (vmap)
+# -- batching (vmap)
 
 cdef bint _lined_up(list vals, list dims, int* out_dim):
     """Whether an elementwise primitive can run on the batched values as they are: the batched
@@ -983,43 +1262,56 @@ cdef bint _lined_up(list vals, list dims, int* out_dim):
     return True
 
 
-cdef object _process_batch(Frame frame, Primitive prim, tuple args, dict params):
-    cdef int out_dim_c = 0
-    cdef list vals = []
-    cdef list dims = []
-    for a in args:
-        if isinstance(a, BatchTracer) and (<BatchTracer>a)._frame is frame:
-            vals.append((<BatchTracer>a).value)
-            dims.append((<BatchTracer>a).bdim)
+cdef class BatchInterpreter(Interpreter):
+    """Runs primitives on whole batches (``BatchTracer``: a value with a batch dimension at
+    ``bdim``) with their batching rules. ``size`` is the batch size, ``randomness`` vmap's."""
+
+    name = "vmap"
+
+    def __init__(self, Py_ssize_t size, str randomness="error"):
+        self.size = size
+        self.randomness = randomness
+
+    def new_input(self, value, int bdim):
+        return _new_batch(self, value, bdim)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef int out_dim_c = 0
+        cdef list vals = []
+        cdef list dims = []
+        for a in args:
+            if isinstance(a, BatchTracer) and (<BatchTracer>a)._interp is self:
+                vals.append((<BatchTracer>a).value)
+                dims.append((<BatchTracer>a).bdim)
+            else:
+                vals.append(a)
+                dims.append(None)
+        rule = prim.batch
+        if prim.elementwise and _lined_up(vals, dims, &out_dim_c):
+            out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
+        elif rule is None:
+            out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
         else:
-            vals.append(a)
-            dims.append(None)
-    rule = prim.batch
-    if prim.elementwise and _lined_up(vals, dims, &out_dim_c):
-        out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
-    elif rule is None:
-        out, out_dim = _batch_fallback(prim, vals, dims, params, frame)
-    else:
-        out, out_dim = rule(vals, dims, **params)
-    if prim.multiple_results:
-        if not isinstance(out_dim, (tuple, list)):
-            out_dim = (out_dim,) * len(out)
-        return tuple([o if d is None else _new_batch(frame, o, d) for o, d in zip(out, out_dim)])
-    if out_dim is None:
-        return out
-    return _new_batch(frame, out, out_dim)
+            out, out_dim = rule(vals, dims, **params)
+        if prim.multiple_results:
+            if not isinstance(out_dim, (tuple, list)):
+                out_dim = (out_dim,) * len(out)
+            return tuple([o if d is None else _new_batch(self, o, d) for o, d in zip(out, out_dim)])
+        if out_dim is None:
+            return out
+        return _new_batch(self, out, out_dim)
 
 
-cdef inline BatchTracer _new_batch(Frame frame, object value, int bdim):
+cdef inline BatchTracer _new_batch(Interpreter interp, object value, int bdim):
     cdef BatchTracer t = BatchTracer.__new__(BatchTracer)
-    t._frame = frame
+    t._interp = interp
     t.value = value
     t.bdim = bdim
     return t
 
 
-def new_batch(Frame frame, value, int bdim):
-    return _new_batch(frame, value, bdim)
+def new_batch(BatchInterpreter interp, value, int bdim):
+    return _new_batch(interp, value, bdim)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1122,7 +1414,7 @@ cdef class SumJVP:
     def __call__(self, tangents, ans, x1, x2):
         t1, t2 = tangents[0], tangents[1]
         if t2 is not None:
-            t2 = broadcast_like(_bind(_op["negative"], (t2,), {}) if self.negate else t2, ans)
+            t2 = broadcast_like(_bind(_neg_p, (t2,), {}) if self.negate else t2, ans)
             if t1 is None:
                 return t2
         if t1 is None:
@@ -1136,7 +1428,7 @@ cpdef object broadcast_like(object t, object ans):
     cdef tuple shape = shape_of(ans)
     if shape_of(t) == shape:
         return t
-    return _ns.broadcast_to(t, shape)
+    return _host.broadcast_to(t, shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1155,7 +1447,7 @@ cpdef object dtype_of(object v):
     if type(v) is Meta:
         return (<Meta>v).dtype
     if _is_scalar(v):
-        return _dtype_from_backend(type(v))
+        return _host.dtype_from_backend(type(v))
     global _last_dt, _last_dtype
     dt = v.dtype
     if dt is _last_dt:   # (most calls in a row see the same dtype)
@@ -1165,7 +1457,7 @@ cpdef object dtype_of(object v):
     if hit is not None and (<tuple>hit)[0] is dt:
         _last_dt, _last_dtype = dt, (<tuple>hit)[1]
         return _last_dtype
-    r = _dtype_from_backend(dt)
+    r = _host.dtype_from_backend(dt)
     # Bounded: array-api-strict makes a new dtype object per array (equal by value, which the
     # value-keyed lookup above handles); an unbounded identity cache would grow forever.
     if len(_dtype_cache) < 256:
@@ -1201,7 +1493,7 @@ cpdef object conj_if_complex(object v):
     if isinstance(v, complex):
         return v.conjugate()
     if is_complex(v):
-        return _ns.conj(v)
+        return _host.conj(v)
     return v
 
 
@@ -1217,9 +1509,9 @@ cpdef object unbroadcast(object g, object x):
     xd = dtype_of(x)
     if gd is not xd:
         if _is_complex_dtype(gd) and not _is_complex_dtype(xd):
-            g = _ns.real(g)   # a real input of a complex result: its cotangent is the real part
+            g = _host.real(g)   # a real input of a complex result: its cotangent is the real part
         if xd.kind in ("f", "c") and dtype_of(g) is not xd:
-            g = _ns.astype(g, xd)
+            g = _host.astype(g, xd)
     cdef tuple shape = shape_of(x)
     cdef tuple gshape = shape_of(g)
     if gshape == shape:
@@ -1228,9 +1520,9 @@ cpdef object unbroadcast(object g, object x):
     axes = tuple(range(lead)) + tuple([i + lead for i, s in enumerate(shape)
                                        if s == 1 and gshape[i + lead] != 1])
     if axes:
-        g = _ns.sum(g, axis=axes, keepdims=False)
+        g = _host.sum(g, axis=axes, keepdims=False)
     if shape_of(g) != shape:
-        g = _ns.reshape(g, shape)
+        g = _host.reshape(g, shape)
     return g
 
 
@@ -1266,6 +1558,11 @@ cdef object _size_of(tuple shape):
     return _Size(n, shape)
 
 
+cdef object _inplace(Array self, str op, object other):
+    """``self op= other``: rebind ``self`` to the result (see the host's ``inplace``)."""
+    return _host.inplace(self, _bind(<Primitive>_op[op], (self, other), {}))
+
+
 # ---------------------------------------------------------------------------------------------
 # The array types. ``Array`` carries every array method; each delegates to the arrayad namespace
 # so that the same code serves eager tensors and tracers of every kind.
@@ -1284,15 +1581,15 @@ cdef class Array:
 
     @property
     def T(self):
-        return _ns.permute_dims(self, tuple(range(self.ndim - 1, -1, -1)))
+        return _host.permute_dims(self, tuple(range(self.ndim - 1, -1, -1)))
 
     @property
     def mT(self):
-        return _ns.matrix_transpose(self)
+        return _host.matrix_transpose(self)
 
     @property
     def device(self):
-        return _ns._device_of(self)
+        return _host.device_of(self)
 
     @property
     def grad(self):
@@ -1311,10 +1608,10 @@ cdef class Array:
         return True
 
     def __array_namespace__(self, *, api_version=None):
-        return _ns._namespace_for(api_version)
+        return _host.namespace(api_version)
 
     def to_device(self, device, /, *, stream=None):
-        return _ns._to_device(self, device, stream)
+        return _host.to_device(self, device, stream)
 
     # -- arithmetic operators
     def __add__(self, other): return _bind(<Primitive>_op['add'], (self, other), {})
@@ -1325,43 +1622,43 @@ cdef class Array:
     def __rmul__(self, other): return _bind(<Primitive>_op['multiply'], (other, self), {})
     def __truediv__(self, other): return _bind(<Primitive>_op['divide'], (self, other), {})
     def __rtruediv__(self, other): return _bind(<Primitive>_op['divide'], (other, self), {})
-    def __floordiv__(self, other): return _ns.floor_divide(self, other)
-    def __rfloordiv__(self, other): return _ns.floor_divide(other, self)
-    def __mod__(self, other): return _ns.remainder(self, other)
-    def __rmod__(self, other): return _ns.remainder(other, self)
+    def __floordiv__(self, other): return _bind(<Primitive>_op['floor_divide'], (self, other), {})
+    def __rfloordiv__(self, other): return _bind(<Primitive>_op['floor_divide'], (other, self), {})
+    def __mod__(self, other): return _bind(<Primitive>_op['remainder'], (self, other), {})
+    def __rmod__(self, other): return _bind(<Primitive>_op['remainder'], (other, self), {})
     def __pow__(self, other, mod=None): return _bind(<Primitive>_op['pow'], (self, other), {})
     def __rpow__(self, other, mod=None): return _bind(<Primitive>_op['pow'], (other, self), {})
     def __matmul__(self, other): return _bind(<Primitive>_op['matmul'], (self, other), {})
     def __rmatmul__(self, other): return _bind(<Primitive>_op['matmul'], (other, self), {})
-    def __and__(self, other): return _ns.bitwise_and(self, other)
-    def __rand__(self, other): return _ns.bitwise_and(other, self)
-    def __or__(self, other): return _ns.bitwise_or(self, other)
-    def __ror__(self, other): return _ns.bitwise_or(other, self)
-    def __xor__(self, other): return _ns.bitwise_xor(self, other)
-    def __rxor__(self, other): return _ns.bitwise_xor(other, self)
-    def __lshift__(self, other): return _ns.bitwise_left_shift(self, other)
-    def __rlshift__(self, other): return _ns.bitwise_left_shift(other, self)
-    def __rshift__(self, other): return _ns.bitwise_right_shift(self, other)
-    def __rrshift__(self, other): return _ns.bitwise_right_shift(other, self)
+    def __and__(self, other): return _bind(<Primitive>_op['bitwise_and'], (self, other), {})
+    def __rand__(self, other): return _bind(<Primitive>_op['bitwise_and'], (other, self), {})
+    def __or__(self, other): return _bind(<Primitive>_op['bitwise_or'], (self, other), {})
+    def __ror__(self, other): return _bind(<Primitive>_op['bitwise_or'], (other, self), {})
+    def __xor__(self, other): return _bind(<Primitive>_op['bitwise_xor'], (self, other), {})
+    def __rxor__(self, other): return _bind(<Primitive>_op['bitwise_xor'], (other, self), {})
+    def __lshift__(self, other): return _bind(<Primitive>_op['bitwise_left_shift'], (self, other), {})
+    def __rlshift__(self, other): return _bind(<Primitive>_op['bitwise_left_shift'], (other, self), {})
+    def __rshift__(self, other): return _bind(<Primitive>_op['bitwise_right_shift'], (self, other), {})
+    def __rrshift__(self, other): return _bind(<Primitive>_op['bitwise_right_shift'], (other, self), {})
     def __neg__(self): return _bind(<Primitive>_op['negative'], (self,), {})
-    def __pos__(self): return _ns.positive(self)
-    def __abs__(self): return _ns.abs(self)
-    def __invert__(self): return _ns.bitwise_invert(self)
+    def __pos__(self): return _bind(<Primitive>_op['positive'], (self,), {})
+    def __abs__(self): return _bind(<Primitive>_op['abs'], (self,), {})
+    def __invert__(self): return _bind(<Primitive>_op['bitwise_invert'], (self,), {})
 
-    # -- in-place operators update functionally (see _ns._inplace)
-    def __iadd__(self, other): return _ns._inplace(self, _ns.add(self, other))
-    def __isub__(self, other): return _ns._inplace(self, _ns.subtract(self, other))
-    def __imul__(self, other): return _ns._inplace(self, _ns.multiply(self, other))
-    def __itruediv__(self, other): return _ns._inplace(self, _ns.divide(self, other))
-    def __ifloordiv__(self, other): return _ns._inplace(self, _ns.floor_divide(self, other))
-    def __imod__(self, other): return _ns._inplace(self, _ns.remainder(self, other))
-    def __ipow__(self, other): return _ns._inplace(self, _ns.pow(self, other))
-    def __imatmul__(self, other): return _ns._inplace(self, _ns.matmul(self, other))
-    def __iand__(self, other): return _ns._inplace(self, _ns.bitwise_and(self, other))
-    def __ior__(self, other): return _ns._inplace(self, _ns.bitwise_or(self, other))
-    def __ixor__(self, other): return _ns._inplace(self, _ns.bitwise_xor(self, other))
-    def __ilshift__(self, other): return _ns._inplace(self, _ns.bitwise_left_shift(self, other))
-    def __irshift__(self, other): return _ns._inplace(self, _ns.bitwise_right_shift(self, other))
+    # -- in-place operators update functionally (the host's ``inplace``)
+    def __iadd__(self, other): return _inplace(self, 'add', other)
+    def __isub__(self, other): return _inplace(self, 'subtract', other)
+    def __imul__(self, other): return _inplace(self, 'multiply', other)
+    def __itruediv__(self, other): return _inplace(self, 'divide', other)
+    def __ifloordiv__(self, other): return _inplace(self, 'floor_divide', other)
+    def __imod__(self, other): return _inplace(self, 'remainder', other)
+    def __ipow__(self, other): return _inplace(self, 'pow', other)
+    def __imatmul__(self, other): return _inplace(self, 'matmul', other)
+    def __iand__(self, other): return _inplace(self, 'bitwise_and', other)
+    def __ior__(self, other): return _inplace(self, 'bitwise_or', other)
+    def __ixor__(self, other): return _inplace(self, 'bitwise_xor', other)
+    def __ilshift__(self, other): return _inplace(self, 'bitwise_left_shift', other)
+    def __irshift__(self, other): return _inplace(self, 'bitwise_right_shift', other)
 
     # -- comparisons
     def __eq__(self, other): return _bind(<Primitive>_op['equal'], (self, other), {})
@@ -1375,10 +1672,10 @@ cdef class Array:
         return id(self)
 
     # -- indexing
-    def __getitem__(self, key): return _ns._getitem(self, key)
+    def __getitem__(self, key): return _host.getitem(self, key)
 
     def __setitem__(self, key, value):
-        _ns._inplace(self, _ns._setitem(self, key, value))
+        _host.inplace(self, _host.setitem(self, key, value))
 
     def __len__(self):
         shape = self.shape
@@ -1394,25 +1691,25 @@ cdef class Array:
             yield self[i]
 
     # -- conversions (each subclass decides whether the value may be read)
-    def __bool__(self): return bool(_ns._concrete(self, "bool"))
-    def __float__(self): return float(_ns._to_scalar(self, "float"))
-    def __int__(self): return int(_ns._to_scalar(self, "int"))
-    def __complex__(self): return complex(_ns._to_scalar(self, "complex"))
-    def __index__(self): return int(_ns._to_scalar(self, "index"))
-    def item(self): return _ns._to_scalar(self, "item")
-    def tolist(self): return _ns._concrete(self, "tolist").tolist()
+    def __bool__(self): return bool(_host.concrete(self, "bool"))
+    def __float__(self): return float(_host.to_scalar(self, "float"))
+    def __int__(self): return int(_host.to_scalar(self, "int"))
+    def __complex__(self): return complex(_host.to_scalar(self, "complex"))
+    def __index__(self): return int(_host.to_scalar(self, "index"))
+    def item(self): return _host.to_scalar(self, "item")
+    def tolist(self): return _host.concrete(self, "tolist").tolist()
 
     def __array__(self, dtype=None, copy=None):
-        return _ns._to_numpy(self, dtype, copy)
+        return _host.to_numpy(self, dtype, copy)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _ns._array_ufunc(ufunc, method, inputs, kwargs)
+        return _host.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _ns._array_function(func, types, args, kwargs)
+        return _host.array_function(func, types, args, kwargs)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        raw = _ns._concrete(self, "__dlpack__")
+        raw = _host.concrete(self, "__dlpack__")
         kw = {"stream": stream}
         for name, value in (("max_version", max_version), ("dl_device", dl_device),
                             ("copy", copy)):
@@ -1421,29 +1718,29 @@ cdef class Array:
         return raw.__dlpack__(**kw)
 
     def __dlpack_device__(self):
-        return _ns._concrete(self, "__dlpack_device__").__dlpack_device__()
+        return _host.concrete(self, "__dlpack_device__").__dlpack_device__()
 
     def __repr__(self):
-        return _ns._repr(self)
+        return _host.repr(self)
 
     def __str__(self):
-        return _ns._repr(self)
+        return _host.repr(self)
 
     def __format__(self, spec):
         if spec:
-            return format(_ns._concrete(self, "format").item(), spec)
-        return _ns._repr(self)
+            return format(_host.concrete(self, "format").item(), spec)
+        return _host.repr(self)
 
     def __getattr__(self, name):
         # Every other method (sum, mean, reshape, relu, torch-style conveniences...) lives in
         # arrayad._methods, so that the list is written once for tensors and tracers.
-        m = _ns._METHODS.get(name)
+        m = _host.methods.get(name)
         if m is None:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         return m.__get__(self, type(self))
 
     def __dir__(self):
-        return sorted(set(object.__dir__(self)) | set(_ns._METHODS))
+        return sorted(set(object.__dir__(self)) | set(_host.methods))
 
 
 cdef class Tensor(Array):
@@ -1487,7 +1784,7 @@ cdef class Tensor(Array):
             return
         if self._node is not None:
             return
-        _ns._check_requires_grad(self)
+        _host.check_requires_grad(self)
         self._node = leaf_node(self)
 
     @property
@@ -1514,7 +1811,7 @@ cdef class Tensor(Array):
         return _new_tensor(self._value, None, 0)
 
     def requires_grad_(self, requires_grad=True):
-        _ns._check_not_transformed("requires_grad_")
+        _host.check_not_transformed("requires_grad_")
         self.requires_grad = requires_grad
         return self
 
@@ -1534,7 +1831,7 @@ cdef class Tensor(Array):
         return any(ref() is self for _, ref in self._node.retained)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        _ns._backward((self,), (gradient,) if gradient is not None else None,
+        _host.backward((self,), (gradient,) if gradient is not None else None,
                       retain_graph, create_graph, inputs)
 
     def _replace(self, Tensor other):
@@ -1545,26 +1842,17 @@ cdef class Tensor(Array):
 
 
 cdef class Tracer(Array):
-    """A value inside a transform. See NOTE [levels]."""
+    """A value inside a transform: ``value`` one level down, ``_interp`` the transform (NOTE
+    [interpreters])."""
+
+    @property
+    def interpreter(self):
+        return self._interp
 
     @property
     def _level(self):
-        return self._frame.level
+        return self._interp.level
 
-    def backward(self, *args, **kwargs):
-        raise RuntimeError(
-            "backward() called inside an arrayad.func transform. This is not supported: use "
-            "arrayad.func.grad or arrayad.func.vjp instead, or call backward() outside of the "
-            "transform.")
-
-    def requires_grad_(self, requires_grad=True):
-        _ns._check_not_transformed("requires_grad_")
-
-    def detach(self):
-        return _ns.stop_gradient(self)
-
-
-cdef class GradTracer(Tracer):
     @property
     def shape(self):
         return shape_of(self.value)
@@ -1573,9 +1861,27 @@ cdef class GradTracer(Tracer):
     def dtype(self):
         return dtype_of(self.value)
 
+    def backward(self, *args, **kwargs):
+        raise RuntimeError(
+            "backward() called inside an arrayad.func transform. This is not supported: use "
+            "arrayad.func.grad or arrayad.func.vjp instead, or call backward() outside of the "
+            "transform.")
+
+    def requires_grad_(self, requires_grad=True):
+        _host.check_not_transformed("requires_grad_")
+
+    def detach(self):
+        return _host.stop_gradient(self)
+
+
+cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
+    if other._interp is not self._interp:
+        raise _host.inplace_level_error(self, other)
+
+
+cdef class GradTracer(Tracer):
     def _replace(self, GradTracer other):
-        if other._frame is not self._frame:
-            raise _ns._inplace_level_error(self, other)
+        _check_same_interpreter(self, other)
         self.value = other.value
         self._node = other._node
         self._idx = other._idx
@@ -1583,17 +1889,12 @@ cdef class GradTracer(Tracer):
 
 cdef class DualTracer(Tracer):
     @property
-    def shape(self):
-        return shape_of(self.primal)
-
-    @property
-    def dtype(self):
-        return dtype_of(self.primal)
+    def primal(self):
+        return self.value
 
     def _replace(self, DualTracer other):
-        if other._frame is not self._frame:
-            raise _ns._inplace_level_error(self, other)
-        self.primal = other.primal
+        _check_same_interpreter(self, other)
+        self.value = other.value
         self.tangent = other.tangent
 
 
@@ -1603,12 +1904,7 @@ cdef class BatchTracer(Tracer):
         s = shape_of(self.value)
         return s[:self.bdim] + s[self.bdim + 1:]
 
-    @property
-    def dtype(self):
-        return dtype_of(self.value)
-
     def _replace(self, BatchTracer other):
-        if other._frame is not self._frame:
-            raise _ns._inplace_level_error(self, other)
+        _check_same_interpreter(self, other)
         self.value = other.value
         self.bdim = other.bdim

@@ -231,9 +231,9 @@ def _random(draw, shape, requires_grad):
     """Draw random numbers, honouring the ``randomness`` mode of every enclosing vmap:
     'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
     different = []
-    for f in _core.frames():
-        if f.kind == _core.BATCH:
-            mode = f.data.randomness
+    for f in _core.interpreters():
+        if isinstance(f, _core.BatchInterpreter):
+            mode = f.randomness
             if mode == "error":
                 raise RuntimeError(
                     "vmap: called random operation while in randomness error mode. Please either "
@@ -241,7 +241,7 @@ def _random(draw, shape, requires_grad):
                     "randomness operation out of vmap")
             if mode == "different":
                 different.append(f)
-    full_shape = tuple(f.data.size for f in different) + tuple(shape)
+    full_shape = tuple(f.size for f in different) + tuple(shape)
     out = _wrap(draw(full_shape), requires_grad and not different)
     for f in different:
         out = _core.new_batch(f, out, 0)
@@ -269,20 +269,17 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
 
 
 def manual_seed(seed):
-    """Seed the random generators of every backend (loaded now or later)."""
+    """Seed the random generators of every backend (loaded now or later), in this thread."""
     from .. import backends
-    backends._SEED[0] = int(seed)
-    for b in backends._LOADED.values():
-        b.seed(int(seed))
+    backends.manual_seed(seed)
 
 
 def get_rng_state():
-    """The random state of every loaded backend (restored by ``set_rng_state``)."""
+    """This thread's random state of every loaded backend (restored by ``set_rng_state``)."""
     from .. import backends
-    return {name: b.get_rng_state() for name, b in backends._LOADED.items()}
+    return backends.get_rng_state()
 
 
 def set_rng_state(state):
     from .. import backends
-    for name, s in state.items():
-        backends._LOADED[name].set_rng_state(s)
+    backends.set_rng_state(state)

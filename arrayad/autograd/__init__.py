@@ -2,6 +2,8 @@
 ``Function`` (custom rules) and ``forward_ad``."""
 
 import functools
+import inspect
+import threading
 
 from .._core import _core
 from .._core._core import Array, Tensor, backend_of, run_backward, shape_of
@@ -12,30 +14,76 @@ __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is
 import arrayad as ad  # noqa: E402
 
 
-# -- grad mode --------------------------------------------------------------------------------------
+# -- grad mode (per thread, NOTE [thread state] in the core) ------------------------------------------
 class _GradMode:
-    """A context manager (and decorator) that sets the grad mode and restores it on exit."""
+    """A context manager and decorator that sets this thread's grad mode and restores it on exit.
+
+    As a decorator it changes nothing until the function runs; on a generator function it covers
+    the generator's body: each resumption runs in the mode, and the caller's mode is back whenever
+    the generator yields (as torch's decorators do)."""
 
     _mode = None
 
     def __init__(self):
-        self._prev = []
+        # (one object may be entered by several threads, or re-entered: a stack per thread)
+        self._prev = {}
 
     def __enter__(self):
-        self._prev.append(_core.set_grad_enabled_flag(self._mode))
+        prev = _core.set_grad_enabled_flag(self._mode)
+        self._prev.setdefault(threading.get_ident(), []).append(prev)
         return self
 
     def __exit__(self, *exc):
-        _core.set_grad_enabled_flag(self._prev.pop())
+        stack = self._prev[threading.get_ident()]
+        _core.set_grad_enabled_flag(stack.pop())
+        if not stack:
+            del self._prev[threading.get_ident()]
         return False
 
+    def _fresh(self):
+        """A new manager of the same mode (what a decorated function enters on each call)."""
+        return type(self)()
+
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def generator_wrapper(*args, **kwargs):
+                return (yield from _generator_in_mode(fn(*args, **kwargs), self._fresh))
+            return generator_wrapper
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)() if not isinstance(self, set_grad_enabled) else \
-                    set_grad_enabled(self._mode):
+            with self._fresh():
                 return fn(*args, **kwargs)
         return wrapper
+
+
+def _generator_in_mode(gen, make_mode):
+    """Drive ``gen`` with every step (start, send, throw, close) inside ``make_mode()``."""
+    with make_mode():
+        try:
+            value = next(gen)
+        except StopIteration as stop:
+            return stop.value
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            with make_mode():
+                gen.close()
+            raise
+        except BaseException as exc:
+            with make_mode():
+                try:
+                    value = gen.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+        else:
+            with make_mode():
+                try:
+                    value = gen.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 class no_grad(_GradMode):
@@ -49,20 +97,28 @@ class enable_grad(_GradMode):
 
 
 class set_grad_enabled(_GradMode):
-    """Set the grad mode to ``mode``: immediately, and back on exit when used with ``with``."""
+    """Set this thread's grad mode to ``mode``: at once when called, back on exit when used with
+    ``with``. As a decorator it undoes that immediate change and sets the mode only while the
+    decorated function runs (torch's behaviour)."""
 
     def __init__(self, mode):
         super().__init__()
         self._mode = bool(mode)
-        self._prev.append(_core.set_grad_enabled_flag(self._mode))
-        self._entered = False
+        self._creation_prev = _core.set_grad_enabled_flag(self._mode)
 
     def __enter__(self):
+        # the mode is set already (at construction); remember what to restore
+        self._prev.setdefault(threading.get_ident(), []).append(self._creation_prev)
         return self
 
-    def __exit__(self, *exc):
-        _core.set_grad_enabled_flag(self._prev.pop())
-        return False
+    def _fresh(self):
+        fresh = _GradMode()
+        fresh._mode = self._mode
+        return fresh
+
+    def __call__(self, fn):
+        _core.set_grad_enabled_flag(self._creation_prev)   # decorating changes nothing yet
+        return super().__call__(fn)
 
 
 def is_grad_enabled():
@@ -71,9 +127,9 @@ def is_grad_enabled():
 
 # -- backward / grad --------------------------------------------------------------------------------
 def _in_transform():
-    """Whether an arrayad.func transform is active (a forward_ad dual level is not one: the
-    eager tape works inside it, as in torch)."""
-    return _core.stack_depth() != 0 and any(f.data != "forward_ad" for f in _core.frames())
+    """Whether an arrayad.func transform is open in this thread (a forward_ad dual level is not
+    one: the eager tape works inside it, as in torch)."""
+    return _core.in_transform()
 
 
 def _no_transform(api):

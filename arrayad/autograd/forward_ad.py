@@ -1,26 +1,26 @@
 """torch.autograd.forward_ad: dual tensors for forward-mode AD, on arrayad's JVP interpreter.
 
-``enter_dual_level`` pushes a JVP frame on the level stack (NOTE [levels] in ``_core.pyx``);
-``make_dual`` wraps a primal and its tangent in a dual tracer of that frame, so every operation on
-it (built-in primitives and ``Function.jvp`` alike) propagates the tangent; ``unpack_dual`` reads
-it back; ``exit_dual_level`` pops the frame. Unlike torch, a dual made in a level cannot be used
-after the level exits (it is a tracer of a finished transform and says so); ``unpack_dual`` of such
-a value still returns its primal, with tangent None.
+``enter_dual_level`` opens a ``JvpInterpreter`` marked ``dual_level`` (NOTE [interpreters] in
+``_core.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so every
+operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
+``unpack_dual`` reads it back; ``exit_dual_level`` closes it. The levels are the calling thread's.
+Unlike torch, a dual made in a level cannot be used after the level exits (it is a tracer of a
+finished transform and says so); ``unpack_dual`` of such a value still returns its primal, with
+tangent None.
 """
 
 from collections import namedtuple
 
 from .._core import _core
-from .._core._core import DualTracer, dtype_of, new_dual, shape_of
+from .._core._core import DualTracer, JvpInterpreter, dtype_of, new_dual, shape_of
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
            "unpack_dual", "dual_level"]
 
-# Frames of the dual levels entered and not exited yet, outermost first; a level is an index here.
-_levels = []
 
-# Marks the frames of forward_ad (frame.data), so that other code can tell them from func.jvp's.
-FORWARD_AD = "forward_ad"
+def _levels():
+    """This thread's dual levels entered and not exited, outermost first; a level is an index."""
+    return _core.thread_state().dual_levels
 
 
 class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])):
@@ -31,44 +31,47 @@ class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 def enter_dual_level():
     """Open a new forward-AD level and return its number (use ``dual_level`` where possible)."""
-    frame = _core.push_frame(_core.JVP, FORWARD_AD)
-    _levels.append(frame)
-    return len(_levels) - 1
+    interp = JvpInterpreter(dual_level=True)
+    interp.__enter__()
+    levels = _levels()
+    levels.append(interp)
+    return len(levels) - 1
 
 
 def exit_dual_level(*, level=None):
     """Close the innermost forward-AD level (``level`` must be that one when given)."""
-    if not _levels:
+    levels = _levels()
+    if not levels:
         raise RuntimeError("Trying to exit a forward AD level but no level is currently active.")
     if level is None:
-        level = len(_levels) - 1
-    if level != len(_levels) - 1:
+        level = len(levels) - 1
+    if level != len(levels) - 1:
         raise RuntimeError(
             f"Trying to exit a forward AD level that was not the last one created (level {level}, "
-            f"the last one is {len(_levels) - 1}). This is not supported.")
-    frame = _levels.pop()
-    if frame.alive:
-        _core.pop_frame(frame)
+            f"the last one is {len(levels) - 1}). This is not supported.")
+    levels.pop().close()
 
 
-def _frame(level, api):
-    # A transform that returned may have closed our frame already (it pops what is left above it).
-    while _levels and not _levels[-1].alive:
-        _levels.pop()
-    if not _levels:
+def _interpreter(level, api):
+    levels = _levels()
+    # A transform that returned may have closed our level already (it closes what is left
+    # above it).
+    while levels and not levels[-1].alive:
+        levels.pop()
+    if not levels:
         return None
     if level is None:
-        return _levels[-1]
-    if not isinstance(level, int) or not 0 <= level < len(_levels):
+        return levels[-1]
+    if not isinstance(level, int) or not 0 <= level < len(levels):
         raise RuntimeError(f"{api}: forward AD level {level!r} does not exist (active levels: "
-                           f"0..{len(_levels) - 1})")
-    return _levels[level]
+                           f"0..{len(levels) - 1})")
+    return levels[level]
 
 
 def make_dual(tensor, tangent, *, level=None):
     """A dual tensor: ``tensor`` carrying ``tangent`` (its directional derivative) in ``level``."""
-    frame = _frame(level, "make_dual")
-    if frame is None:
+    interp = _interpreter(level, "make_dual")
+    if interp is None:
         raise RuntimeError(
             "Trying to create a dual Tensor for forward AD but no level exists, make sure to "
             "enter_dual_level() first.")
@@ -89,19 +92,19 @@ def make_dual(tensor, tangent, *, level=None):
             f"Trying to set a forward gradient that has a different size than that of the "
             f"original Tensor, this is not supported. Tensor is of size {list(shape_of(tensor))} "
             f"while the given forward gradient is of size {list(shape_of(tangent))}.")
-    if isinstance(tensor, DualTracer) and tensor._frame is frame:
-        tensor = tensor.primal   # a new tangent replaces the old one, as in torch
-    return new_dual(frame, tensor, tangent)
+    if isinstance(tensor, DualTracer) and tensor.interpreter is interp:
+        tensor = tensor.value   # a new tangent replaces the old one, as in torch
+    return new_dual(interp, tensor, tangent)
 
 
 def unpack_dual(tensor, *, level=None):
     """``(primal, tangent)`` of ``tensor`` at ``level``; tangent is None if it is not dual there."""
-    if isinstance(tensor, DualTracer) and not tensor._frame.alive and \
-            tensor._frame.data == FORWARD_AD:
-        return UnpackedDualTensor(tensor.primal, None)   # its level has exited
-    frame = _frame(level, "unpack_dual")
-    if frame is not None and isinstance(tensor, DualTracer) and tensor._frame is frame:
-        return UnpackedDualTensor(tensor.primal, tensor.tangent)
+    if isinstance(tensor, DualTracer) and not tensor.interpreter.alive and \
+            tensor.interpreter.dual_level:
+        return UnpackedDualTensor(tensor.value, None)   # its level has exited
+    interp = _interpreter(level, "unpack_dual")
+    if interp is not None and isinstance(tensor, DualTracer) and tensor.interpreter is interp:
+        return UnpackedDualTensor(tensor.value, tensor.tangent)
     return UnpackedDualTensor(tensor, None)
 
 

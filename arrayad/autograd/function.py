@@ -68,11 +68,11 @@ def _prep(v):
         t._idx = v._idx
         return t
     if isinstance(v, GradTracer):
-        return _core.new_grad_tracer(v._frame, v.value, v._node, v._idx)
+        return _core.new_grad_tracer(v.interpreter, v.value, v._node, v._idx)
     if isinstance(v, DualTracer):
-        return _core.new_dual(v._frame, v.primal, v.tangent)
+        return _core.new_dual(v.interpreter, v.value, v.tangent)
     if isinstance(v, BatchTracer):
-        return _core.new_batch(v._frame, v.value, v.bdim)
+        return _core.new_batch(v.interpreter, v.value, v.bdim)
     if _is_tensor(v):
         return Tensor(v)
     return v
@@ -320,16 +320,15 @@ _T = object()   # marks a tensor position in a layout
 
 
 def _randomness(args, size):
-    """The randomness of the vmap being processed: the lowest live vmap frame above the args'
-    levels with this batch size (the rule itself is not told which frame it serves)."""
+    """The randomness of the vmap being processed: the lowest live vmap above the args' levels
+    with this batch size (the rule itself is not told which interpreter it serves)."""
     lvl = 0
     for a in args:
         if isinstance(a, Tracer):
-            lvl = max(lvl, a._frame.level)
-    for f in _core.frames():
-        if f.kind == _core.BATCH and f.level > lvl and f.alive and \
-                getattr(f.data, "size", None) == size:
-            return f.data.randomness
+            lvl = max(lvl, a.interpreter.level)
+    for f in _core.interpreters():
+        if isinstance(f, _core.BatchInterpreter) and f.level > lvl and f.alive and f.size == size:
+            return f.randomness
     return "error"
 
 
@@ -807,7 +806,7 @@ def _levels_of(v, found):
             v = v.value
         elif isinstance(v, DualTracer):
             found.add("jvp")
-            v = v.primal
+            v = v.value
         elif isinstance(v, BatchTracer):
             v = v.value
         else:

@@ -6,17 +6,21 @@ backend lacks. Adapters are imported lazily, the first time an array of their ty
 their name is asked for, so arrayad imports no array library but NumPy at start-up.
 
 The default backend (for ``ad.tensor``, ``ad.randn``...) is NumPy unless ``ARRAYAD_BACKEND``,
-``set_backend(name)`` or a ``with backend(name):`` block says otherwise.
+``set_backend(name)`` or a ``with backend(name):`` block says otherwise. Both the default backend
+and the random generators belong to the calling thread (NOTE [thread state] in ``_core.pyx``):
+``set_backend`` and ``manual_seed`` in one thread change nothing in another.
 """
 
 import contextlib
 import importlib
+import itertools
 import os
+import threading
 
 from .._core import _core
 
 __all__ = ["Backend", "NumpyLikeBackend", "get_backend", "set_backend", "backend", "available_backends",
-           "default_backend", "backend_of"]
+           "default_backend", "backend_of", "manual_seed", "get_rng_state", "set_rng_state"]
 
 _ADAPTERS = {
     "numpy": "arrayad.backends.numpy",
@@ -29,7 +33,6 @@ _ADAPTERS = {
 _ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict",
             "pytorch": "torch", "dask.array": "dask"}
 _LOADED = {}
-_SEED = [0]   # the last arrayad.manual_seed, applied to backends loaded later too
 
 
 class Backend:
@@ -40,9 +43,6 @@ class Backend:
     xp = None
     array_types = ()
     scalar_types = ()   # types a backend returns for 0-d results and that must become arrays
-
-    def __init__(self):
-        self.seed(_SEED[0])
 
     def __repr__(self):
         return f"<arrayad backend {self.name}>"
@@ -56,28 +56,37 @@ class Backend:
     def fix_scalar(self, x):
         return self.xp.asarray(x)
 
-    # -- random numbers: a generator per backend, reseeded by arrayad.manual_seed
-    def seed(self, seed):
+    # -- random numbers: one generator per backend and thread (``generator``), made from the
+    #    thread's seed on first use and remade by arrayad.manual_seed
+    def new_generator(self, seed):
         import numpy as np
-        self._rng = np.random.default_rng(seed)
+        return np.random.default_rng(seed)
+
+    def generator(self):
+        """This thread's generator for this backend."""
+        rngs = _core.thread_state().rngs
+        g = rngs.get(self.name)
+        if g is None:
+            g = rngs[self.name] = self.new_generator(_thread_seed())
+        return g
 
     def get_rng_state(self):
-        return self._rng.bit_generator.state
+        return self.generator().bit_generator.state
 
     def set_rng_state(self, state):
-        self._rng.bit_generator.state = state
+        self.generator().bit_generator.state = state
 
     def _from_numpy(self, a, dtype, device):
         return self.xp.asarray(a, dtype=dtype, device=device)
 
     def normal(self, shape, dtype, device):
-        return self._from_numpy(self._rng.standard_normal(shape), dtype, device)
+        return self._from_numpy(self.generator().standard_normal(shape), dtype, device)
 
     def uniform(self, shape, dtype, device):
-        return self._from_numpy(self._rng.random(shape), dtype, device)
+        return self._from_numpy(self.generator().random(shape), dtype, device)
 
     def integers(self, low, high, shape, dtype, device):
-        return self._from_numpy(self._rng.integers(low, high, shape), dtype, device)
+        return self._from_numpy(self.generator().integers(low, high, shape), dtype, device)
 
     # -- indexing and functional updates (the transposes of indexing). The generic versions use
     #    standard functions only (array-api-strict accepts integer arrays only with integers and
@@ -390,32 +399,74 @@ def available_backends():
     return out
 
 
-# -- default backend for new arrays
-_default = [None]
+# -- random seeds, per thread
+_thread_numbers = itertools.count(1)
+
+
+def _thread_seed():
+    """The seed of this thread's next generator: the last ``manual_seed`` in this thread or, before
+    any, 0 in the main thread and in every other thread a stream of its own (drawn from seed 0 and
+    the thread's number: threads that never seed must not all draw the same numbers)."""
+    st = _core.thread_state()
+    if st.seed is None:
+        if threading.current_thread() is threading.main_thread():
+            st.seed = 0
+        else:
+            import numpy as np
+            ss = np.random.SeedSequence(0, spawn_key=(next(_thread_numbers),))
+            st.seed = int(ss.generate_state(1, np.uint32)[0])
+    return st.seed
+
+
+def manual_seed(seed):
+    """Seed the random generators of every backend, in the calling thread."""
+    st = _core.thread_state()
+    st.seed = int(seed)
+    st.rngs.clear()   # (remade from the seed on first use, also for backends loaded later)
+
+
+def get_rng_state():
+    """The calling thread's random state, for every backend loaded (``set_rng_state`` restores
+    it)."""
+    return {name: b.get_rng_state() for name, b in _LOADED.items()}
+
+
+def set_rng_state(state):
+    for name, s in state.items():
+        get_backend(name).set_rng_state(s)
+
+
+# -- default backend for new arrays, per thread
+_process_default = []   # ARRAYAD_BACKEND's adapter, looked up once
 
 
 def default_backend():
-    b = _default[0]
+    b = _core.thread_state().default_backend
     if b is None:
-        b = get_backend(os.environ.get("ARRAYAD_BACKEND", "numpy"))
-        _default[0] = b
+        if not _process_default:
+            _process_default.append(get_backend(os.environ.get("ARRAYAD_BACKEND", "numpy")))
+        b = _process_default[0]
     return b
 
 
 def set_backend(name):
-    """Make ``name`` the backend of new arrays (``ad.tensor``, ``ad.randn``, ``ad.zeros``...)."""
-    _default[0] = get_backend(name)
+    """Make ``name`` the backend of new arrays (``ad.tensor``, ``ad.randn``, ``ad.zeros``...) in
+    the calling thread. Other threads keep theirs; new threads start with ``ARRAYAD_BACKEND`` (or
+    NumPy)."""
+    _core.thread_state().default_backend = get_backend(name)
 
 
 @contextlib.contextmanager
 def backend(name):
-    """``with arrayad.backend('torch'):`` new arrays inside the block use that backend."""
-    prev = _default[0]
-    _default[0] = get_backend(name)
+    """``with arrayad.backend('torch'):`` new arrays inside the block (in this thread) use that
+    backend."""
+    st = _core.thread_state()
+    prev = st.default_backend
+    st.default_backend = get_backend(name)
     try:
-        yield _default[0]
+        yield st.default_backend
     finally:
-        _default[0] = prev
+        st.default_backend = prev
 
 
 def _module_root(t):
@@ -442,11 +493,4 @@ def _resolve(raw):
 
 def backend_of(x):
     """The backend adapter of an arrayad Tensor or tracer, or of a raw array."""
-    while isinstance(x, _core.Array):
-        if isinstance(x, _core.Tensor):
-            x = x._value
-        elif isinstance(x, _core.BatchTracer) or isinstance(x, _core.GradTracer):
-            x = x.value
-        else:
-            x = x.primal
-    return _core.backend_of(x)
+    return _core.backend_of(_core.raw_value(x))

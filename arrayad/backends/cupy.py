@@ -10,26 +10,27 @@ class CupyBackend(NumpyLikeBackend):
     xp = compat_cupy
     array_types = (cupy.ndarray,)
 
-    def seed(self, seed):
-        self._rng = cupy.random.default_rng(seed)
+    def new_generator(self, seed):
+        return cupy.random.default_rng(seed)
 
     def get_rng_state(self):
-        # cupy's Generator has no portable state object: keep the whole generator
+        # cupy's Generator has no portable state object: keep a copy of the whole generator
         import copy
-        return copy.deepcopy(self._rng)
+        return copy.deepcopy(self.generator())
 
     def set_rng_state(self, state):
         import copy
-        self._rng = copy.deepcopy(state)
+        from .._core import _core
+        _core.thread_state().rngs[self.name] = copy.deepcopy(state)
 
     def normal(self, shape, dtype, device):
-        return self._rng.standard_normal(tuple(shape), dtype=dtype or cupy.float64)
+        return self.generator().standard_normal(tuple(shape), dtype=dtype or cupy.float64)
 
     def uniform(self, shape, dtype, device):
-        return self._rng.random(tuple(shape), dtype=dtype or cupy.float64)
+        return self.generator().random(tuple(shape), dtype=dtype or cupy.float64)
 
     def integers(self, low, high, shape, dtype, device):
-        return self._rng.integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
+        return self.generator().integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
 
     def index_add(self, base, key, v):
         import cupyx

@@ -13,23 +13,23 @@ class TorchBackend(Backend):
     xp = compat_torch
     array_types = (torch.Tensor,)
 
-    def seed(self, seed):
-        self._gen = torch.Generator().manual_seed(seed)
+    def new_generator(self, seed):
+        return torch.Generator().manual_seed(seed)
 
     def get_rng_state(self):
-        return self._gen.get_state()
+        return self.generator().get_state()
 
     def set_rng_state(self, state):
-        self._gen.set_state(state)
+        self.generator().set_state(state)
 
     def normal(self, shape, dtype, device):
-        return torch.randn(tuple(shape), generator=self._gen, dtype=dtype).to(device or "cpu")
+        return torch.randn(tuple(shape), generator=self.generator(), dtype=dtype).to(device or "cpu")
 
     def uniform(self, shape, dtype, device):
-        return torch.rand(tuple(shape), generator=self._gen, dtype=dtype).to(device or "cpu")
+        return torch.rand(tuple(shape), generator=self.generator(), dtype=dtype).to(device or "cpu")
 
     def integers(self, low, high, shape, dtype, device):
-        return torch.randint(low, high, tuple(shape), generator=self._gen,
+        return torch.randint(low, high, tuple(shape), generator=self.generator(),
                              dtype=dtype or torch.int64).to(device or "cpu")
 
     def getitem(self, x, key):

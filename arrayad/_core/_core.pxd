@@ -1,12 +1,12 @@
 # Declarations of arrayad's hot types, so other Cython modules can use them at C speed.
 
 cdef class ThreadState:
-    cdef public list stack
+    cdef readonly list stack
     cdef public bint grad_enabled
     cdef public object default_backend
-    cdef public dict rngs
+    cdef readonly dict rngs
     cdef public object seed
-    cdef public list dual_levels
+    cdef readonly list dual_levels
     cdef dict results
     cdef Py_ssize_t results_sweep_at
     cdef object consumable
@@ -63,8 +63,8 @@ cdef class Node:
     cdef public tuple inputs
     cdef public dict params
     cdef public object ans
-    cdef public tuple edges
-    cdef public int n_outputs
+    cdef tuple _edges
+    cdef readonly int n_outputs
     cdef public bint eager
     cdef public bint released
     cdef public object leaf

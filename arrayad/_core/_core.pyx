@@ -172,7 +172,14 @@ cdef class Host:
         self.methods = dict(hooks["methods"])
 
 
-cdef Host _host = None
+def _not_installed(*args, **kwargs):
+    raise RuntimeError("arrayad's core was used before the package handed it its host interface "
+                       "(import arrayad first)")
+
+
+# (every hook raises until install_host runs: the core never calls through None)
+cdef Host _host = Host(**{n: ({} if n == "methods" else _not_installed)
+                          for n in dir(Host) if not n.startswith("_")})
 
 
 def install_host(**hooks):
@@ -201,8 +208,10 @@ def install_operators(dict prims):
     so both spellings behave identically."""
     global _mul_p, _add_p, _div_p, _neg_p
     missing = [n for n in _OPERATORS if n not in prims and n not in _op]
-    if missing:
-        raise TypeError(f"arrayad internal error: install_operators: missing {missing}")
+    wrong = [n for n, p in prims.items() if not isinstance(p, Primitive)]
+    if missing or wrong:
+        raise TypeError(f"arrayad internal error: install_operators: missing {missing}, "
+                        f"not primitives {wrong}")
     _op.update(prims)
     _mul_p = _op["multiply"]
     _add_p = _op["add"]
@@ -266,6 +275,9 @@ cpdef object raw_value(object x):
     while isinstance(x, Array):
         if isinstance(x, Tensor):
             return (<Tensor>x)._value
+        if not isinstance(x, Tracer):
+            raise TypeError(f"arrayad: {type(x).__name__} is an Array that is neither a Tensor "
+                            f"nor a tracer")
         x = (<Tracer>x).value
     return x
 
@@ -351,7 +363,7 @@ def in_transform():
     return False
 
 
-def escaped_error(Interpreter interp):
+def escaped_error(Interpreter interp not None):
     return RuntimeError(
         f"arrayad: a tracer of a {interp.name} transform (level {interp.level}) was used after "
         f"that transform returned. It escaped (kept in a global, a closure or a side channel); "
@@ -457,7 +469,7 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     return out
 
 
-def bind(Primitive prim, *args, **params):
+def bind(Primitive prim not None, *args, **params):
     """Apply ``prim``: by the innermost transform among the args, else eagerly (NOTE
     [interpreters])."""
     return _bind(prim, args, params)
@@ -473,7 +485,13 @@ cdef object _bind(Primitive prim, tuple args, dict params):
         if isinstance(a, Tensor):
             has_tensor = True
             continue
+        if not isinstance(a, Tracer):
+            raise TypeError(f"arrayad: {type(a).__name__} is an Array that is neither a Tensor "
+                            f"nor a tracer")
         f = (<Tracer>a)._interp
+        if f is None:
+            raise TypeError(f"arrayad: a {type(a).__name__} that belongs to no transform (made "
+                            f"with __new__?) cannot be computed with")
         if top is None or f.level > top.level or (f.level == top.level and f is not top):
             if not f.alive:
                 raise escaped_error(f)
@@ -573,7 +591,8 @@ cdef void _share_result(Primitive prim, object x, object out, Node node) except 
         partner_node = partner[2]()
         if partner_out is not None and partner_node is not None:
             node.partner_result = partner_out
-            if (<Node>partner_node).prim is prim.reuses and (<Primitive>prim.reuses).reuses is prim:
+            if ((<Node>partner_node).prim is prim.reuses and isinstance(prim.reuses, Primitive)
+                    and (<Primitive>prim.reuses).reuses is prim):
                 (<Node>partner_node).partner_result = out
     if len(results) >= st.results_sweep_at:   # drop the entries whose values have died
         for k in [k for k, e in results.items() if e[0]() is None or e[1]() is None]:
@@ -610,7 +629,7 @@ def shared_result_count():
     return len(_state().results)
 
 
-cpdef object forward_result(Primitive prim, object x):
+def forward_result(Primitive prim not None, object x):
     """``prim(x)``: the result the forward pass computed, when a node still keeps it, else
     computed now. See NOTE [shared results]."""
     entry = _live_entry(_state().results, prim, x)
@@ -629,11 +648,13 @@ cdef class Node:
 
     def __init__(self, prim, tuple inputs, dict params, ans, tuple edges, int n_outputs=1,
                  bint eager=False):
+        if n_outputs < 1:
+            raise ValueError(f"Node: n_outputs must be at least 1, got {n_outputs}")
         self.prim = prim
         self.inputs = inputs
         self.params = params
         self.ans = ans
-        self.edges = edges
+        self.edges = edges   # (checked by the property)
         self.n_outputs = n_outputs
         self.eager = eager
         self.released = False
@@ -652,8 +673,27 @@ cdef class Node:
         return f"<{self.name()}>"
 
     @property
+    def edges(self):
+        """One entry per input: ``(node, output index)`` of the node that made it, or None."""
+        return self._edges
+
+    @edges.setter
+    def edges(self, edges):
+        # the engine follows edges at C speed, trusting their types: check them here
+        if edges is not None:
+            if not isinstance(edges, tuple):
+                raise TypeError(f"Node.edges must be a tuple, got {type(edges).__name__}")
+            for e in edges:
+                if e is not None and not (isinstance(e, tuple) and len(e) == 2
+                                          and isinstance(e[0], Node) and isinstance(e[1], int)
+                                          and 0 <= e[1] < (<Node>e[0]).n_outputs):
+                    raise TypeError(f"Node.edges: each entry must be None or (Node, output "
+                                    f"index), got {e!r}")
+        self._edges = edges
+
+    @property
     def next_functions(self):
-        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.edges or ())
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self._edges or ())
 
     cpdef release(self):
         """Drop the saved values (after a backward pass without retain_graph)."""
@@ -682,7 +722,7 @@ cdef inline Node _new_node(object prim, tuple inputs, dict params, object ans, t
     n.inputs = inputs
     n.params = params
     n.ans = ans
-    n.edges = edges
+    n._edges = edges
     n.n_outputs = n_outputs
     n.eager = eager
     return n
@@ -710,7 +750,7 @@ cdef list _topo_order(list roots):
         stack.append(n)
         while stack:
             n = <Node>stack[-1]
-            edges = n.edges
+            edges = n._edges
             if edges is not None and n._next < len(edges):
                 e = edges[n._next]
                 n._next += 1
@@ -727,9 +767,12 @@ cdef list _topo_order(list roots):
     return order
 
 
-def topological_order(list roots):
+def topological_order(list roots not None):
     """The nodes reachable from ``roots``, every node before the nodes it depends on (the
     backward order; reversed, the order in which they were computed)."""
+    for r in roots:
+        if not isinstance(r, Node):
+            raise TypeError(f"topological_order: roots must be Nodes, got {type(r).__name__}")
     return _topo_order(roots)
 
 
@@ -777,6 +820,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
     cdef list slot
     cdef Py_ssize_t i
     cdef list root_nodes = []
+    if roots is None or root_cts is None or len(roots) != len(root_cts):
+        raise TypeError("run_backward: roots and root_cts must be lists of the same length")
+    for r in roots:
+        if not (isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], Node)
+                and isinstance(r[1], int) and 0 <= r[1] < (<Node>r[0]).n_outputs):
+            raise TypeError(f"run_backward: each root must be (Node, output index), got {r!r}")
     for (node, idx), ct in zip(roots, root_cts):
         slot = grads.get(node)
         if slot is None:
@@ -804,12 +853,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
         if node.retained is not None:
             for i, ref in node.retained:
                 t = ref()
-                if t is not None and slot[i] is not None:
+                if isinstance(t, Tensor) and slot[i] is not None:
                     _accumulate_grad(<Tensor>t, _as_grad(slot[i], create_graph))
         if node.leaf is not None:
             if accumulate and node.leaf is not False and (only is None or node in only):
                 t = node.leaf()
-                if t is not None and slot[0] is not None:
+                if isinstance(t, Tensor) and slot[0] is not None:
                     _accumulate_grad(<Tensor>t, _as_grad(slot[0], create_graph))
             continue
         if node.released:
@@ -825,7 +874,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                       and g0.nbytes >= _CONSUME_BYTES)
         g0 = None
         in_cts = _node_vjp(node, slot, create_graph, consumable)
-        edges = node.edges
+        edges = node._edges
         for i in range(len(edges)):
             e = edges[i]
             if e is None:
@@ -888,11 +937,11 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
             elif not isinstance(g, Array):
                 g = Tensor(g)
             ans = _bind(prim, args, node.params)
-            return _call_vjp(prim, node.edges, g, ans, args, node.params, False)
+            return _call_vjp(prim, node._edges, g, ans, args, node.params, False)
         args = tuple([(<Tensor>a)._value if isinstance(a, Tensor) else a for a in args])
         if isinstance(g, Tensor):
             g = (<Tensor>g)._value
-    return _call_vjp(prim, node.edges, g, ans, args, node.params, consumable)
+    return _call_vjp(prim, node._edges, g, ans, args, node.params, consumable)
 
 
 cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple args, dict params,
@@ -1052,15 +1101,16 @@ cdef class Interpreter:
         if not self.alive:
             return
         cdef ThreadState st = _state()
-        cdef Interpreter top
         if self not in st.stack:
             raise RuntimeError(
                 f"arrayad: a {self.name} transform opened in one thread was closed in another "
                 f"(or twice). A transform must run from start to end in one thread.")
         while st.stack:
-            top = <Interpreter>st.stack.pop()
-            top.alive = False
-            top._exit(st)
+            top = st.stack.pop()
+            if not isinstance(top, Interpreter):
+                continue
+            (<Interpreter>top).alive = False
+            (<Interpreter>top)._exit(st)
             if top is self:
                 return
 
@@ -1166,7 +1216,7 @@ cdef inline GradTracer _new_grad_tracer(Interpreter interp, object value, Node n
     return t
 
 
-def new_grad_tracer(GradInterpreter interp, value, Node node, int idx=0):
+def new_grad_tracer(GradInterpreter interp not None, value, Node node, int idx=0):
     return _new_grad_tracer(interp, value, node, idx)
 
 
@@ -1230,7 +1280,7 @@ cdef inline DualTracer _new_dual(Interpreter interp, object primal, object tange
     return t
 
 
-def new_dual(JvpInterpreter interp, primal, tangent):
+def new_dual(JvpInterpreter interp not None, primal, tangent):
     return _new_dual(interp, primal, tangent)
 
 
@@ -1310,7 +1360,7 @@ cdef inline BatchTracer _new_batch(Interpreter interp, object value, int bdim):
     return t
 
 
-def new_batch(BatchInterpreter interp, value, int bdim):
+def new_batch(BatchInterpreter interp not None, value, int bdim):
     return _new_batch(interp, value, bdim)
 
 
@@ -1558,6 +1608,15 @@ cdef object _size_of(tuple shape):
     return _Size(n, shape)
 
 
+cdef object _concrete(Array self, str what):
+    """The backend value under ``self`` for a conversion (the host refuses the ones that would
+    drop a derivative). Never an arrayad array: converting that again would recurse forever."""
+    v = _host.concrete(self, what)
+    if isinstance(v, Array):
+        raise TypeError(f"arrayad: {what}() of a {type(self).__name__} that holds no value")
+    return v
+
+
 cdef object _inplace(Array self, str op, object other):
     """``self op= other``: rebind ``self`` to the result (see the host's ``inplace``)."""
     return _host.inplace(self, _bind(<Primitive>_op[op], (self, other), {}))
@@ -1569,6 +1628,11 @@ cdef object _inplace(Array self, str op, object other):
 
 cdef class Array:
     __array_priority__ = 1000
+
+    def __cinit__(self, *args, **kwargs):
+        # Every array is a Tensor or a tracer: the methods below rely on it.
+        if not (isinstance(self, Tensor) or isinstance(self, Tracer)):
+            raise TypeError("arrayad: Array is abstract; make a Tensor (arrayad.asarray)")
 
     # -- array API attributes
     @property
@@ -1691,13 +1755,13 @@ cdef class Array:
             yield self[i]
 
     # -- conversions (each subclass decides whether the value may be read)
-    def __bool__(self): return bool(_host.concrete(self, "bool"))
+    def __bool__(self): return bool(_concrete(self, "bool"))
     def __float__(self): return float(_host.to_scalar(self, "float"))
     def __int__(self): return int(_host.to_scalar(self, "int"))
     def __complex__(self): return complex(_host.to_scalar(self, "complex"))
     def __index__(self): return int(_host.to_scalar(self, "index"))
     def item(self): return _host.to_scalar(self, "item")
-    def tolist(self): return _host.concrete(self, "tolist").tolist()
+    def tolist(self): return _concrete(self, "tolist").tolist()
 
     def __array__(self, dtype=None, copy=None):
         return _host.to_numpy(self, dtype, copy)
@@ -1709,7 +1773,7 @@ cdef class Array:
         return _host.array_function(func, types, args, kwargs)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        raw = _host.concrete(self, "__dlpack__")
+        raw = _concrete(self, "__dlpack__")
         kw = {"stream": stream}
         for name, value in (("max_version", max_version), ("dl_device", dl_device),
                             ("copy", copy)):
@@ -1718,7 +1782,7 @@ cdef class Array:
         return raw.__dlpack__(**kw)
 
     def __dlpack_device__(self):
-        return _host.concrete(self, "__dlpack_device__").__dlpack_device__()
+        return _concrete(self, "__dlpack_device__").__dlpack_device__()
 
     def __repr__(self):
         return _host.repr(self)
@@ -1728,7 +1792,7 @@ cdef class Array:
 
     def __format__(self, spec):
         if spec:
-            return format(_host.concrete(self, "format").item(), spec)
+            return format(_concrete(self, "format").item(), spec)
         return _host.repr(self)
 
     def __getattr__(self, name):
@@ -1834,7 +1898,7 @@ cdef class Tensor(Array):
         _host.backward((self,), (gradient,) if gradient is not None else None,
                       retain_graph, create_graph, inputs)
 
-    def _replace(self, Tensor other):
+    def _replace(self, Tensor other not None):
         """Rebind this tensor to ``other``'s value and history (the functional in-place update)."""
         self._value = other._value
         self._node = other._node
@@ -1880,7 +1944,7 @@ cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
 
 
 cdef class GradTracer(Tracer):
-    def _replace(self, GradTracer other):
+    def _replace(self, GradTracer other not None):
         _check_same_interpreter(self, other)
         self.value = other.value
         self._node = other._node
@@ -1892,7 +1956,7 @@ cdef class DualTracer(Tracer):
     def primal(self):
         return self.value
 
-    def _replace(self, DualTracer other):
+    def _replace(self, DualTracer other not None):
         _check_same_interpreter(self, other)
         self.value = other.value
         self.tangent = other.tangent
@@ -1904,7 +1968,7 @@ cdef class BatchTracer(Tracer):
         s = shape_of(self.value)
         return s[:self.bdim] + s[self.bdim + 1:]
 
-    def _replace(self, BatchTracer other):
+    def _replace(self, BatchTracer other not None):
         _check_same_interpreter(self, other)
         self.value = other.value
         self.bdim = other.bdim

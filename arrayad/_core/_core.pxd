@@ -70,6 +70,7 @@ cdef class Node:
     cdef public object leaf
     cdef public list retained
     cdef public object partner_result
+    cdef unsigned long long _made_at   # NOTE [in-place after use]
     cdef unsigned long _mark       # (the topological sort's bookkeeping)
     cdef Py_ssize_t _next
     cdef object __weakref__
@@ -78,6 +79,7 @@ cdef class Node:
 
 cdef class Array:
     cdef object __weakref__
+    cdef unsigned long long _updated_at   # NOTE [in-place after use]
 
 
 cdef class Tensor(Array):

@@ -660,6 +660,7 @@ cdef class Node:
         self.released = False
         self.leaf = None
         self.retained = None
+        self._made_at = _clock
 
     def name(self):
         if self.leaf is not None:
@@ -725,10 +726,47 @@ cdef inline Node _new_node(object prim, tuple inputs, dict params, object ans, t
     n._edges = edges
     n.n_outputs = n_outputs
     n.eager = eager
+    n._made_at = _clock
     return n
 
 
 cdef unsigned long _epoch = 0   # one per topological sort: a node marked with it is seen
+
+
+# NOTE [in-place after use]
+# -------------------------
+# In-place operators update functionally: ``y += 1`` computes ``y + 1`` and rebinds the object
+# ``y`` to the result (``_inplace``), so that aliases of ``y`` see the new value, as in NumPy and
+# torch. A node that saved the object ``y`` earlier would then read the new value in the backward
+# pass: a silently wrong derivative. So every update ticks a clock and stamps the array
+# (``Array._updated_at``), every node remembers the tick it was made at (``Node._made_at``), and
+# the backward pass refuses a node whose saved array was updated after it (torch's "modified by
+# an inplace operation" error). Where the value as it was can be kept for free, it is instead:
+# the operation of an in-place update itself reads an alias of the old ``y`` (so ``y *= 2`` does
+# not trip over its own update), and the nodes of a transform keep aliases of the eager tensors
+# they were given (constants captured by or made in the transformed function), so that a later
+# update of those gives no wrong result and no error.
+cdef unsigned long long _clock = 0
+
+
+cdef inline void _stamp_update(Array a):
+    global _clock
+    _clock += 1
+    a._updated_at = _clock
+
+
+cdef void _check_not_updated(Node node) except *:
+    """Raise if an array the node saved was updated in place after the node was made."""
+    if node.inputs is None:
+        return
+    for a in node.inputs:
+        if isinstance(a, Array) and (<Array>a)._updated_at > node._made_at:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: an input of {node.name()} of shape {tuple(a.shape)} was "
+                f"updated in place after {node.name()} saved it. Update a copy instead "
+                f"(y = y + v, or y = y.clone() before the update), or compute the update after "
+                f"the backward pass.")
 
 
 cdef list _topo_order(list roots):
@@ -918,6 +956,7 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     cdef tuple args = node.inputs
     cdef Py_ssize_t i
     ans = node.ans
+    _check_not_updated(node)   # NOTE [in-place after use]
     if node.n_outputs > 1:
         for i in range(node.n_outputs):
             if slot[i] is None:
@@ -1185,6 +1224,8 @@ cdef class GradInterpreter(Interpreter):
                     edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
                     record = True
             else:
+                if isinstance(a, Tensor):   # NOTE [in-place after use]: keep it as it is now
+                    a = _new_tensor((<Tensor>a)._value, (<Tensor>a)._node, (<Tensor>a)._idx)
                 vals.append(a)
                 edges.append(None)
         cdef tuple tvals = tuple(vals)
@@ -1618,8 +1659,18 @@ cdef object _concrete(Array self, str what):
 
 
 cdef object _inplace(Array self, str op, object other):
-    """``self op= other``: rebind ``self`` to the result (see the host's ``inplace``)."""
-    return _host.inplace(self, _bind(<Primitive>_op[op], (self, other), {}))
+    """``self op= other``: rebind ``self`` to the result (see the host's ``inplace`` and NOTE
+    [in-place after use])."""
+    out = _host.inplace(self, _bind(<Primitive>_op[op], (_alias(self), other), {}))
+    _stamp_update(self)
+    return out
+
+
+cdef object _alias(Array a):
+    """Another object with ``a``'s value and place in the graph, which nothing will update."""
+    if isinstance(a, Tensor):
+        return _new_tensor((<Tensor>a)._value, (<Tensor>a)._node, (<Tensor>a)._idx)
+    return a.__copy__()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1739,7 +1790,8 @@ cdef class Array:
     def __getitem__(self, key): return _host.getitem(self, key)
 
     def __setitem__(self, key, value):
-        _host.inplace(self, _host.setitem(self, key, value))
+        _host.inplace(self, _host.setitem(_alias(self), key, value))
+        _stamp_update(self)
 
     def __len__(self):
         shape = self.shape
@@ -1813,6 +1865,15 @@ cdef class Tensor(Array):
     def __init__(self, value, requires_grad=False):
         if isinstance(value, Tensor):
             value = (<Tensor>value)._value
+        elif isinstance(value, Array):
+            raise TypeError(f"Tensor: cannot wrap a {type(value).__name__} (a value inside a "
+                            f"transform); use it directly")
+        elif value is None:
+            raise TypeError("Tensor: expected an array or array-like data, got None")
+        elif _is_scalar(value) or isinstance(value, (list, tuple)):
+            value = _host.resolve_backend(None).xp.asarray(value)
+        else:
+            backend_of(value)   # (raises a clear TypeError for what no backend holds)
         self._value = fix_scalar(value)
         self._node = None
         self._idx = 0
@@ -1857,8 +1918,24 @@ cdef class Tensor(Array):
 
     @grad.setter
     def grad(self, value):
-        if value is not None and not isinstance(value, Tensor):
-            value = Tensor(value)
+        if value is not None:
+            if not isinstance(value, Tensor):
+                value = Tensor(value)
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"assigned grad has data of a different size: the tensor has shape "
+                    f"{self.shape}, the grad {value.shape}. Assign a gradient of the tensor's "
+                    f"shape.")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(
+                    f"assigned grad has data of a different type: the tensor is {self.dtype}, "
+                    f"the grad {value.dtype}. Convert it first (g.astype(x.dtype)).")
+            mine = backend_of(self._value)
+            theirs = backend_of((<Tensor>value)._value)
+            if theirs is not mine:
+                raise RuntimeError(
+                    f"assigned grad is a {theirs.name} array for a {mine.name} tensor. Convert "
+                    f"it to the tensor's backend first.")
         self._grad = value
 
     @property
@@ -1873,6 +1950,32 @@ cdef class Tensor(Array):
 
     def detach(self):
         return _new_tensor(self._value, None, 0)
+
+    # -- copies and pickles (torch's semantics: a copy of a leaf is a new leaf, requires_grad
+    #    kept; a tensor in the middle of a graph must be detached first)
+    def _check_copyable(self, what):
+        if self._node is not None and self._node.leaf is None:
+            raise RuntimeError(
+                f"Only Tensors created explicitly by the user (graph leaves) support the {what} "
+                f"protocol: this one was computed (grad_fn=<{self._node.name()}>). "
+                f"{what} t.detach() instead, and call requires_grad_() on the copy if needed.")
+
+    def __copy__(self):
+        self._check_copyable("copy")
+        return _rebuild_tensor(self._value, self._node is not None)
+
+    def __deepcopy__(self, memo):
+        self._check_copyable("deepcopy")
+        out = _rebuild_tensor(backend_of(self._value).xp.asarray(self._value, copy=True),
+                              self._node is not None)
+        if self._grad is not None:
+            out._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = out
+        return out
+
+    def __reduce__(self):
+        self._check_copyable("pickle")
+        return (_rebuild_tensor, (self._value, self._node is not None))
 
     def requires_grad_(self, requires_grad=True):
         _host.check_not_transformed("requires_grad_")
@@ -1903,6 +2006,14 @@ cdef class Tensor(Array):
         self._value = other._value
         self._node = other._node
         self._idx = other._idx
+
+
+def _rebuild_tensor(value, requires_grad):
+    """A leaf Tensor of ``value`` (what copies and pickles of a Tensor make)."""
+    t = Tensor(value)
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
 cdef class Tracer(Array):
@@ -1937,6 +2048,19 @@ cdef class Tracer(Array):
     def detach(self):
         return _host.stop_gradient(self)
 
+    def __copy__(self):
+        raise TypeError(f"arrayad: {type(self).__name__} does not say how to copy itself")
+
+    def __deepcopy__(self, memo):
+        # a tracer of the same transform: values are never written into, so the copy is
+        # independent of the original (an in-place update of one rebinds only that one)
+        return self.__copy__()
+
+    def __reduce__(self):
+        raise TypeError(
+            f"arrayad: cannot pickle a {type(self).__name__}: it is a value inside a running "
+            f"transform. Pickle the function's inputs or results instead.")
+
 
 cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
     if other._interp is not self._interp:
@@ -1944,6 +2068,9 @@ cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
 
 
 cdef class GradTracer(Tracer):
+    def __copy__(self):
+        return _new_grad_tracer(self._interp, self.value, self._node, self._idx)
+
     def _replace(self, GradTracer other not None):
         _check_same_interpreter(self, other)
         self.value = other.value
@@ -1952,6 +2079,9 @@ cdef class GradTracer(Tracer):
 
 
 cdef class DualTracer(Tracer):
+    def __copy__(self):
+        return _new_dual(self._interp, self.value, self.tangent)
+
     @property
     def primal(self):
         return self.value
@@ -1963,6 +2093,9 @@ cdef class DualTracer(Tracer):
 
 
 cdef class BatchTracer(Tracer):
+    def __copy__(self):
+        return _new_batch(self._interp, self.value, self.bdim)
+
     @property
     def shape(self):
         s = shape_of(self.value)

@@ -6,19 +6,15 @@ argument (a raw array stays raw, a batched value stays batched, so that writing 
 into ``zeros_like(x)`` under vmap works).
 """
 
-import arrayad as ad
+from ._namespace import ops
 
-from .. import _dtypes
+from .._dtypes import to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
 from ..backends import backend_of, default_backend, get_backend
-from ._rules import nondifferentiable, primitive
+from ._rules import Declarations, nondifferentiable, primitive
 
-__all__ = ["asarray", "tensor", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
-           "empty_like", "full_like", "arange", "linspace", "eye", "meshgrid", "from_dlpack",
-           "randn", "rand", "randint", "manual_seed", "get_rng_state", "set_rng_state"]
-PRIMS = {}
-COMPOSITES = {"meshgrid"}
+decl = Declarations(globals())
 
 
 def _backend(device=None):
@@ -26,7 +22,7 @@ def _backend(device=None):
 
 
 def _dt(dtype, b):
-    return _dtypes.to_backend(dtype, b.xp)
+    return to_backend(dtype, b.xp)
 
 
 def _wrap(raw, requires_grad=False):
@@ -51,20 +47,21 @@ def _contains_arrays(obj):
     return False
 
 
+@decl.export
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Convert ``obj`` to an arrayad array. An arrayad array (or tracer) passes through, keeping
     its gradient; a backend array keeps its backend; Python data goes to the default backend."""
     if isinstance(obj, Array):
         if dtype is not None:
-            obj = ad.astype(obj, dtype, copy=bool(copy))
+            obj = ops.astype(obj, dtype, copy=bool(copy))
         elif copy:
             obj = bind(_copy_p, obj)
         if device is not None and device != obj.device:
-            obj = ad._to_device(obj, device, None)
+            obj = ops._to_device(obj, device, None)
         return obj
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
-        out = ad.stack([asarray(o) for o in obj])
-        return out if dtype is None else ad.astype(out, dtype)
+        out = ops.stack([asarray(o) for o in obj])
+        return out if dtype is None else ops.astype(out, dtype)
     if isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple)):
         b = _backend()
     else:
@@ -87,10 +84,11 @@ _copy_p.batch = lambda args, dims: (bind(_copy_p, args[0]), dims[0])
 PRIMS["copy"] = _copy_p
 
 
+@decl.export
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """torch-style constructor: a new Tensor holding a copy of ``data``."""
     if isinstance(data, Array):
-        data = ad.asarray(data, dtype=dtype, copy=True)
+        data = ops.asarray(data, dtype=dtype, copy=True)
         t = data.detach() if isinstance(data, Tensor) else data
     else:
         t = asarray(data, dtype=dtype, device=device, copy=True)
@@ -100,35 +98,39 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 # -- filled arrays ---------------------------------------------------------------------------------
+@decl.export
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros."""
     b = _backend(device)
     return Tensor(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
+@decl.export
 def ones(shape, *, dtype=None, device=None):
     """An array of ones."""
     b = _backend(device)
     return Tensor(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
+@decl.export
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised array (arrayad fills it with zeros, for reproducibility)."""
     return zeros(shape, dtype=dtype, device=device)
 
 
+@decl.export
 def full(shape, fill_value, *, dtype=None, device=None):
     """An array filled with ``fill_value`` (a scalar, or a 0-d array: then it is differentiable)."""
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
-        return bind(_copy_p, ad.broadcast_to(value, _shape(shape))) if _shape(shape) else value
+        return bind(_copy_p, ops.broadcast_to(value, _shape(shape))) if _shape(shape) else value
     b = _backend(device)
     return Tensor(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device))
 
 
 def _like(name):
     def impl(xp, x, dtype=None, device=None, **kw):
-        args = {"dtype": _dtypes.to_backend(dtype, xp)}
+        args = {"dtype": to_backend(dtype, xp)}
         if device is not None:
             args["device"] = device
         return getattr(xp, name)(x, **kw, **args)
@@ -145,21 +147,25 @@ ones_like_p = _like("ones_like")
 full_like_p = _like("full_like")
 
 
+@decl.export
 def zeros_like(x, /, *, dtype=None, device=None):
     """Zeros with the shape (and by default dtype and device) of ``x``."""
     return bind(zeros_like_p, x, dtype=dtype, device=device)
 
 
+@decl.export
 def ones_like(x, /, *, dtype=None, device=None):
     """Ones with the shape of ``x``."""
     return bind(ones_like_p, x, dtype=dtype, device=device)
 
 
+@decl.export
 def empty_like(x, /, *, dtype=None, device=None):
     """An uninitialised array like ``x`` (zeros, for reproducibility)."""
     return bind(zeros_like_p, x, dtype=dtype, device=device)
 
 
+@decl.export
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``; a 0-d array ``fill_value`` is differentiable."""
     if not isinstance(fill_value, (bool, int, float, complex)):
@@ -168,12 +174,14 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
 
 
 # -- ranges ----------------------------------------------------------------------------------------
+@decl.export
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``."""
     b = _backend(device)
     return Tensor(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device))
 
 
+@decl.export
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``."""
     b = _backend(device)
@@ -181,12 +189,14 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
                                 endpoint=endpoint))
 
 
+@decl.export
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A matrix with ones on diagonal ``k``."""
     b = _backend(device)
     return Tensor(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device))
 
 
+@decl.composite
 def meshgrid(*arrays, indexing="xy"):
     """Coordinate matrices from coordinate vectors (differentiable: reshapes and broadcasts)."""
     if indexing not in ("xy", "ij"):
@@ -202,10 +212,11 @@ def meshgrid(*arrays, indexing="xy"):
             pos = 1 - i
         s = [1] * n
         s[pos] = shape_of(a)[0]
-        out.append(ad.broadcast_to(ad.reshape(a, tuple(s)), tuple(shape)))
+        out.append(ops.broadcast_to(ops.reshape(a, tuple(s)), tuple(shape)))
     return tuple(out)
 
 
+@decl.export
 def from_dlpack(x, /, *, device=None, copy=None):
     """An array from any object that supports DLPack (kept on its backend where possible)."""
     if isinstance(x, Array):
@@ -248,18 +259,21 @@ def _random(draw, shape, requires_grad):
     return out
 
 
+@decl.export
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
     b = _backend(device)
     return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
+@decl.export
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform samples on [0, 1)."""
     b = _backend(device)
     return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
+@decl.export
 def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None):
     """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
     if high is None:
@@ -286,3 +300,7 @@ def set_rng_state(state):
     from .. import backends
     for name, s in state.items():
         backends._LOADED[name].set_rng_state(s)
+
+
+for _f in (manual_seed, get_rng_state, set_rng_state):
+    decl.export(_f)

@@ -20,17 +20,14 @@ The complex transforms always see complex input (the public functions cast real 
 array-api-strict requires; the cast's own VJP takes the real part for real input).
 """
 
-import arrayad as ad
+from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of
-from .. import _dtypes
-from ._rules import batch_axis_params, constant_like, defjvp, defvjp, ndim_of, normalize_axis, \
+from .._core._core import Tensor, bind, dtype_of, shape_of
+from .._dtypes import to_backend
+from ._rules import Declarations, batch_axis_params, constant_like, defjvp, defvjp, ndim_of, normalize_axis, \
     primitive
 
-__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
-PRIMS = {}
-COMPOSITES = {"hfft", "ihfft", "fftshift", "ifftshift", "fftfreq", "rfftfreq"}
+decl = Declarations(globals(), ops.fft)
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -51,8 +48,8 @@ def _fit(x, axis, size):
         return x[lead + (slice(0, size), Ellipsis)]
     pad_shape = list(shape_of(x))
     pad_shape[axis] = size - cur
-    zeros = ad.broadcast_to(ad.zeros_like(x[lead + (slice(0, 1), Ellipsis)]), tuple(pad_shape))
-    return ad.concat([x, zeros], axis=axis)
+    zeros = ops.broadcast_to(ops.zeros_like(x[lead + (slice(0, 1), Ellipsis)]), tuple(pad_shape))
+    return ops.concat([x, zeros], axis=axis)
 
 
 def _fit_all(x, axes, sizes):
@@ -64,14 +61,14 @@ def _fit_all(x, axes, sizes):
 def _as_complex(x):
     if dtype_of(x).kind == "c":
         return x
-    dt = ad.complex64 if dtype_of(x) == ad.float32 else ad.complex128
-    return ad.astype(x, dt)
+    dt = ops.complex64 if dtype_of(x) == ops.float32 else ops.complex128
+    return ops.astype(x, dt)
 
 
 def _as_real(x):
     if dtype_of(x).kind != "c":
         return x
-    return ad.real(x)
+    return ops.real(x)
 
 
 def _half_weights(g, axis, n):
@@ -83,10 +80,10 @@ def _half_weights(g, axis, n):
     if n % 2 == 0:
         w[-1] = 1.0
     nd = ndim_of(g)
-    rdt = ad.float32 if dtype_of(g) in (ad.float32, ad.complex64) else ad.float64
+    rdt = ops.float32 if dtype_of(g) in (ops.float32, ops.complex64) else ops.float64
     shape = (m,) + (1,) * (nd - 1 - axis)
     return constant_like(g, lambda xp: xp.reshape(
-        xp.asarray(w, dtype=_dtypes.to_backend(rdt, xp)), shape))
+        xp.asarray(w, dtype=to_backend(rdt, xp)), shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,6 +116,7 @@ def _one_d(x, n, axis):
     return (shape_of(x)[ax] if n is None else int(n)), ax
 
 
+@decl.export
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
     """One-dimensional discrete Fourier transform along ``axis`` (length ``n``: zero-padded or
     truncated input)."""
@@ -126,6 +124,7 @@ def fft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(fft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
+@decl.export
 def ifft(x, /, *, n=None, axis=-1, norm="backward"):
     """One-dimensional inverse discrete Fourier transform along ``axis``."""
     n, ax = _one_d(x, n, axis)
@@ -177,12 +176,14 @@ def _n_d(x, s, axes, *, inverse_real=False):
     return s, axes
 
 
+@decl.export
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional discrete Fourier transform over ``axes`` (sizes ``s``)."""
     s, axes = _n_d(x, s, axes)
     return bind(fftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
+@decl.export
 def ifftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional inverse discrete Fourier transform over ``axes``."""
     s, axes = _n_d(x, s, axes)
@@ -199,7 +200,7 @@ irfft_p = primitive("irfft",
 
 def _rfft_vjp(g, ans, x, n, axis, norm):
     full = ifft(g, n=n, axis=axis, norm=_DUAL[norm])
-    return _fit(ad.real(full), axis, shape_of(x)[axis])
+    return _fit(ops.real(full), axis, shape_of(x)[axis])
 
 
 def _irfft_vjp(g, ans, x, n, axis, norm):
@@ -217,6 +218,7 @@ irfft_p.batch = batch_axis_params(irfft_p)
 PRIMS["irfft"] = irfft_p
 
 
+@decl.export
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Discrete Fourier transform of real ``x`` along ``axis``: the n//2 + 1 non-negative
     frequency bins."""
@@ -226,6 +228,7 @@ def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(rfft_p, x, n=n, axis=ax, norm=_check_norm(norm))
 
 
+@decl.export
 def irfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Inverse of rfft: the real signal of length ``n`` (default 2 * (m - 1)) whose half
     spectrum is ``x`` along ``axis``."""
@@ -243,7 +246,7 @@ irfftn_p = primitive("irfftn",
 def _rfftn_vjp(g, ans, x, s, axes, norm):
     # ifftn with s zero-pads the half spectrum (last axis) back to s[-1] before transforming.
     full = ifftn(g, s=s, axes=axes, norm=_DUAL[norm])
-    return _fit_all(ad.real(full), axes, [shape_of(x)[a] for a in axes])
+    return _fit_all(ops.real(full), axes, [shape_of(x)[a] for a in axes])
 
 
 def _irfftn_vjp(g, ans, x, s, axes, norm):
@@ -262,6 +265,7 @@ irfftn_p.batch = batch_axis_params(irfftn_p, ("axes",))
 PRIMS["irfftn"] = irfftn_p
 
 
+@decl.export
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional transform of real ``x``: half spectrum over the last of ``axes``."""
     if dtype_of(x).kind == "c":
@@ -270,6 +274,7 @@ def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     return bind(rfftn_p, x, s=s, axes=axes, norm=_check_norm(norm))
 
 
+@decl.export
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
     """Inverse of rfftn: a real array with sizes ``s`` over ``axes``."""
     s, axes = _n_d(x, s, axes, inverse_real=True)
@@ -279,16 +284,18 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
 # ---------------------------------------------------------------------------------------------
 # Composites
 
+@decl.composite
 def hfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Transform of a Hermitian-symmetric signal given by its first half: a real spectrum
     (= irfft of conj(x) with the dual normalization)."""
-    return irfft(ad.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
+    return irfft(ops.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
 
 
+@decl.composite
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Inverse of hfft: the half spectrum of real ``x`` (= conj of rfft with the dual
     normalization)."""
-    return ad.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
+    return ops.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
 
 
 def _shift(x, axes, sign):
@@ -299,14 +306,16 @@ def _shift(x, axes, sign):
     if not axes:
         return x
     shifts = tuple(sign * (shape_of(x)[a] // 2) for a in axes)
-    return ad.roll(x, shifts, axis=axes)
+    return ops.roll(x, shifts, axis=axes)
 
 
+@decl.composite
 def fftshift(x, /, *, axes=None):
     """Move the zero-frequency bin to the centre along ``axes`` (all by default)."""
     return _shift(x, axes, 1)
 
 
+@decl.composite
 def ifftshift(x, /, *, axes=None):
     """Inverse of fftshift."""
     return _shift(x, axes, -1)
@@ -319,11 +328,12 @@ def _freq_array(make, dtype, device):
     if dtype is None:
         dt = xp.__array_namespace_info__().default_dtypes()["real floating"]
     else:
-        dt = _dtypes.to_backend(dtype, xp)
-    out = ad.Tensor(make(xp, dt))
+        dt = to_backend(dtype, xp)
+    out = Tensor(make(xp, dt))
     return out if device is None else out.to_device(device)
 
 
+@decl.composite
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point fft: [0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)."""
     n = int(n)
@@ -335,6 +345,7 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     return _freq_array(make, dtype, device)
 
 
+@decl.composite
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point rfft: [0, 1, ..., n//2] / (d n)."""
     n = int(n)

@@ -16,16 +16,14 @@ which is a ``where``).
 
 import numbers
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
 from ..backends import backend_of
-from ._rules import (PY_SCALARS, arange_like, constant_like, defjvp, materialize_batch,
+from ._rules import (Declarations, PY_SCALARS, arange_like, constant_like, defjvp, materialize_batch,
                      move_to_front, ndim_of, normalize_axis, primitive, unbroadcast)
 
-__all__ = ["take", "take_along_axis"]
-PRIMS = {}
-COMPOSITES = {"take", "take_along_axis"}
+decl = Declarations(globals())
 
 
 class Slot:
@@ -64,7 +62,7 @@ def split_key(key, x=None):
             template.append(bool(k) if k.dtype.kind == "b" else int(k))
         else:
             if isinstance(k, (list, tuple)):
-                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ad.asarray(k)
+                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ops.asarray(k)
             elif type(k).__module__.split(".")[0] == "numpy" and hasattr(k, "shape") and \
                     not shape_of(k) and x is not None and dtype_of(k).kind in "iu":
                 # A NumPy 0-d integer array (e.g. from an int loop) indexing another backend.
@@ -161,7 +159,7 @@ getitem_p = primitive("getitem", _getitem_impl)
 
 
 def getitem_vjp(g, ans, x, *idx, key):
-    return bind(index_add_p, ad.zeros_like(x), g, *idx, key=key)
+    return bind(index_add_p, ops.zeros_like(x), g, *idx, key=key)
 
 
 getitem_p.vjp = (getitem_vjp,)
@@ -205,12 +203,12 @@ def _batched_key(args, dims, key, size):
             s = shape_of(a)
             missing = lay.adv_rank - (len(s) - 1)
             if missing:
-                a = ad.reshape(a, s[:1] + (1,) * missing + s[1:])
+                a = ops.reshape(a, s[:1] + (1,) * missing + s[1:])
             idx[i] = a
     if xd is not None:
         # x batched too: its batch axis joins the advanced block, indexed by arange(B).
-        x = ad.moveaxis(x, xd, lay.first_axis)
-        ar = ad.reshape(arange_like(x, size), (size,) + (1,) * lay.adv_rank)
+        x = ops.moveaxis(x, xd, lay.first_axis)
+        ar = ops.reshape(arange_like(x, size), (size,) + (1,) * lay.adv_rank)
         first = lay.adv[0]
         key = key[:first] + (Slot(len(idx)),) + key[first:]
         idx.append(ar)
@@ -268,7 +266,7 @@ def _index_add_jvp(tangents, ans, base, v, *idx, key):
     tb, tv = tangents[0], tangents[1]
     if tb is None and tv is None:
         return None
-    tb = ad.zeros_like(base) if tb is None else tb
+    tb = ops.zeros_like(base) if tb is None else tb
     if tv is None:
         return tb
     return bind(index_add_p, tb, tv, *idx, key=key)
@@ -321,14 +319,14 @@ def _batched_value(v, vd, rank, at):
         if at == 0 or ndim_of(v) == 0:
             return v
         s = shape_of(v)
-        v = ad.reshape(v, (1,) * (rank - len(s)) + s)
-        return ad.expand_dims(v, axis=at)
+        v = ops.reshape(v, (1,) * (rank - len(s)) + s)
+        return ops.expand_dims(v, axis=at)
     v = move_to_front(v, vd)
     s = shape_of(v)
     missing = rank - (len(s) - 1)
     if missing > 0:
-        v = ad.reshape(v, s[:1] + (1,) * missing + s[1:])
-    return ad.moveaxis(v, 0, at) if at else v
+        v = ops.reshape(v, s[:1] + (1,) * missing + s[1:])
+    return ops.moveaxis(v, 0, at) if at else v
 
 
 def _masked_set_batch(base, v, mask, dims, key, size):
@@ -336,10 +334,10 @@ def _masked_set_batch(base, v, mask, dims, key, size):
     m = move_to_front(mask, dims[2])
     ms = shape_of(m)
     nd = ndim_of(base)
-    m = ad.reshape(m, ms + (1,) * (nd - len(ms)))
+    m = ops.reshape(m, ms + (1,) * (nd - len(ms)))
     if dims[1] is not None:
-        v = ad.reshape(move_to_front(v, dims[1]), (size,) + (1,) * (nd - 1))
-    return ad.where(m, v, base), 0
+        v = ops.reshape(move_to_front(v, dims[1]), (size,) + (1,) * (nd - 1))
+    return ops.where(m, v, base), 0
 
 
 index_add_p.batch = None  # set below, once setitem_p exists
@@ -361,7 +359,7 @@ def _setitem_jvp(tangents, ans, x, v, *idx, key):
     tx, tv = tangents[0], tangents[1]
     if tx is None and tv is None:
         return None
-    tx = ad.zeros_like(x) if tx is None else tx
+    tx = ops.zeros_like(x) if tx is None else tx
     tv = 0.0 if tv is None else tv
     return bind(setitem_p, tx, tv, *idx, key=key)
 
@@ -385,6 +383,7 @@ def index_add(x, key, value):
 
 
 # -- take / take_along_axis ------------------------------------------------------------------------
+@decl.composite
 def take(x, indices, /, *, axis=None):
     """Elements of ``x`` at integer ``indices`` along ``axis`` (x must be 1-d if axis is None)."""
     if axis is None:
@@ -395,6 +394,7 @@ def take(x, indices, /, *, axis=None):
     return getitem(x, (slice(None),) * axis + (indices,))
 
 
+@decl.composite
 def take_along_axis(x, indices, /, *, axis=-1):
     """Elements of ``x`` at ``indices``, which has the shape of x but along ``axis``."""
     nd = ndim_of(x)
@@ -409,5 +409,5 @@ def take_along_axis(x, indices, /, *, axis=-1):
         else:
             shape = [1] * nd
             shape[a] = xshape[a]   # broadcasts against the indices, as NumPy's does
-            key.append(ad.reshape(arange_like(x, shape[a]), tuple(shape)))
+            key.append(ops.reshape(arange_like(x, shape[a]), tuple(shape)))
     return getitem(x, tuple(key))

@@ -2,20 +2,15 @@
 repeat, tile, tril/triu, and the composites built on them (expand_dims, squeeze, moveaxis, stack,
 unstack, broadcast_arrays, matrix_transpose)."""
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from .. import _dtypes
-from ._rules import (batch_axis_params, batch_elementwise, batch_size_of,
+from .._dtypes import from_backend, to_backend
+from ._rules import (Declarations, batch_axis_params, batch_elementwise, batch_size_of,
                      broadcast_like, defjvp, defvjp, materialize_batch, move_to_front, ndim_of,
                      normalize_axes, normalize_axis, primitive, unbroadcast)
 
-__all__ = ["reshape", "permute_dims", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
-           "concat", "stack", "unstack", "expand_dims", "squeeze", "moveaxis", "flip", "roll",
-           "where", "astype", "repeat", "tile", "matrix_transpose", "tril", "triu"]
-PRIMS = {}
-COMPOSITES = {"broadcast_arrays", "broadcast_shapes", "stack", "unstack", "expand_dims",
-              "squeeze", "moveaxis", "matrix_transpose"}
+decl = Declarations(globals())
 
 
 def _linear_jvp(p):
@@ -38,6 +33,7 @@ reshape_p.batch = lambda args, dims, shape, copy=None: (
 PRIMS["reshape"] = reshape_p
 
 
+@decl.export
 def reshape(x, /, shape, *, copy=None):
     """``x`` with a new shape (one entry may be -1)."""
     if isinstance(shape, int):
@@ -63,12 +59,14 @@ permute_p.batch = lambda args, dims, axes: (
 PRIMS["permute_dims"] = permute_p
 
 
+@decl.export
 def permute_dims(x, /, axes):
     """Permute the axes of ``x`` (negative axes allowed)."""
     nd = ndim_of(x)
     return bind(permute_p, x, axes=tuple(normalize_axis(a, nd) for a in axes))
 
 
+@decl.composite
 def matrix_transpose(x, /):
     """Swap the last two axes of ``x``."""
     nd = ndim_of(x)
@@ -77,6 +75,7 @@ def matrix_transpose(x, /):
     return bind(permute_p, x, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+@decl.composite
 def moveaxis(x, source, destination, /):
     """Move axes of ``x`` from ``source`` to ``destination``."""
     nd = ndim_of(x)
@@ -92,6 +91,7 @@ def moveaxis(x, source, destination, /):
     return bind(permute_p, x, axes=tuple(order))
 
 
+@decl.composite
 def expand_dims(x, /, axis):
     """Insert size-one axes at ``axis`` (an int or, since 2025.12, a tuple)."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -105,6 +105,7 @@ def expand_dims(x, /, axis):
     return reshape(x, tuple(shape))
 
 
+@decl.composite
 def squeeze(x, /, axis):
     """Remove the size-one axes ``axis``."""
     shape = shape_of(x)
@@ -134,6 +135,7 @@ broadcast_p.batch = _broadcast_batch
 PRIMS["broadcast_to"] = broadcast_p
 
 
+@decl.export
 def broadcast_to(x, /, shape):
     """``x`` broadcast to ``shape``."""
     shape = tuple(shape)
@@ -142,6 +144,7 @@ def broadcast_to(x, /, shape):
     return bind(broadcast_p, x, shape=shape)
 
 
+@decl.composite
 def broadcast_shapes(*shapes):
     """The shape that ``shapes`` broadcast to."""
     nd = max((len(s) for s in shapes), default=0)
@@ -162,6 +165,7 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+@decl.composite
 def broadcast_arrays(*arrays):
     """The arrays broadcast against each other (a tuple)."""
     shape = broadcast_shapes(*[shape_of(a) for a in arrays])
@@ -194,7 +198,7 @@ def _concat_vjp(g, ans, *arrays, axis):
 
 
 def _concat_jvp(tangents, ans, *arrays, axis):
-    parts = [t if t is not None else ad.zeros_like(a) for t, a in zip(tangents, arrays)]
+    parts = [t if t is not None else ops.zeros_like(a) for t, a in zip(tangents, arrays)]
     return bind(concat_p, *parts, axis=axis)
 
 
@@ -213,11 +217,13 @@ concat_p.batch = _concat_batch
 PRIMS["concat"] = concat_p
 
 
+@decl.export
 def concat(arrays, /, *, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first if ``axis`` is None)."""
     return bind(concat_p, *arrays, axis=axis)
 
 
+@decl.composite
 def stack(arrays, /, *, axis=0):
     """Join ``arrays`` along a new ``axis``."""
     arrays = list(arrays)
@@ -226,6 +232,7 @@ def stack(arrays, /, *, axis=0):
     return concat([expand_dims(a, axis=ax) for a in arrays], axis=ax)
 
 
+@decl.composite
 def unstack(x, /, *, axis=0):
     """Split ``x`` along ``axis`` into a tuple of arrays."""
     ax = normalize_axis(axis, ndim_of(x))
@@ -240,6 +247,7 @@ flip_p.batch = batch_axis_params(flip_p)
 PRIMS["flip"] = flip_p
 
 
+@decl.export
 def flip(x, /, *, axis=None):
     """Reverse the order of elements along ``axis`` (all axes by default)."""
     return bind(flip_p, x, axis=axis)
@@ -272,6 +280,7 @@ roll_p.batch = _roll_batch
 PRIMS["roll"] = roll_p
 
 
+@decl.export
 def roll(x, /, shift, *, axis=None):
     """Roll the elements of ``x`` by ``shift`` along ``axis`` (flattened if None)."""
     if not isinstance(shift, int):
@@ -293,6 +302,7 @@ where_p.batch = batch_elementwise(where_p)
 PRIMS["where"] = where_p
 
 
+@decl.export
 def where(condition, x1, x2, /):
     """Elements of ``x1`` where ``condition`` is true, else of ``x2``."""
     return bind(where_p, condition, x1, x2)
@@ -303,7 +313,7 @@ def _astype_impl(xp, x, dtype, copy=True, device=None):
     kw = {"copy": copy}
     if device is not None:
         kw["device"] = device
-    return xp.astype(x, _dtypes.to_backend(dtype, xp), **kw)
+    return xp.astype(x, to_backend(dtype, xp), **kw)
 
 
 astype_p = primitive("astype", _astype_impl)
@@ -318,7 +328,7 @@ def _astype_vjp(g, ans, x, dtype, copy=True, device=None):
     if not (_is_inexact(src) and _is_inexact(dtype)):
         return None
     if src.kind == "f" and dtype_of(g).kind == "c":
-        g = ad.real(g)
+        g = ops.real(g)
     return bind(astype_p, g, dtype=src, copy=True)
 
 
@@ -334,9 +344,10 @@ astype_p.batch = lambda args, dims, **params: (bind(astype_p, args[0], **params)
 PRIMS["astype"] = astype_p
 
 
+@decl.export
 def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` converted to ``dtype``."""
-    dtype = _dtypes.from_backend(dtype)
+    dtype = from_backend(dtype)
     if not copy and dtype_of(x) is dtype and device is None:
         return x
     return bind(astype_p, x, dtype=dtype, copy=copy, device=device)
@@ -366,13 +377,13 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     if isinstance(repeats, int):
         gs = shape_of(g)
         g = reshape(g, gs[:ax] + (n, repeats) + gs[ax + 1:])
-        out = ad.sum(g, axis=ax + 1)
+        out = ops.sum(g, axis=ax + 1)
     else:
         # Variable repeats: segment sums through cumulative sums at the run boundaries.
-        c = ad.cumulative_sum(g, axis=ax, include_initial=True)
-        ends = ad.cumulative_sum(ad.astype(repeats, ad.int64), include_initial=True)
-        hi = ad.take(c, ends[1:], axis=ax)
-        lo = ad.take(c, ends[:-1], axis=ax)
+        c = ops.cumulative_sum(g, axis=ax, include_initial=True)
+        ends = ops.cumulative_sum(ops.astype(repeats, ops.int64), include_initial=True)
+        hi = ops.take(c, ends[1:], axis=ax)
+        lo = ops.take(c, ends[:-1], axis=ax)
         out = hi - lo
     return reshape(out, shape_of(x)) if x_flat_shape else out
 
@@ -393,6 +404,7 @@ def _repeat_batch(args, dims, repeats, axis=None):
 repeat_p.batch = _repeat_batch
 
 
+@decl.export
 def repeat(x, repeats, /, *, axis=None):
     """Repeat each element of ``x`` ``repeats`` times (an int or an array of counts)."""
     return bind(repeat_p, x, repeats=repeats, axis=axis)
@@ -410,7 +422,7 @@ def _tile_vjp(g, ans, x, repetitions):
     for r, s in zip(reps, xs_full):
         interleaved += [r, s]
     g = reshape(g, tuple(interleaved))
-    g = ad.sum(g, axis=tuple(range(0, 2 * nd, 2)))
+    g = ops.sum(g, axis=tuple(range(0, 2 * nd, 2)))
     return reshape(g, xs)
 
 
@@ -434,6 +446,7 @@ tile_p.batch = _tile_batch
 PRIMS["tile"] = tile_p
 
 
+@decl.export
 def tile(x, repetitions, /):
     """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis."""
     return bind(tile_p, x, repetitions=tuple(repetitions))
@@ -453,11 +466,13 @@ tril_p = _triangle("tril")
 triu_p = _triangle("triu")
 
 
+@decl.export
 def tril(x, /, *, k=0):
     """The lower triangle of the matrices in ``x`` (from diagonal ``k`` down)."""
     return bind(tril_p, x, k=k)
 
 
+@decl.export
 def triu(x, /, *, k=0):
     """The upper triangle of the matrices in ``x`` (from diagonal ``k`` up)."""
     return bind(triu_p, x, k=k)

@@ -11,18 +11,15 @@ naming a fixed-size alternative. ``searchsorted`` and ``isin`` have static shape
 
 from collections import namedtuple
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from ._rules import (PY_SCALARS, batch_axis_params, constant_like, materialize_batch,
+from ._rules import (Declarations, PY_SCALARS, batch_axis_params, constant_like, materialize_batch,
                      move_to_front, ndim_of, nondifferentiable, primitive)
-from .. import _dtypes
+from .._dtypes import to_backend
 from ..backends import backend_of
 
-__all__ = ["sort", "argsort", "nonzero", "searchsorted", "unique_all", "unique_counts",
-           "unique_inverse", "unique_values", "isin"]
-PRIMS = {}
-COMPOSITES = {"sort"}
+decl = Declarations(globals())
 
 
 def dynamic_shape_error(name, alternative):
@@ -46,15 +43,17 @@ argsort_p.batch = batch_axis_params(argsort_p)
 PRIMS["argsort"] = argsort_p
 
 
+@decl.export
 def argsort(x, /, *, axis=-1, descending=False, stable=True):
     """Indices that sort ``x`` along ``axis``."""
     return bind(argsort_p, x, axis=axis, descending=descending, stable=stable)
 
 
+@decl.composite
 def sort(x, /, *, axis=-1, descending=False, stable=True):
     """``x`` sorted along ``axis`` (differentiable: a gather at the sorting indices)."""
-    idx = argsort(ad.stop_gradient(x), axis=axis, descending=descending, stable=stable)
-    return ad.take_along_axis(x, idx, axis=axis)
+    idx = argsort(ops.stop_gradient(x), axis=axis, descending=descending, stable=stable)
+    return ops.take_along_axis(x, idx, axis=axis)
 
 
 # -- nonzero ---------------------------------------------------------------------------------------
@@ -66,6 +65,7 @@ nonzero_p.batch = dynamic_shape_error(
 PRIMS["nonzero"] = nonzero_p
 
 
+@decl.export
 def nonzero(x, /):
     """Indices of the non-zero elements of ``x``: one index array per axis."""
     if ndim_of(x) == 0:
@@ -100,22 +100,26 @@ unique_inverse_p = _unique("unique_inverse", 2)
 unique_values_p = _unique("unique_values", 1)
 
 
+@decl.export
 def unique_all(x, /):
     """Unique elements of ``x`` with the index of their first occurrence, the inverse indices
     (shaped like ``x``) and their counts. NaNs are distinct from each other."""
     return UniqueAllResult(*bind(unique_all_p, x))
 
 
+@decl.export
 def unique_counts(x, /):
     """Unique elements of ``x`` and how often each occurs."""
     return UniqueCountsResult(*bind(unique_counts_p, x))
 
 
+@decl.export
 def unique_inverse(x, /):
     """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
     return UniqueInverseResult(*bind(unique_inverse_p, x))
 
 
+@decl.export
 def unique_values(x, /):
     """Unique elements of ``x`` (sorted, one-dimensional)."""
     return bind(unique_values_p, x)[0]
@@ -128,7 +132,7 @@ def _scalar_like(s, x):
     fits = (isinstance(s, bool) and dt.kind == "b") or \
         (isinstance(s, int) and not isinstance(s, bool) and dt.kind in "iufc") or \
         (isinstance(s, float) and dt.kind in "fc") or (isinstance(s, complex) and dt.kind == "c")
-    return constant_like(x, lambda xp: xp.asarray(s, dtype=_dtypes.to_backend(dt, xp) if fits else None))
+    return constant_like(x, lambda xp: xp.asarray(s, dtype=to_backend(dt, xp) if fits else None))
 
 
 # -- searchsorted: output shaped like x2, so a real batching rule ---------------------------------
@@ -153,20 +157,21 @@ def _searchsorted_batch(args, dims, side="left"):
     size = shape_of(x1)[dims[0]] if dims[0] is not None else shape_of(args[2])[dims[2]]
     s = materialize_batch(x1, dims[0], size)                      # (B, n)
     if len(args) > 2:
-        s = ad.take_along_axis(s, materialize_batch(args[2], dims[2], size), axis=1)
+        s = ops.take_along_axis(s, materialize_batch(args[2], dims[2], size), axis=1)
     v = materialize_batch(x2, dims[1], size)                      # (B, *S)
     vshape = shape_of(v)
-    flat = ad.reshape(v, (size, -1, 1))
-    below = (ad.expand_dims(s, axis=1) < flat) if side == "left" else \
-        (ad.expand_dims(s, axis=1) <= flat)
-    counts = ad.sum(ad.astype(below, _dtypes.int64), axis=-1)
-    return ad.reshape(counts, vshape), 0
+    flat = ops.reshape(v, (size, -1, 1))
+    below = (ops.expand_dims(s, axis=1) < flat) if side == "left" else \
+        (ops.expand_dims(s, axis=1) <= flat)
+    counts = ops.sum(ops.astype(below, ops.int64), axis=-1)
+    return ops.reshape(counts, vshape), 0
 
 
 searchsorted_p.batch = _searchsorted_batch
 PRIMS["searchsorted"] = searchsorted_p
 
 
+@decl.export
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
     """Indices where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` (sorted
     by ``sorter`` when given) to keep it sorted. ``x2`` may be a Python scalar (2025.12)."""
@@ -199,17 +204,18 @@ def _isin_batch(args, dims, invert=False):
         return bind(isin_p, x1, x2, invert=invert), dims[0]
     size = shape_of(x2)[dims[1]]
     a = materialize_batch(x1, dims[0], size)                      # (B, *S)
-    b = ad.reshape(move_to_front(x2, dims[1]), (size, -1))        # (B, m)
+    b = ops.reshape(move_to_front(x2, dims[1]), (size, -1))        # (B, m)
     ashape = shape_of(a)
-    b = ad.reshape(b, (size,) + (1,) * (len(ashape) - 1) + (shape_of(b)[1],))
-    hit = ad.any(ad.expand_dims(a, axis=-1) == b, axis=-1)
-    return (ad.logical_not(hit) if invert else hit), 0
+    b = ops.reshape(b, (size,) + (1,) * (len(ashape) - 1) + (shape_of(b)[1],))
+    hit = ops.any(ops.expand_dims(a, axis=-1) == b, axis=-1)
+    return (ops.logical_not(hit) if invert else hit), 0
 
 
 isin_p.batch = _isin_batch
 PRIMS["isin"] = isin_p
 
 
+@decl.export
 def isin(x1, x2, /, *, invert=False):
     """Whether each element of ``x1`` occurs in ``x2`` (``invert=True``: does not occur).
     Either argument may be a Python scalar."""

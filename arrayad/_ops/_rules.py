@@ -62,9 +62,11 @@ def _rule(rule, p):
 class Declarations:
     """What one module of ``arrayad/_ops`` declares (NOTE [declarations])."""
 
-    def __init__(self, module_globals, namespace=ops):
+    def __init__(self, module_globals, namespace=ops, *, public_module=None):
         self._globals = module_globals
         self.namespace = namespace
+        # (the __module__ of generated public functions: the declaring module by default)
+        self.public_module = public_module or module_globals["__name__"]
         self.all = module_globals.setdefault("__all__", [])
         self.prims = module_globals.setdefault("PRIMS", {})
         self.composites = module_globals.setdefault("COMPOSITES", set())
@@ -129,7 +131,7 @@ class Declarations:
             p.batch = _rule(batch, p)
         self.prims[key or name] = p
         if api is not None:
-            public = _generate(name, p, api, args, omit_none, doc, self._globals["__name__"])
+            public = _generate(name, p, api, args, omit_none, doc, self.public_module)
         if public is not None:
             self.export(public)
         return p

@@ -13,80 +13,49 @@ import math
 
 from ._namespace import ops
 
-from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind
-from ._rules import (Declarations, batch_elementwise, broadcast_like, defjvp, defvjp, forward_result, is_complex,
-                     names_read, nondifferentiable, primitive, unbroadcast)
+from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP
+from ._rules import (ELEMENTWISE, LINEAR, Declarations, broadcast_like, forward_result, is_complex,
+                     names_read, unbroadcast)
 
-decl = Declarations(globals())
-
-
-def _export(name, fn, doc):
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "arrayad"
-    fn.__doc__ = doc
-    return decl.export(fn)
-
-
-def _unary_api(name, prim, doc):
-    def fn(x, /):
-        return bind(prim, x)
-    return _export(name, fn, doc)
-
-
-def _binary_api(name, prim, doc):
-    def fn(x1, x2, /):
-        return bind(prim, x1, x2)
-    return _export(name, fn, doc)
+decl = Declarations(globals(), public_module="arrayad")
 
 
 def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
     """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff), or
     ``over(ans, x)`` the derivative's reciprocal (log: x), so that the rules divide by it."""
-    p = primitive(name, xp_name=xp_name or name)
-    p.batch = batch_elementwise(p)
-    if deriv is None and over is None:
-        nondifferentiable(p)
-    else:
+    rules = {}
+    if deriv is not None or over is not None:
         # (g * conj(d) and t * d, or g / conj(over) and t / over: C callables, "Rule shapes"
         # in the core)
         d = deriv if over is None else over
-        defvjp(p, UnaryVJP(d, over is not None), reads=[names_read(d)])
-        p.jvp = UnaryJVP(d, over is not None)
-    decl.prims[name] = p
-    _unary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+        rules = dict(vjp=(UnaryVJP(d, over is not None),), reads=[names_read(d)],
+                     full_jvp=UnaryJVP(d, over is not None))
+    return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x, /",
+                          differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
 
 
 def linear_unary(name, vjp, jvp=None, *, doc=""):
     """An elementwise unary function that is linear in its input (negative, conj, real...)."""
-    p = primitive(name)
-    p.batch = batch_elementwise(p)
     # (linear: the rule reads no saved value, at most the input's dtype, which a Meta keeps)
-    defvjp(p, lambda g, ans, x: vjp(g, x), reads=[""])
-    defjvp(p, lambda t, ans, x: (jvp or (lambda t: bind(p, t)))(t))
-    decl.prims[name] = p
-    _unary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+    return decl.primitive(name, vjp=(lambda g, ans, x: vjp(g, x),), reads=[""],
+                          jvp=LINEAR if jvp is None else (lambda t, ans, x: jvp(t),),
+                          batch=ELEMENTWISE, api="x, /", doc=doc or f"Elementwise {name}.")
 
 
-def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
+def binary(name, d1=None, d2=None, *, doc="", xp_name=None, **rules):
     """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
 
     A partial of ``None`` with the other given means zero; both ``None`` means nondiff.
+    ``rules`` (``vjp=``, ``reads=``, ``full_jvp=``) replace the ones built from the partials.
     """
-    p = primitive(name, xp_name=xp_name or name)
-    p.batch = batch_elementwise(p)
-    if d1 is None and d2 is None:
-        nondifferentiable(p)
-    else:
+    if d1 is not None or d2 is not None:
         # (g * conj(d) summed to the argument's shape, and t1 * d1 + t2 * d2: C callables)
-        defvjp(p, None if d1 is None else PartialVJP(d1, 0),
-               None if d2 is None else PartialVJP(d2, 1),
-               reads=["" if d is None else names_read(d) for d in (d1, d2)])
-        p.jvp = BinaryJVP(d1, d2)
-    decl.prims[name] = p
-    _binary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+        rules = dict(vjp=(None if d1 is None else PartialVJP(d1, 0),
+                          None if d2 is None else PartialVJP(d2, 1)),
+                     reads=["" if d is None else names_read(d) for d in (d1, d2)],
+                     full_jvp=BinaryJVP(d1, d2)) | rules
+    return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x1, x2, /",
+                          differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
 
 
 # -- unary, differentiable ----------------------------------------------------------------------
@@ -112,7 +81,6 @@ unary("log10", over=lambda ans, x: x * math.log(10.0))
 unary("sqrt", lambda ans, x: 0.5 / ans)
 unary("square", lambda ans, x: 2 * x)
 unary("reciprocal", lambda ans, x: -(ans * ans))
-_abs_p = unary("abs", lambda ans, x: ops.sign(x))
 # |z| is not holomorphic: for complex z the VJP is g * z/|z| (no conj; torch's convention) and
 # the JVP Re(conj(z/|z|) * t), a real tangent for a real output.
 
@@ -126,9 +94,10 @@ def _abs_sign(ans, x):
 
 
 # (ops.multiply, not *: a raw array-api-strict operand on the left refuses a tracer on the right)
-defvjp(_abs_p, lambda g, ans, x: ops.multiply(g, _abs_sign(ans, x)))
-defjvp(_abs_p, lambda t, ans, x: ops.real(ops.multiply(ops.conj(_abs_sign(ans, x)), t))
-       if is_complex(x) else ops.multiply(t, ops.sign(x)))
+decl.primitive("abs", vjp=(lambda g, ans, x: ops.multiply(g, _abs_sign(ans, x)),),
+               jvp=(lambda t, ans, x: ops.real(ops.multiply(ops.conj(_abs_sign(ans, x)), t))
+                    if is_complex(x) else ops.multiply(t, ops.sign(x)),),
+               batch=ELEMENTWISE, api="x, /", doc="Elementwise abs.")
 
 # -- unary, linear ------------------------------------------------------------------------------
 linear_unary("negative", lambda g, x: -g)
@@ -145,15 +114,12 @@ for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", 
     unary(_name)
 
 # -- binary ---------------------------------------------------------------------------------------
-_add = binary("add", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: 1.0)
-_sub = binary("subtract", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: -1.0)
-# add/subtract are linear: skip the multiplication by one.
-defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2),
-       reads=["", ""])
-_add.jvp = SumJVP()
-defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2),
-       reads=["", ""])
-_sub.jvp = SumJVP(negate=True)
+# add/subtract are linear: no multiplication by one.
+binary("add", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
+                   lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP())
+binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
+                        lambda g, ans, x1, x2: unbroadcast(-g, x2)), reads=["", ""],
+       full_jvp=SumJVP(negate=True))
 
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
 binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
@@ -205,10 +171,6 @@ def _clip_impl(xp, x, lo, hi):
     return xp.clip(x, lo, hi)
 
 
-clip_p = primitive("clip", _clip_impl)
-clip_p.batch = batch_elementwise(clip_p)
-
-
 def _inside(ans, x, lo, hi):
     m = ops.ones_like(x, dtype=ops.bool)
     if lo is not None:
@@ -218,20 +180,13 @@ def _inside(ans, x, lo, hi):
     return m
 
 
-defvjp(clip_p,
-       lambda g, ans, x, lo, hi: unbroadcast(ops.where(_inside(ans, x, lo, hi), g, 0.0), x),
-       lambda g, ans, x, lo, hi: unbroadcast(ops.where(x < lo, g, 0.0), lo),
-       lambda g, ans, x, lo, hi: unbroadcast(ops.where(x > hi, g, 0.0), hi))
-defjvp(clip_p,
-       lambda t, ans, x, lo, hi: broadcast_like(ops.where(_inside(ans, x, lo, hi), t, 0.0), ans),
-       lambda t, ans, x, lo, hi: broadcast_like(ops.where(x < lo, t, 0.0), ans),
-       lambda t, ans, x, lo, hi: broadcast_like(ops.where(x > hi, t, 0.0), ans))
-decl.prims["clip"] = clip_p
-
-
-def clip(x, /, min=None, max=None):
-    """Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays."""
-    return bind(clip_p, x, min, max)
-
-
-_export("clip", clip, clip.__doc__)
+clip_p = decl.primitive(
+    "clip", _clip_impl, batch=ELEMENTWISE,
+    vjp=(lambda g, ans, x, lo, hi: unbroadcast(ops.where(_inside(ans, x, lo, hi), g, 0.0), x),
+         lambda g, ans, x, lo, hi: unbroadcast(ops.where(x < lo, g, 0.0), lo),
+         lambda g, ans, x, lo, hi: unbroadcast(ops.where(x > hi, g, 0.0), hi)),
+    jvp=(lambda t, ans, x, lo, hi: broadcast_like(ops.where(_inside(ans, x, lo, hi), t, 0.0), ans),
+         lambda t, ans, x, lo, hi: broadcast_like(ops.where(x < lo, t, 0.0), ans),
+         lambda t, ans, x, lo, hi: broadcast_like(ops.where(x > hi, t, 0.0), ans)),
+    api="x, /, min=None, max=None", args=("x", "min", "max"),
+    doc="Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays.")

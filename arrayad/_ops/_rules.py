@@ -119,7 +119,7 @@ class Declarations:
         p = primitive(name, impl, xp_name=xp_name, multiple_results=multiple_results,
                       differentiable=differentiable)
         if vjp is not None:
-            defvjp(p, *vjp, reads=reads)
+            defvjp(p, *(_rule(r, p) for r in vjp), reads=reads)
         elif variadic_vjp is not None:
             p.vjp = variadic_vjp
         jvp = _rule(jvp, p)

@@ -5,16 +5,12 @@ unstack, broadcast_arrays, matrix_transpose)."""
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from .._dtypes import from_backend, to_backend
-from ._rules import (Declarations, batch_axis_params, batch_elementwise, batch_size_of,
-                     broadcast_like, defjvp, defvjp, materialize_batch, move_to_front, ndim_of,
-                     normalize_axes, normalize_axis, primitive, unbroadcast)
+from .._dtypes import from_backend, is_inexact, to_backend
+from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
+                     materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
+                     per_primitive, unbroadcast)
 
 decl = Declarations(globals())
-
-
-def _linear_jvp(p):
-    return lambda t, ans, x, **params: bind(p, t, **params)
 
 
 # -- reshape ---------------------------------------------------------------------------------------
@@ -24,16 +20,6 @@ def _reshape_impl(xp, x, shape, copy=None):
     return xp.reshape(x, shape, copy=copy)
 
 
-reshape_p = primitive("reshape", _reshape_impl)
-defvjp(reshape_p, lambda g, ans, x, shape, copy=None: reshape(g, shape_of(x)))
-defjvp(reshape_p, _linear_jvp(reshape_p))
-reshape_p.batch = lambda args, dims, shape, copy=None: (
-    bind(reshape_p, move_to_front(args[0], dims[0]),
-         shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0)
-PRIMS["reshape"] = reshape_p
-
-
-@decl.export
 def reshape(x, /, shape, *, copy=None):
     """``x`` with a new shape (one entry may be -1)."""
     if isinstance(shape, int):
@@ -41,10 +27,15 @@ def reshape(x, /, shape, *, copy=None):
     return bind(reshape_p, x, shape=tuple(shape), copy=copy)
 
 
+reshape_p = decl.primitive(
+    "reshape", _reshape_impl, public=reshape, jvp=LINEAR,
+    vjp=(lambda g, ans, x, shape, copy=None: reshape(g, shape_of(x)),),
+    batch=lambda args, dims, shape, copy=None: (
+        bind(reshape_p, move_to_front(args[0], dims[0]),
+             shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0))
+
+
 # -- permute_dims ----------------------------------------------------------------------------------
-permute_p = primitive("permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes))
-
-
 def _inverse_perm(axes):
     inv = [0] * len(axes)
     for i, a in enumerate(axes):
@@ -52,18 +43,18 @@ def _inverse_perm(axes):
     return tuple(inv)
 
 
-defvjp(permute_p, lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)))
-defjvp(permute_p, _linear_jvp(permute_p))
-permute_p.batch = lambda args, dims, axes: (
-    bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)), 0)
-PRIMS["permute_dims"] = permute_p
-
-
-@decl.export
 def permute_dims(x, /, axes):
     """Permute the axes of ``x`` (negative axes allowed)."""
     nd = ndim_of(x)
     return bind(permute_p, x, axes=tuple(normalize_axis(a, nd) for a in axes))
+
+
+permute_p = decl.primitive(
+    "permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes), public=permute_dims,
+    jvp=LINEAR, vjp=(lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)),),
+    batch=lambda args, dims, axes: (
+        bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)),
+        0))
 
 
 @decl.composite
@@ -117,11 +108,6 @@ def squeeze(x, /, axis):
 
 
 # -- broadcast_to ----------------------------------------------------------------------------------
-broadcast_p = primitive("broadcast_to")
-defvjp(broadcast_p, lambda g, ans, x, shape: unbroadcast(g, x))
-defjvp(broadcast_p, _linear_jvp(broadcast_p))
-
-
 def _broadcast_batch(args, dims, shape):
     x = move_to_front(args[0], dims[0])
     xs = shape_of(x)
@@ -131,17 +117,17 @@ def _broadcast_batch(args, dims, shape):
     return bind(broadcast_p, x, shape=xs[:1] + tuple(shape)), 0
 
 
-broadcast_p.batch = _broadcast_batch
-PRIMS["broadcast_to"] = broadcast_p
-
-
-@decl.export
 def broadcast_to(x, /, shape):
     """``x`` broadcast to ``shape``."""
     shape = tuple(shape)
     if shape_of(x) == shape:
         return x
     return bind(broadcast_p, x, shape=shape)
+
+
+broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR,
+                             vjp=(lambda g, ans, x, shape: unbroadcast(g, x),),
+                             batch=_broadcast_batch)
 
 
 @decl.composite
@@ -173,9 +159,6 @@ def broadcast_arrays(*arrays):
 
 
 # -- concat / stack / unstack ----------------------------------------------------------------------
-concat_p = primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, axis=axis))
-
-
 def _concat_vjp(g, ans, *arrays, axis):
     if axis is None:
         g = reshape(g, (-1,))
@@ -211,16 +194,14 @@ def _concat_batch(args, dims, axis):
     return bind(concat_p, *parts, axis=normalize_axis(axis, ndim_of(args[0]) - (dims[0] is not None)) + 1), 0
 
 
-concat_p.vjp = _concat_vjp
-concat_p.jvp = _concat_jvp
-concat_p.batch = _concat_batch
-PRIMS["concat"] = concat_p
-
-
-@decl.export
 def concat(arrays, /, *, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first if ``axis`` is None)."""
     return bind(concat_p, *arrays, axis=axis)
+
+
+concat_p = decl.primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, axis=axis),
+                          public=concat, variadic_vjp=_concat_vjp, full_jvp=_concat_jvp,
+                          batch=_concat_batch)
 
 
 @decl.composite
@@ -240,28 +221,14 @@ def unstack(x, /, *, axis=0):
 
 
 # -- flip / roll -----------------------------------------------------------------------------------
-flip_p = primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis))
-defvjp(flip_p, lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis))
-defjvp(flip_p, _linear_jvp(flip_p))
-flip_p.batch = batch_axis_params(flip_p)
-PRIMS["flip"] = flip_p
-
-
-@decl.export
-def flip(x, /, *, axis=None):
-    """Reverse the order of elements along ``axis`` (all axes by default)."""
-    return bind(flip_p, x, axis=axis)
-
-
-roll_p = primitive("roll", lambda xp, x, shift, axis=None: xp.roll(x, shift, axis=axis))
+flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
+                        vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
+                        jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
+                        doc="Reverse the order of elements along ``axis`` (all axes by default).")
 
 
 def _neg_shift(shift):
     return -shift if isinstance(shift, int) else tuple(-s for s in shift)
-
-
-defvjp(roll_p, lambda g, ans, x, shift, axis=None: bind(roll_p, g, shift=_neg_shift(shift), axis=axis))
-defjvp(roll_p, _linear_jvp(roll_p))
 
 
 def _roll_batch(args, dims, shift, axis=None):
@@ -276,11 +243,6 @@ def _roll_batch(args, dims, shift, axis=None):
     return bind(roll_p, x, shift=shift, axis=ax), 0
 
 
-roll_p.batch = _roll_batch
-PRIMS["roll"] = roll_p
-
-
-@decl.export
 def roll(x, /, shift, *, axis=None):
     """Roll the elements of ``x`` by ``shift`` along ``axis`` (flattened if None)."""
     if not isinstance(shift, int):
@@ -290,22 +252,23 @@ def roll(x, /, shift, *, axis=None):
     return bind(roll_p, x, shift=shift, axis=axis)
 
 
+roll_p = decl.primitive(
+    "roll", lambda xp, x, shift, axis=None: xp.roll(x, shift, axis=axis), public=roll,
+    vjp=(lambda g, ans, x, shift, axis=None: bind(roll_p, g, shift=_neg_shift(shift), axis=axis),),
+    jvp=LINEAR, batch=_roll_batch)
+
+
 # -- where -----------------------------------------------------------------------------------------
-where_p = primitive("where", lambda xp, c, x1, x2: xp.where(c, x1, x2))
-where_p.vjp = (None,
-               lambda g, ans, c, x1, x2: unbroadcast(where(c, g, 0.0), x1),
-               lambda g, ans, c, x1, x2: unbroadcast(where(c, 0.0, g), x2))
-defjvp(where_p, None,
-       lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
-       lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans))
-where_p.batch = batch_elementwise(where_p)
-PRIMS["where"] = where_p
-
-
-@decl.export
-def where(condition, x1, x2, /):
-    """Elements of ``x1`` where ``condition`` is true, else of ``x2``."""
-    return bind(where_p, condition, x1, x2)
+where_p = decl.primitive(
+    "where", lambda xp, c, x1, x2: xp.where(c, x1, x2),
+    vjp=(None,
+         lambda g, ans, c, x1, x2: unbroadcast(where(c, g, 0.0), x1),
+         lambda g, ans, c, x1, x2: unbroadcast(where(c, 0.0, g), x2)),
+    jvp=(None,
+         lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
+         lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans)),
+    batch=ELEMENTWISE, api="condition, x1, x2, /",
+    doc="Elements of ``x1`` where ``condition`` is true, else of ``x2``.")
 
 
 # -- astype ----------------------------------------------------------------------------------------
@@ -316,16 +279,9 @@ def _astype_impl(xp, x, dtype, copy=True, device=None):
     return xp.astype(x, to_backend(dtype, xp), **kw)
 
 
-astype_p = primitive("astype", _astype_impl)
-
-
-def _is_inexact(dtype):
-    return dtype.kind in ("f", "c")
-
-
 def _astype_vjp(g, ans, x, dtype, copy=True, device=None):
     src = dtype_of(x)
-    if not (_is_inexact(src) and _is_inexact(dtype)):
+    if not (is_inexact(src) and is_inexact(dtype)):
         return None
     if src.kind == "f" and dtype_of(g).kind == "c":
         g = ops.real(g)
@@ -333,18 +289,11 @@ def _astype_vjp(g, ans, x, dtype, copy=True, device=None):
 
 
 def _astype_jvp(t, ans, x, dtype, copy=True, device=None):
-    if not (_is_inexact(dtype_of(x)) and _is_inexact(dtype)):
+    if not (is_inexact(dtype_of(x)) and is_inexact(dtype)):
         return None
     return bind(astype_p, t, dtype=dtype, copy=True)
 
 
-defvjp(astype_p, _astype_vjp)
-defjvp(astype_p, _astype_jvp)
-astype_p.batch = lambda args, dims, **params: (bind(astype_p, args[0], **params), dims[0])
-PRIMS["astype"] = astype_p
-
-
-@decl.export
 def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` converted to ``dtype``."""
     dtype = from_backend(dtype)
@@ -353,12 +302,14 @@ def astype(x, dtype, /, *, copy=True, device=None):
     return bind(astype_p, x, dtype=dtype, copy=copy, device=device)
 
 
+astype_p = decl.primitive(
+    "astype", _astype_impl, public=astype, vjp=(_astype_vjp,), jvp=(_astype_jvp,),
+    batch=lambda args, dims, **params: (bind(astype_p, args[0], **params), dims[0]))
+
+
 # -- repeat / tile ---------------------------------------------------------------------------------
 def _repeat_impl(xp, x, repeats, axis=None):
     return xp.repeat(x, repeats, axis=axis)
-
-
-repeat_p = primitive("repeat", _repeat_impl)
 
 
 def _repeat_vjp(g, ans, x, repeats, axis=None):
@@ -388,11 +339,6 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     return reshape(out, shape_of(x)) if x_flat_shape else out
 
 
-defvjp(repeat_p, _repeat_vjp)
-defjvp(repeat_p, _linear_jvp(repeat_p))
-PRIMS["repeat"] = repeat_p
-
-
 def _repeat_batch(args, dims, repeats, axis=None):
     x = move_to_front(args[0], dims[0])
     if axis is None:
@@ -401,16 +347,10 @@ def _repeat_batch(args, dims, repeats, axis=None):
     return bind(repeat_p, x, repeats=repeats, axis=normalize_axis(axis, ndim_of(x) - 1) + 1), 0
 
 
-repeat_p.batch = _repeat_batch
-
-
-@decl.export
-def repeat(x, repeats, /, *, axis=None):
-    """Repeat each element of ``x`` ``repeats`` times (an int or an array of counts)."""
-    return bind(repeat_p, x, repeats=repeats, axis=axis)
-
-
-tile_p = primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetitions))
+repeat_p = decl.primitive(
+    "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=LINEAR, batch=_repeat_batch,
+    api="x, repeats, /, *, axis=None", args=("x",),
+    doc="Repeat each element of ``x`` ``repeats`` times (an int or an array of counts).")
 
 
 def _tile_vjp(g, ans, x, repetitions):
@@ -426,10 +366,6 @@ def _tile_vjp(g, ans, x, repetitions):
     return reshape(g, xs)
 
 
-defvjp(tile_p, _tile_vjp)
-defjvp(tile_p, _linear_jvp(tile_p))
-
-
 def _tile_batch(args, dims, repetitions):
     x = move_to_front(args[0], dims[0])
     nd = ndim_of(x) - 1
@@ -442,39 +378,24 @@ def _tile_batch(args, dims, repetitions):
     return bind(tile_p, x, repetitions=(1,) + reps), 0
 
 
-tile_p.batch = _tile_batch
-PRIMS["tile"] = tile_p
-
-
-@decl.export
 def tile(x, repetitions, /):
     """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis."""
     return bind(tile_p, x, repetitions=tuple(repetitions))
 
 
+tile_p = decl.primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetitions), public=tile,
+                        vjp=(_tile_vjp,), jvp=LINEAR, batch=_tile_batch)
+
+
 # -- tril / triu: masks on the last two axes, linear -------------------------------------------------
-def _triangle(name):
-    p = primitive(name, lambda xp, x, k=0: getattr(xp, name)(x, k=k))
-    defvjp(p, lambda g, ans, x, k=0: bind(p, g, k=k))
-    defjvp(p, _linear_jvp(p))
-    p.batch = lambda args, dims, k=0: (bind(p, move_to_front(args[0], dims[0]), k=k), 0)
-    PRIMS[name] = p
-    return p
+def _triangle(name, doc):
+    return decl.primitive(
+        name, lambda xp, x, k=0: getattr(xp, name)(x, k=k), jvp=LINEAR,
+        vjp=(per_primitive(lambda p: lambda g, ans, x, k=0: bind(p, g, k=k)),),
+        batch=per_primitive(lambda p: lambda args, dims, k=0: (
+            bind(p, move_to_front(args[0], dims[0]), k=k), 0)),
+        api="x, /, *, k=0", doc=doc)
 
 
-tril_p = _triangle("tril")
-triu_p = _triangle("triu")
-
-
-@decl.export
-def tril(x, /, *, k=0):
-    """The lower triangle of the matrices in ``x`` (from diagonal ``k`` down)."""
-    return bind(tril_p, x, k=k)
-
-
-@decl.export
-def triu(x, /, *, k=0):
-    """The upper triangle of the matrices in ``x`` (from diagonal ``k`` up)."""
-    return bind(triu_p, x, k=k)
-
-
+tril_p = _triangle("tril", "The lower triangle of the matrices in ``x`` (from diagonal ``k`` down).")
+triu_p = _triangle("triu", "The upper triangle of the matrices in ``x`` (from diagonal ``k`` up).")

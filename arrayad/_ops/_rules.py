@@ -97,14 +97,16 @@ class Declarations:
 
     def primitive(self, name, impl=None, *, xp_name=None, vjp=None, variadic_vjp=None,
                   reads=None, jvp=None, full_jvp=None, batch=None, multiple_results=False,
-                  differentiable=True, api=None, args=None, omit_none=(), public=None, key=None,
+                  differentiable=None, api=None, args=None, omit_none=(), public=None, key=None,
                   doc=None):
         """Create, register and return a primitive with all its rules.
 
         * ``impl(xp, *args, **params)``, or ``xp_name`` (default: ``name``) a backend function;
         * ``vjp``: one rule per positional argument, ``f(g, ans, *args, **params)``, and
           ``reads`` the saved values each reads (``defvjp``); ``variadic_vjp``: one rule for all
-          arguments returning a tuple; ``differentiable=False``: the outputs are constants;
+          arguments returning a tuple; with neither, the primitive is not differentiable (its
+          outputs are constants: integer/bool results, or a derivative of zero almost
+          everywhere);
         * ``jvp``: one rule per argument ``f(t, ans, *args, **params)`` (summed), or ``LINEAR``
           (the primitive applied to the tangent); ``full_jvp``: ``f(tangents, ans, *args,
           **params)``;
@@ -116,6 +118,8 @@ class Declarations:
           ``omit_none``: keyword parameters left out of the call when None (``dtype``);
         * ``key``: the name in ``PRIMS`` when it differs from ``name``.
         """
+        if differentiable is None:
+            differentiable = vjp is not None or variadic_vjp is not None
         p = primitive(name, impl, xp_name=xp_name, multiple_results=multiple_results,
                       differentiable=differentiable)
         if vjp is not None:

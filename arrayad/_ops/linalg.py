@@ -6,12 +6,9 @@ The ``linalg`` extension's functions live in ``arrayad/linalg.py``.
 from ._namespace import ops
 
 from .._core._core import bind, shape_of
-from ._rules import Declarations, conj_if_complex, defjvp, defvjp, move_to_front, ndim_of, normalize_axis, \
-    primitive, unbroadcast
+from ._rules import Declarations, conj_if_complex, move_to_front, ndim_of, normalize_axis, unbroadcast
 
 decl = Declarations(globals())
-
-matmul_p = primitive("matmul")
 
 
 def _promote(x1, x2, g):
@@ -56,10 +53,6 @@ def _matmul_vjp2(g, ans, x1, x2):
     return ops.reshape(unbroadcast(ct, p2), shape_of(x2))
 
 
-defvjp(matmul_p, _matmul_vjp1, _matmul_vjp2)
-defjvp(matmul_p, lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t))
-
-
 def _matmul_batch(args, dims):
     (x1, x2), (d1, d2) = args, dims
     # The common cases, with no data movement: a batch of vectors or matrices on the left times
@@ -99,14 +92,11 @@ def _matmul_batch(args, dims):
     return out, 0
 
 
-matmul_p.batch = _matmul_batch
-PRIMS["matmul"] = matmul_p
-
-
-@decl.export
-def matmul(x1, x2, /):
-    """Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast)."""
-    return bind(matmul_p, x1, x2)
+matmul_p = decl.primitive(
+    "matmul", vjp=(_matmul_vjp1, _matmul_vjp2),
+    jvp=(lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t)),
+    batch=_matmul_batch, api="x1, x2, /",
+    doc="Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast).")
 
 
 @decl.composite

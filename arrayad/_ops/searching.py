@@ -14,8 +14,8 @@ from collections import namedtuple
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from ._rules import (Declarations, PY_SCALARS, batch_axis_params, constant_like, materialize_batch,
-                     move_to_front, ndim_of, nondifferentiable, primitive)
+from ._rules import (PY_SCALARS, Declarations, axis_batch, constant_like, materialize_batch,
+                     move_to_front, ndim_of)
 from .._dtypes import to_backend
 from ..backends import backend_of
 
@@ -37,16 +37,9 @@ def _argsort_impl(xp, x, axis=-1, descending=False, stable=True):
     return xp.argsort(x, axis=axis, descending=descending, stable=stable)
 
 
-argsort_p = primitive("argsort", _argsort_impl)
-nondifferentiable(argsort_p)
-argsort_p.batch = batch_axis_params(argsort_p)
-PRIMS["argsort"] = argsort_p
-
-
-@decl.export
-def argsort(x, /, *, axis=-1, descending=False, stable=True):
-    """Indices that sort ``x`` along ``axis``."""
-    return bind(argsort_p, x, axis=axis, descending=descending, stable=stable)
+argsort_p = decl.primitive("argsort", _argsort_impl, batch=axis_batch(),
+                           api="x, /, *, axis=-1, descending=False, stable=True",
+                           doc="Indices that sort ``x`` along ``axis``.")
 
 
 @decl.composite
@@ -57,20 +50,18 @@ def sort(x, /, *, axis=-1, descending=False, stable=True):
 
 
 # -- nonzero ---------------------------------------------------------------------------------------
-nonzero_p = primitive("nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True)
-nondifferentiable(nonzero_p)
-nonzero_p.batch = dynamic_shape_error(
-    "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
-    "argsort(x == 0, stable=True) to put the indices of the non-zero elements first.")
-PRIMS["nonzero"] = nonzero_p
-
-
-@decl.export
 def nonzero(x, /):
     """Indices of the non-zero elements of ``x``: one index array per axis."""
     if ndim_of(x) == 0:
         raise ValueError("nonzero: x must have at least one dimension")
     return bind(nonzero_p, x)
+
+
+nonzero_p = decl.primitive(
+    "nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True, public=nonzero,
+    batch=dynamic_shape_error(
+        "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
+        "argsort(x == 0, stable=True) to put the indices of the non-zero elements first."))
 
 
 # -- unique_* --------------------------------------------------------------------------------------
@@ -83,46 +74,41 @@ _UNIQUE_ALTERNATIVE = (
     "(concat([[True], diff(sorted) != 0])), then where() with that mask.")
 
 
-def _unique(name, n_out):
+def _unique(public, n_out):
+    name = public.__name__
+
     def impl(xp, x):
         out = getattr(backend_of(x), name)(x)
         return tuple(out) if n_out > 1 else (out,)
-    p = primitive(name, impl, multiple_results=True)
-    nondifferentiable(p)
-    p.batch = dynamic_shape_error(name, _UNIQUE_ALTERNATIVE)
-    PRIMS[name] = p
-    return p
+    return decl.primitive(name, impl, multiple_results=True, public=public,
+                          batch=dynamic_shape_error(name, _UNIQUE_ALTERNATIVE))
 
 
-unique_all_p = _unique("unique_all", 4)
-unique_counts_p = _unique("unique_counts", 2)
-unique_inverse_p = _unique("unique_inverse", 2)
-unique_values_p = _unique("unique_values", 1)
-
-
-@decl.export
 def unique_all(x, /):
     """Unique elements of ``x`` with the index of their first occurrence, the inverse indices
     (shaped like ``x``) and their counts. NaNs are distinct from each other."""
     return UniqueAllResult(*bind(unique_all_p, x))
 
 
-@decl.export
 def unique_counts(x, /):
     """Unique elements of ``x`` and how often each occurs."""
     return UniqueCountsResult(*bind(unique_counts_p, x))
 
 
-@decl.export
 def unique_inverse(x, /):
     """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
     return UniqueInverseResult(*bind(unique_inverse_p, x))
 
 
-@decl.export
 def unique_values(x, /):
     """Unique elements of ``x`` (sorted, one-dimensional)."""
     return bind(unique_values_p, x)[0]
+
+
+unique_all_p = _unique(unique_all, 4)
+unique_counts_p = _unique(unique_counts, 2)
+unique_inverse_p = _unique(unique_inverse, 2)
+unique_values_p = _unique(unique_values, 1)
 
 
 def _scalar_like(s, x):
@@ -141,10 +127,6 @@ def _searchsorted_impl(xp, x1, x2, *sorter, side="left"):
     if sorter:
         kw["sorter"] = sorter[0]
     return xp.searchsorted(x1, x2, **kw)
-
-
-searchsorted_p = primitive("searchsorted", _searchsorted_impl)
-nondifferentiable(searchsorted_p)
 
 
 def _searchsorted_batch(args, dims, side="left"):
@@ -167,11 +149,6 @@ def _searchsorted_batch(args, dims, side="left"):
     return ops.reshape(counts, vshape), 0
 
 
-searchsorted_p.batch = _searchsorted_batch
-PRIMS["searchsorted"] = searchsorted_p
-
-
-@decl.export
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
     """Indices where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` (sorted
     by ``sorter`` when given) to keep it sorted. ``x2`` may be a Python scalar (2025.12)."""
@@ -183,6 +160,10 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
     return bind(searchsorted_p, *args, side=side)
 
 
+searchsorted_p = decl.primitive("searchsorted", _searchsorted_impl, batch=_searchsorted_batch,
+                                public=searchsorted)
+
+
 # -- isin: output shaped like x1 ---------------------------------------------------------------------
 def _isin_impl(xp, x1, x2, invert=False):
     fn = getattr(xp, "isin", None)
@@ -191,10 +172,6 @@ def _isin_impl(xp, x1, x2, invert=False):
     # Standard functions only: compare every element of x1 with every element of x2.
     hit = xp.any(xp.reshape(x1, tuple(x1.shape) + (1,)) == xp.reshape(x2, (-1,)), axis=-1)
     return xp.logical_not(hit) if invert else hit
-
-
-isin_p = primitive("isin", _isin_impl)
-nondifferentiable(isin_p)
 
 
 def _isin_batch(args, dims, invert=False):
@@ -211,11 +188,6 @@ def _isin_batch(args, dims, invert=False):
     return (ops.logical_not(hit) if invert else hit), 0
 
 
-isin_p.batch = _isin_batch
-PRIMS["isin"] = isin_p
-
-
-@decl.export
 def isin(x1, x2, /, *, invert=False):
     """Whether each element of ``x1`` occurs in ``x2`` (``invert=True``: does not occur).
     Either argument may be a Python scalar."""
@@ -226,3 +198,6 @@ def isin(x1, x2, /, *, invert=False):
     if isinstance(x2, PY_SCALARS):
         x2 = _scalar_like(x2, x1)
     return bind(isin_p, x1, x2, invert=invert)
+
+
+isin_p = decl.primitive("isin", _isin_impl, batch=_isin_batch, public=isin)

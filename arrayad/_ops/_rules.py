@@ -128,7 +128,7 @@ class Declarations:
             p.vjp = variadic_vjp
         jvp = _rule(jvp, p)
         if isinstance(jvp, (tuple, list)):
-            defjvp(p, *jvp)
+            defjvp(p, *(_rule(r, p) for r in jvp))
         elif full_jvp is not None:
             p.jvp = full_jvp
         if batch is not None:

@@ -24,8 +24,7 @@ from ._namespace import ops
 
 from .._core._core import Tensor, bind, dtype_of, shape_of
 from .._dtypes import to_backend
-from ._rules import Declarations, batch_axis_params, constant_like, defjvp, defvjp, ndim_of, normalize_axis, \
-    primitive
+from ._rules import Declarations, axis_batch, constant_like, ndim_of, normalize_axis, per_primitive
 
 decl = Declarations(globals(), ops.fft)
 
@@ -93,22 +92,19 @@ def _c2c_impl(name):
     return lambda xp, x, n, axis, norm: getattr(xp.fft, name)(x, n=n, axis=axis, norm=norm)
 
 
-fft_p = primitive("fft", _c2c_impl("fft"))
-ifft_p = primitive("ifft", _c2c_impl("ifft"))
-
-
-def _c2c_vjp(adjoint_prim):
+def _c2c_vjp(adjoint):
+    # (the adjoint primitive by name: it is declared after this one's VJP is)
     def vjp(g, ans, x, n, axis, norm):
-        return _fit(bind(adjoint_prim, g, n=n, axis=axis, norm=_DUAL[norm]), axis,
+        return _fit(bind(PRIMS[adjoint], g, n=n, axis=axis, norm=_DUAL[norm]), axis,
                     shape_of(x)[axis])
     return vjp
 
 
-for _p, _adj in ((fft_p, ifft_p), (ifft_p, fft_p)):
-    defvjp(_p, _c2c_vjp(_adj))
-    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
-    _p.batch = batch_axis_params(_p)
-    PRIMS[_p.name] = _p
+# (linear: the JVP is the transform of the tangent, made complex as the primal was)
+_COMPLEX_LINEAR = per_primitive(
+    lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))
+_REAL_LINEAR = per_primitive(
+    lambda p: lambda t, ans, x, **params: bind(p, _as_real(t), **params))
 
 
 def _one_d(x, n, axis):
@@ -116,7 +112,6 @@ def _one_d(x, n, axis):
     return (shape_of(x)[ax] if n is None else int(n)), ax
 
 
-@decl.export
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
     """One-dimensional discrete Fourier transform along ``axis`` (length ``n``: zero-padded or
     truncated input)."""
@@ -124,11 +119,16 @@ def fft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(fft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
-@decl.export
 def ifft(x, /, *, n=None, axis=-1, norm="backward"):
     """One-dimensional inverse discrete Fourier transform along ``axis``."""
     n, ax = _one_d(x, n, axis)
     return bind(ifft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+fft_p = decl.primitive("fft", _c2c_impl("fft"), vjp=(_c2c_vjp("ifft"),), jvp=(_COMPLEX_LINEAR,),
+                       batch=axis_batch(), public=fft)
+ifft_p = decl.primitive("ifft", _c2c_impl("ifft"), vjp=(_c2c_vjp("fft"),),
+                        jvp=(_COMPLEX_LINEAR,), batch=axis_batch(), public=ifft)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,22 +138,11 @@ def _c2cn_impl(name):
     return lambda xp, x, s, axes, norm: getattr(xp.fft, name)(x, s=s, axes=axes, norm=norm)
 
 
-fftn_p = primitive("fftn", _c2cn_impl("fftn"))
-ifftn_p = primitive("ifftn", _c2cn_impl("ifftn"))
-
-
-def _c2cn_vjp(adjoint_prim):
+def _c2cn_vjp(adjoint):
     def vjp(g, ans, x, s, axes, norm):
-        out = bind(adjoint_prim, g, s=s, axes=axes, norm=_DUAL[norm])
+        out = bind(PRIMS[adjoint], g, s=s, axes=axes, norm=_DUAL[norm])
         return _fit_all(out, axes, [shape_of(x)[a] for a in axes])
     return vjp
-
-
-for _p, _adj in ((fftn_p, ifftn_p), (ifftn_p, fftn_p)):
-    defvjp(_p, _c2cn_vjp(_adj))
-    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
-    _p.batch = batch_axis_params(_p, ("axes",))
-    PRIMS[_p.name] = _p
 
 
 def _n_d(x, s, axes, *, inverse_real=False):
@@ -176,27 +165,26 @@ def _n_d(x, s, axes, *, inverse_real=False):
     return s, axes
 
 
-@decl.export
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional discrete Fourier transform over ``axes`` (sizes ``s``)."""
     s, axes = _n_d(x, s, axes)
     return bind(fftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
-@decl.export
 def ifftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional inverse discrete Fourier transform over ``axes``."""
     s, axes = _n_d(x, s, axes)
     return bind(ifftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
+fftn_p = decl.primitive("fftn", _c2cn_impl("fftn"), vjp=(_c2cn_vjp("ifftn"),),
+                        jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=fftn)
+ifftn_p = decl.primitive("ifftn", _c2cn_impl("ifftn"), vjp=(_c2cn_vjp("fftn"),),
+                         jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=ifftn)
+
+
 # ---------------------------------------------------------------------------------------------
 # Real transforms (see the module docstring for their adjoints).
-
-rfft_p = primitive("rfft", lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm))
-irfft_p = primitive("irfft",
-                    lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm))
-
 
 def _rfft_vjp(g, ans, x, n, axis, norm):
     full = ifft(g, n=n, axis=axis, norm=_DUAL[norm])
@@ -208,17 +196,6 @@ def _irfft_vjp(g, ans, x, n, axis, norm):
     return _fit(h, axis, shape_of(x)[axis])
 
 
-defvjp(rfft_p, _rfft_vjp)
-defjvp(rfft_p, lambda t, ans, x, **params: bind(rfft_p, _as_real(t), **params))
-rfft_p.batch = batch_axis_params(rfft_p)
-PRIMS["rfft"] = rfft_p
-defvjp(irfft_p, _irfft_vjp)
-defjvp(irfft_p, lambda t, ans, x, **params: bind(irfft_p, _as_complex(t), **params))
-irfft_p.batch = batch_axis_params(irfft_p)
-PRIMS["irfft"] = irfft_p
-
-
-@decl.export
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Discrete Fourier transform of real ``x`` along ``axis``: the n//2 + 1 non-negative
     frequency bins."""
@@ -228,7 +205,6 @@ def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(rfft_p, x, n=n, axis=ax, norm=_check_norm(norm))
 
 
-@decl.export
 def irfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Inverse of rfft: the real signal of length ``n`` (default 2 * (m - 1)) whose half
     spectrum is ``x`` along ``axis``."""
@@ -237,10 +213,12 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(irfft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
-rfftn_p = primitive("rfftn",
-                    lambda xp, x, s, axes, norm: xp.fft.rfftn(x, s=s, axes=axes, norm=norm))
-irfftn_p = primitive("irfftn",
-                     lambda xp, x, s, axes, norm: xp.fft.irfftn(x, s=s, axes=axes, norm=norm))
+rfft_p = decl.primitive("rfft", lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm),
+                        vjp=(_rfft_vjp,), jvp=(_REAL_LINEAR,), batch=axis_batch(), public=rfft)
+irfft_p = decl.primitive("irfft",
+                         lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm),
+                         vjp=(_irfft_vjp,), jvp=(_COMPLEX_LINEAR,), batch=axis_batch(),
+                         public=irfft)
 
 
 def _rfftn_vjp(g, ans, x, s, axes, norm):
@@ -255,17 +233,6 @@ def _irfftn_vjp(g, ans, x, s, axes, norm):
     return _fit_all(h, axes, [shape_of(x)[a] for a in axes])
 
 
-defvjp(rfftn_p, _rfftn_vjp)
-defjvp(rfftn_p, lambda t, ans, x, **params: bind(rfftn_p, _as_real(t), **params))
-rfftn_p.batch = batch_axis_params(rfftn_p, ("axes",))
-PRIMS["rfftn"] = rfftn_p
-defvjp(irfftn_p, _irfftn_vjp)
-defjvp(irfftn_p, lambda t, ans, x, **params: bind(irfftn_p, _as_complex(t), **params))
-irfftn_p.batch = batch_axis_params(irfftn_p, ("axes",))
-PRIMS["irfftn"] = irfftn_p
-
-
-@decl.export
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     """n-dimensional transform of real ``x``: half spectrum over the last of ``axes``."""
     if dtype_of(x).kind == "c":
@@ -274,11 +241,18 @@ def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     return bind(rfftn_p, x, s=s, axes=axes, norm=_check_norm(norm))
 
 
-@decl.export
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
     """Inverse of rfftn: a real array with sizes ``s`` over ``axes``."""
     s, axes = _n_d(x, s, axes, inverse_real=True)
     return bind(irfftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+rfftn_p = decl.primitive(
+    "rfftn", lambda xp, x, s, axes, norm: xp.fft.rfftn(x, s=s, axes=axes, norm=norm),
+    vjp=(_rfftn_vjp,), jvp=(_REAL_LINEAR,), batch=axis_batch("axes"), public=rfftn)
+irfftn_p = decl.primitive(
+    "irfftn", lambda xp, x, s, axes, norm: xp.fft.irfftn(x, s=s, axes=axes, norm=norm),
+    vjp=(_irfftn_vjp,), jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=irfftn)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
 from .._dtypes import to_backend
-from ._rules import (Declarations, constant_like, defjvp, defvjp, eye_like, is_complex, move_to_front, ndim_of,
-                     normalize_axis, primitive, unbroadcast)
+from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_front, ndim_of,
+                     normalize_axis, per_primitive, unbroadcast)
 from .linalg import matmul, tensordot, vecdot
 from .manipulation import matrix_transpose
 
@@ -121,6 +121,7 @@ def _rsolve_h(b, a):
     return _mH(solve(a, _mH(b)))
 
 
+@per_primitive
 def _batch_front(prim):
     """Batching rule of a primitive that acts on the last two axes and broadcasts over the rest."""
     def rule(args, dims, **params):
@@ -128,7 +129,8 @@ def _batch_front(prim):
     return rule
 
 
-def _batch_bcast(prim, core_ranks):
+@per_primitive
+def _batch_bcast(prim):
     """Batching rule of a primitive whose operands broadcast over their leading (batch) axes:
     each batched operand gets its vmapped axis in front and size-one axes after it up to the
     broadcast rank, so that it lines up with the others."""
@@ -157,25 +159,22 @@ def _check_square(x, name):
 # ---------------------------------------------------------------------------------------------
 # inv
 
-inv_p = primitive("linalg_inv", lambda xp, x: xp.linalg.inv(x))
-defvjp(inv_p, lambda g, ans, x: -mm(_mH(ans), g, _mH(ans)))
-defjvp(inv_p, lambda t, ans, x: -mm(ans, t, ans))
-inv_p.batch = _batch_front(inv_p)
-PRIMS["inv"] = inv_p
 
-
-@decl.export
 def inv(x, /):
     """The inverse of each square matrix in ``x``."""
     _check_square(x, "inv")
     return bind(inv_p, x)
 
 
+inv_p = decl.primitive(
+    "linalg_inv", lambda xp, x: xp.linalg.inv(x), key="inv", public=inv,
+    vjp=(lambda g, ans, x: -mm(_mH(ans), g, _mH(ans)),),
+    jvp=(lambda t, ans, x: -mm(ans, t, ans),), batch=_batch_front)
+
+
 # ---------------------------------------------------------------------------------------------
 # det: d det = det * tr(A^-1 dA); the VJP is g * conj(det * A^-T). Singular input (inv fails) is
 # not supported by these rules.
-
-det_p = primitive("linalg_det", lambda xp, x: xp.linalg.det(x))
 
 
 def _det_vjp(g, ans, x):
@@ -183,17 +182,17 @@ def _det_vjp(g, ans, x):
     return mul(d, _mH(inv(x)))
 
 
-defvjp(det_p, _det_vjp)
-defjvp(det_p, lambda t, ans, x: mul(ans, ops.sum(mul(_mT(inv(x)), t), axis=(-2, -1))))
-det_p.batch = _batch_front(det_p)
-PRIMS["det"] = det_p
-
-
-@decl.export
 def det(x, /):
     """The determinant of each square matrix in ``x``."""
     _check_square(x, "det")
     return bind(det_p, x)
+
+
+det_p = decl.primitive(
+    "linalg_det", lambda xp, x: xp.linalg.det(x), key="det", public=det,
+    vjp=(_det_vjp,),
+    jvp=(lambda t, ans, x: mul(ans, ops.sum(mul(_mT(inv(x)), t), axis=(-2, -1))),),
+    batch=_batch_front)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,9 +203,6 @@ def _tuple_result(name):
     """impl of a linalg function with a named-tuple result, as the plain tuple a multi-output
     primitive returns (the public function wraps it in the standard's named tuple again)."""
     return lambda xp, x, **params: tuple(getattr(xp.linalg, name)(x, **params))
-
-
-slogdet_p = primitive("linalg_slogdet", _tuple_result("slogdet"), multiple_results=True)
 
 
 def _slogdet_jvp(tangents, ans, x):
@@ -231,17 +227,16 @@ def _slogdet_vjp(g, ans, x):
     return mul(ops.expand_dims(gtr, axis=(-2, -1)), a_inv_h)
 
 
-slogdet_p.jvp = _slogdet_jvp
-defvjp(slogdet_p, _slogdet_vjp)
-slogdet_p.batch = _batch_front(slogdet_p)
-PRIMS["slogdet"] = slogdet_p
-
-
-@decl.export
 def slogdet(x, /):
     """``(sign, logabsdet)`` of the determinant of each square matrix in ``x``."""
     _check_square(x, "slogdet")
     return SlogdetResult(*bind(slogdet_p, x))
+
+
+slogdet_p = decl.primitive(
+    "linalg_slogdet", _tuple_result("slogdet"), multiple_results=True, key="slogdet", public=slogdet,
+    vjp=(_slogdet_vjp,),
+    full_jvp=_slogdet_jvp, batch=_batch_front)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,9 +253,6 @@ def _solve_impl(xp, a, b):
     return xp.linalg.solve(a, b)
 
 
-solve_p = primitive("linalg_solve", _solve_impl)
-
-
 def _solve_vjp_b(g, ans, a, b):
     return unbroadcast(solve(_mH(a), g), b)
 
@@ -270,14 +262,6 @@ def _solve_vjp_a(g, ans, a, b):
     return unbroadcast(-mm(gb, _mH(ans)), a)
 
 
-defvjp(solve_p, _solve_vjp_a, _solve_vjp_b)
-defjvp(solve_p, lambda t, ans, a, b: solve(a, -mm(t, ans)),
-       lambda t, ans, a, b: solve(a, t))
-solve_p.batch = _batch_bcast(solve_p, (2, 2))
-PRIMS["solve"] = solve_p
-
-
-@decl.export
 def solve(x1, x2, /):
     """Solve ``x1 @ X = x2`` for ``X``. ``x2`` is a vector when it is 1-d (the 2024.12 rule),
     otherwise a stack of matrices; batch axes broadcast."""
@@ -287,6 +271,13 @@ def solve(x1, x2, /):
     return bind(solve_p, x1, x2)
 
 
+solve_p = decl.primitive(
+    "linalg_solve", _solve_impl, key="solve", public=solve,
+    vjp=(_solve_vjp_a, _solve_vjp_b),
+    jvp=(lambda t, ans, a, b: solve(a, -mm(t, ans)), lambda t, ans, a, b: solve(a, t)),
+    batch=_batch_bcast)
+
+
 # ---------------------------------------------------------------------------------------------
 # cholesky (lower factor; upper=True is its conjugate transpose). With L^-1 dA L^-H = X + X^H,
 # X = L^-1 dL lower triangular: dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with the diagonal
@@ -294,9 +285,6 @@ def solve(x1, x2, /):
 
 def _phi(x):
     return ops.tril(x, k=-1) + 0.5 * (x * _eye_mask(x))
-
-
-cholesky_p = primitive("linalg_cholesky", lambda xp, x: xp.linalg.cholesky(x))
 
 
 def _cholesky_jvp(t, ans, x):
@@ -309,13 +297,6 @@ def _cholesky_vjp(g, ans, x):
     return _herm(mm(_mH(l_inv), _phi(mm(_mH(ans), g)), l_inv))
 
 
-defvjp(cholesky_p, _cholesky_vjp)
-defjvp(cholesky_p, _cholesky_jvp)
-cholesky_p.batch = _batch_front(cholesky_p)
-PRIMS["cholesky"] = cholesky_p
-
-
-@decl.export
 def cholesky(x, /, *, upper=False):
     """The Cholesky factor of each Hermitian positive-definite matrix in ``x`` (lower, or upper
     with ``upper=True``). Only the lower triangle of ``x`` is read."""
@@ -324,14 +305,18 @@ def cholesky(x, /, *, upper=False):
     return _mH(low) if upper else low
 
 
+cholesky_p = decl.primitive(
+    "linalg_cholesky", lambda xp, x: xp.linalg.cholesky(x), key="cholesky", public=cholesky,
+    vjp=(_cholesky_vjp,),
+    jvp=(_cholesky_jvp,), batch=_batch_front)
+
+
 # ---------------------------------------------------------------------------------------------
 # eigh: A = V diag(w) V^H. With P = V^H dA V and F[i, j] = 1/(w_j - w_i):
 #   dw = Re diag(P), dV = V (F * P);
 #   A_bar = V (diag(w_bar) + F * skew(V^H V_bar)) V^H   (Hermitian; skew(M) = (M - M^H)/2).
 # Limitation: degenerate eigenvalues (see the module note); the eigenvectors' phase (complex) is
 # a gauge, so only losses invariant to it have a meaningful derivative.
-
-eigh_p = primitive("linalg_eigh", _tuple_result("eigh"), multiple_results=True)
 
 
 def _eigh_jvp(tangents, ans, x):
@@ -353,18 +338,17 @@ def _eigh_vjp(g, ans, x):
     return mm(v, inner, _mH(v))
 
 
-eigh_p.jvp = _eigh_jvp
-defvjp(eigh_p, _eigh_vjp)
-eigh_p.batch = _batch_front(eigh_p)
-PRIMS["eigh"] = eigh_p
-
-
-@decl.export
 def eigh(x, /):
     """Eigenvalues (ascending) and eigenvectors of each Hermitian matrix in ``x``: a named tuple
     ``(eigenvalues, eigenvectors)``. Only the lower triangle of ``x`` is read."""
     _check_square(x, "eigh")
     return EighResult(*bind(eigh_p, x))
+
+
+eigh_p = decl.primitive(
+    "linalg_eigh", _tuple_result("eigh"), multiple_results=True, key="eigh", public=eigh,
+    vjp=(_eigh_vjp,),
+    full_jvp=_eigh_jvp, batch=_batch_front)
 
 
 @decl.composite
@@ -392,9 +376,6 @@ def _eig_impl(xp, x):
     return xp.astype(w, ct), xp.astype(v, ct)
 
 
-eig_p = primitive("linalg_eig", _eig_impl, multiple_results=True)
-
-
 def _eig_jvp(tangents, ans, x):
     t = tangents[0]
     if t is None:
@@ -418,18 +399,17 @@ def _eig_vjp(g, ans, x):
     return ga if is_complex(x) else ops.real(ga)
 
 
-eig_p.jvp = _eig_jvp
-defvjp(eig_p, _eig_vjp)
-eig_p.batch = _batch_front(eig_p)
-PRIMS["eig"] = eig_p
-
-
-@decl.export
 def eig(x, /):
     """Eigenvalues and unit-norm eigenvectors of each square matrix in ``x`` (2025.12): a named
     tuple ``(eigenvalues, eigenvectors)``, always complex."""
     _check_square(x, "eig")
     return EigResult(*bind(eig_p, x))
+
+
+eig_p = decl.primitive(
+    "linalg_eig", _eig_impl, multiple_results=True, key="eig", public=eig,
+    vjp=(_eig_vjp,), full_jvp=_eig_jvp,
+    batch=_batch_front)
 
 
 @decl.composite
@@ -446,8 +426,6 @@ def eigvals(x, /):
 #   N = M - tril(M, -1) + tril(M^H, -1) - i Im diag(M)   (the adjoint of the map X -> X - C).
 # For M < N, A = [X | Y] and R = [U | V] with X = Q U square and V = Q^H Y.
 # mode='complete' with M > N is not differentiable (Q's extra columns are not unique).
-
-qr_p = primitive("linalg_qr", _tuple_result("qr"), multiple_results=True)
 
 
 def _imag_diag(x):
@@ -515,13 +493,6 @@ def _qr_vjp(g, ans, x, mode="reduced"):
     return ops.concat([gx, mm(q, gv)], axis=-1)
 
 
-qr_p.jvp = _qr_jvp
-defvjp(qr_p, _qr_vjp)
-qr_p.batch = _batch_front(qr_p)
-PRIMS["qr"] = qr_p
-
-
-@decl.export
 def qr(x, /, *, mode="reduced"):
     """QR decomposition of each matrix in ``x``: a named tuple ``(Q, R)``."""
     if mode not in ("reduced", "complete"):
@@ -529,6 +500,12 @@ def qr(x, /, *, mode="reduced"):
     if ndim_of(x) < 2:
         raise ValueError("linalg.qr: x must have at least 2 dimensions")
     return QRResult(*bind(qr_p, x, mode=mode))
+
+
+qr_p = decl.primitive(
+    "linalg_qr", _tuple_result("qr"), multiple_results=True, key="qr", public=qr,
+    vjp=(_qr_vjp,), full_jvp=_qr_jvp,
+    batch=_batch_front)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,8 +518,6 @@ def qr(x, /, *, mode="reduced"):
 #           (+ U i Im diag(U^H U_bar) / S V^H, complex).
 # Limits: full_matrices=True is differentiable only for square input; repeated singular values
 # and zero singular values (with U or V in the loss) have no derivative (see the module note).
-
-svd_p = primitive("linalg_svd", _tuple_result("svd"), multiple_results=True)
 
 
 def _svd_check(x, full_matrices):
@@ -604,19 +579,18 @@ def _svd_vjp(g, ans, x, full_matrices=True):
     return out
 
 
-svd_p.jvp = _svd_jvp
-defvjp(svd_p, _svd_vjp)
-svd_p.batch = _batch_front(svd_p)
-PRIMS["svd"] = svd_p
-
-
-@decl.export
 def svd(x, /, *, full_matrices=True):
     """Singular value decomposition of each matrix in ``x``: a named tuple ``(U, S, Vh)`` with
     ``x = U @ diag(S) @ Vh`` and S descending."""
     if ndim_of(x) < 2:
         raise ValueError("linalg.svd: x must have at least 2 dimensions")
     return SVDResult(*bind(svd_p, x, full_matrices=full_matrices))
+
+
+svd_p = decl.primitive(
+    "linalg_svd", _tuple_result("svd"), multiple_results=True, key="svd", public=svd,
+    vjp=(_svd_vjp,), full_jvp=_svd_jvp,
+    batch=_batch_front)
 
 
 @decl.composite

@@ -48,8 +48,9 @@ def per_primitive(make):
 
 
 def _linear_jvp(p):
-    # (a linear primitive's JVP is the primitive applied to the tangent)
-    return lambda t, ans, x, **params: bind(p, t, **params)
+    # (linear in its first argument: the JVP is the primitive applied to the tangent, with the
+    # other arguments - getitem's index arrays - as they are)
+    return lambda t, ans, x, *rest, **params: bind(p, t, *rest, **params)
 
 
 LINEAR = per_primitive(lambda p: (_linear_jvp(p),))

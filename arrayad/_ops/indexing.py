@@ -20,8 +20,9 @@ from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
 from ..backends import backend_of
-from ._rules import (Declarations, PY_SCALARS, arange_like, constant_like, defjvp, materialize_batch,
-                     move_to_front, ndim_of, normalize_axis, primitive, unbroadcast)
+from ._rules import (LINEAR, PY_SCALARS, Declarations, arange_like, constant_like,
+                     materialize_batch, move_to_front, ndim_of, normalize_axis, per_primitive,
+                     unbroadcast)
 
 decl = Declarations(globals())
 
@@ -155,15 +156,8 @@ def _getitem_impl(xp, x, *idx, key):
     return backend_of(x).getitem(x, fill_key(key, idx))
 
 
-getitem_p = primitive("getitem", _getitem_impl)
-
-
 def getitem_vjp(g, ans, x, *idx, key):
     return bind(index_add_p, ops.zeros_like(x), g, *idx, key=key)
-
-
-getitem_p.vjp = (getitem_vjp,)
-defjvp(getitem_p, lambda t, ans, x, *idx, key: bind(getitem_p, t, *idx, key=key))
 
 
 def _mask_error(what):
@@ -228,8 +222,9 @@ def _getitem_batch(args, dims, key):
     return bind(getitem_p, x, *idx, key=key2), out_dim
 
 
-getitem_p.batch = _getitem_batch
-PRIMS["getitem"] = getitem_p
+# (linear in x: the JVP is the same gather of the tangent)
+getitem_p = decl.primitive("getitem", _getitem_impl, vjp=(getitem_vjp,), jvp=LINEAR,
+                           batch=_getitem_batch)
 
 
 def _prepare(x, key):
@@ -256,12 +251,6 @@ def _index_add_impl(xp, base, v, *idx, key):
     return backend_of(base).index_add(base, fill_key(key, idx), _cast_value(xp, v, base))
 
 
-index_add_p = primitive("index_add", _index_add_impl)
-index_add_p.vjp = (lambda g, ans, base, v, *idx, key: g,
-                   lambda g, ans, base, v, *idx, key:
-                   unbroadcast(bind(getitem_p, g, *idx, key=key), v))
-
-
 def _index_add_jvp(tangents, ans, base, v, *idx, key):
     tb, tv = tangents[0], tangents[1]
     if tb is None and tv is None:
@@ -272,9 +261,7 @@ def _index_add_jvp(tangents, ans, base, v, *idx, key):
     return bind(index_add_p, tb, tv, *idx, key=key)
 
 
-index_add_p.jvp = _index_add_jvp
-
-
+@per_primitive
 def _setlike_batch(p):
     def rule(args, dims, key):
         base, v, idx = args[0], args[1], args[2:]
@@ -340,19 +327,16 @@ def _masked_set_batch(base, v, mask, dims, key, size):
     return ops.where(m, v, base), 0
 
 
-index_add_p.batch = None  # set below, once setitem_p exists
-PRIMS["index_add"] = index_add_p
+index_add_p = decl.primitive(
+    "index_add", _index_add_impl,
+    vjp=(lambda g, ans, base, v, *idx, key: g,
+         lambda g, ans, base, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    full_jvp=_index_add_jvp, batch=_setlike_batch)
 
 
 # -- setitem (functional) --------------------------------------------------------------------------
 def _setitem_impl(xp, x, v, *idx, key):
     return backend_of(x).index_set(x, fill_key(key, idx), _cast_value(xp, v, x))
-
-
-setitem_p = primitive("setitem", _setitem_impl)
-setitem_p.vjp = (lambda g, ans, x, v, *idx, key: bind(setitem_p, g, 0.0, *idx, key=key),
-                 lambda g, ans, x, v, *idx, key:
-                 unbroadcast(bind(getitem_p, g, *idx, key=key), v))
 
 
 def _setitem_jvp(tangents, ans, x, v, *idx, key):
@@ -364,10 +348,11 @@ def _setitem_jvp(tangents, ans, x, v, *idx, key):
     return bind(setitem_p, tx, tv, *idx, key=key)
 
 
-setitem_p.jvp = _setitem_jvp
-setitem_p.batch = _setlike_batch(setitem_p)
-index_add_p.batch = _setlike_batch(index_add_p)
-PRIMS["setitem"] = setitem_p
+setitem_p = decl.primitive(
+    "setitem", _setitem_impl,
+    vjp=(lambda g, ans, x, v, *idx, key: bind(setitem_p, g, 0.0, *idx, key=key),
+         lambda g, ans, x, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    full_jvp=_setitem_jvp, batch=_setlike_batch)
 
 
 def setitem(x, key, value):

@@ -14,7 +14,7 @@ from ._namespace import ops
 from .._core import _core
 from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
 from .indexing import getitem, setitem
-from ._rules import Declarations, primitive, nondifferentiable
+from ._rules import Declarations
 from ..backends import backend_of
 
 decl = Declarations(globals())
@@ -310,10 +310,11 @@ def _to_device_impl(xp, x, device, stream=None):
     return to_device(x, device, stream=stream)
 
 
-to_device_p = primitive("to_device", _to_device_impl)
-to_device_p.vjp = (lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),)
-to_device_p.jvp = lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device)
-to_device_p.batch = lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0])
+to_device_p = decl.primitive(
+    "to_device", _to_device_impl,
+    vjp=(lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),),
+    full_jvp=lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device),
+    batch=lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0]))
 
 
 @decl.glue
@@ -359,16 +360,14 @@ def _backward(tensors, grad_tensors, retain_graph, create_graph, inputs):
 
 
 # -- stop_gradient: the value, as a constant to every transform ---------------------------------------
-stop_gradient_p = primitive("stop_gradient", lambda xp, x: x)
-nondifferentiable(stop_gradient_p)
-stop_gradient_p.batch = lambda args, dims: (args[0], dims[0])
-
-
-@decl.export
 def stop_gradient(x):
     """``x`` as a constant: no derivative flows through it (``Tensor.detach`` for tracers)."""
     if isinstance(x, Tensor):
         return x.detach()
     return bind(stop_gradient_p, x)
+
+
+stop_gradient_p = decl.primitive("stop_gradient", lambda xp, x: x, public=stop_gradient,
+                                 batch=lambda args, dims: (args[0], dims[0]))
 
 

@@ -12,7 +12,7 @@ from .._dtypes import to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
 from ..backends import backend_of, default_backend, get_backend
-from ._rules import Declarations, nondifferentiable, primitive
+from ._rules import LINEAR, Declarations, per_primitive
 
 decl = Declarations(globals())
 
@@ -77,11 +77,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     return Tensor(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw))
 
 
-_copy_p = primitive("copy", lambda xp, x: xp.asarray(x, copy=True))
-_copy_p.vjp = (lambda g, ans, x: g,)
-_copy_p.jvp = lambda tangents, ans, x: bind(_copy_p, tangents[0])
-_copy_p.batch = lambda args, dims: (bind(_copy_p, args[0]), dims[0])
-PRIMS["copy"] = _copy_p
+_copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True),
+                         vjp=(lambda g, ans, x: g,), jvp=LINEAR,
+                         batch=lambda args, dims: (bind(_copy_p, args[0]), dims[0]))
 
 
 @decl.export
@@ -128,35 +126,21 @@ def full(shape, fill_value, *, dtype=None, device=None):
     return Tensor(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device))
 
 
-def _like(name):
+def _like(name, **public):
     def impl(xp, x, dtype=None, device=None, **kw):
         args = {"dtype": to_backend(dtype, xp)}
         if device is not None:
             args["device"] = device
         return getattr(xp, name)(x, **kw, **args)
-    p = primitive(name, impl)
-    nondifferentiable(p)
-    p.keeps_level = True   # see Primitive: in-place writes into the result must work
-    p.batch = lambda args, dims, **params: (bind(p, args[0], **params), dims[0])
-    PRIMS[name] = p
-    return p
+    # (keeps_level: see Primitive, in-place writes into the result must work)
+    return decl.primitive(name, impl, keeps_level=True, **public, batch=per_primitive(
+        lambda p: lambda args, dims, **params: (bind(p, args[0], **params), dims[0])))
 
 
-zeros_like_p = _like("zeros_like")
-ones_like_p = _like("ones_like")
-full_like_p = _like("full_like")
-
-
-@decl.export
-def zeros_like(x, /, *, dtype=None, device=None):
-    """Zeros with the shape (and by default dtype and device) of ``x``."""
-    return bind(zeros_like_p, x, dtype=dtype, device=device)
-
-
-@decl.export
-def ones_like(x, /, *, dtype=None, device=None):
-    """Ones with the shape of ``x``."""
-    return bind(ones_like_p, x, dtype=dtype, device=device)
+zeros_like_p = _like("zeros_like", api="x, /, *, dtype=None, device=None",
+                     doc="Zeros with the shape (and by default dtype and device) of ``x``.")
+ones_like_p = _like("ones_like", api="x, /, *, dtype=None, device=None",
+                    doc="Ones with the shape of ``x``.")
 
 
 @decl.export
@@ -165,12 +149,14 @@ def empty_like(x, /, *, dtype=None, device=None):
     return bind(zeros_like_p, x, dtype=dtype, device=device)
 
 
-@decl.export
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``; a 0-d array ``fill_value`` is differentiable."""
     if not isinstance(fill_value, (bool, int, float, complex)):
         return zeros_like(x, dtype=dtype, device=device) + fill_value
     return bind(full_like_p, x, dtype=dtype, device=device, fill_value=fill_value)
+
+
+full_like_p = _like("full_like", public=full_like)
 
 
 # -- ranges ----------------------------------------------------------------------------------------

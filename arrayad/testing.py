@@ -9,6 +9,7 @@ the derivative functions themselves (``jvp`` and ``vjp`` seen as functions of th
 import numpy as np
 
 from ._core._core import Array, Tensor, dtype_of
+from ._dtypes import is_inexact
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of
 
@@ -37,12 +38,12 @@ def _like(a, x):
     return Tensor(raw) if isinstance(x, Tensor) else raw
 
 
-def _is_float_leaf(x):
+def _is_inexact_leaf(x):
     if isinstance(x, (float, complex)):
         return True
     if isinstance(x, (bool, int)) or not (isinstance(x, Array) or hasattr(x, "dtype")):
         return False
-    return dtype_of(x).kind in ("f", "c")
+    return is_inexact(dtype_of(x))
 
 
 def _random_like(rng, x):
@@ -97,7 +98,7 @@ class _Checker:
         from .func import jvp, vjp
         out_leaves, out_spec = tree_flatten(f(*args))
         for o in out_leaves:
-            if not _is_float_leaf(o):
+            if not _is_inexact_leaf(o):
                 raise TypeError(f"check_grads: {path} returned a non-floating output "
                                 f"({type(o).__name__} of dtype {getattr(o, 'dtype', None)}); only "
                                 f"floating-point outputs have derivatives to check")
@@ -195,7 +196,7 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), eps=1e-6, rtol=1e-5, ato
             args[i] = np.asarray(a, dtype=np.float64)
         elif isinstance(a, complex):
             args[i] = np.asarray(a, dtype=np.complex128)
-        elif not _is_float_leaf(a):
+        elif not _is_inexact_leaf(a):
             raise TypeError(f"check_grads: argument {i} must be a floating-point array (it is "
                             f"differentiated), got {type(a).__name__} with dtype "
                             f"{getattr(a, 'dtype', None)}; close over non-differentiable "

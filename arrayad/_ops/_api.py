@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from .._dtypes import is_inexact
 from ._namespace import ops
 
 from .._core import _core
@@ -263,7 +264,7 @@ def _format_values(raw, prefix):
     arr = np.asarray(raw)
     if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
         opts = {}
-    elif arr.dtype.kind in "fc":
+    elif is_inexact(arr.dtype):
         opts = {"precision": 4, "floatmode": "fixed"}
     else:
         opts = {}
@@ -336,7 +337,7 @@ def _namespace_for(api_version):
 # -- guards -----------------------------------------------------------------------------------------
 @decl.glue
 def _check_requires_grad(t):
-    if t.dtype.kind not in ("f", "c"):
+    if not is_inexact(t.dtype):
         raise RuntimeError(
             f"only Tensors of floating point and complex dtype can require gradients "
             f"(this one is {t.dtype.name}); convert it first, e.g. x.astype(arrayad.float64).")

@@ -1,4 +1,5 @@
-"""Helpers that make the common rule shapes one line each.
+"""Declarations (NOTE [declarations], below) and the helpers that make the common rule shapes
+one line each.
 
 A primitive's rules (see ``arrayad._core._core.Primitive``):
 
@@ -9,9 +10,10 @@ A primitive's rules (see ``arrayad._core._core.Primitive``):
   ``defjvp`` builds it from one function per argument, summing the parts that are not zero;
 * ``batch``: ``f(args, dims, **params) -> (out, out_dim)``.
 
-Rules are written with arrayad operations (``ops.*``), never raw backend calls, so that they can be
-differentiated and batched again (hessian = jacfwd(jacrev), vmap(grad), ...). The arguments a
-rule sees are values of a lower level (raw arrays, eager Tensors, tracers of outer transforms).
+Rules are written with arrayad operations (``ops.*``, NOTE [internal namespace] in
+``_namespace``), never raw backend calls, so that they can be differentiated and batched again
+(hessian = jacfwd(jacrev), vmap(grad), ...). The arguments a rule sees are values of a lower
+level (raw arrays, eager Tensors, tracers of outer transforms).
 """
 
 import dis
@@ -60,6 +62,12 @@ def _rule(rule, p):
     return rule.make(p) if isinstance(rule, _PerPrimitive) else rule
 
 
+# Every declared primitive by name (the core's registry also holds those that tests and
+# autograd.Function create), and every module's Declarations, in import order.
+DECLARED = {}
+MODULES = []
+
+
 class Declarations:
     """What one module of ``arrayad/_ops`` declares (NOTE [declarations])."""
 
@@ -71,11 +79,21 @@ class Declarations:
         self.all = module_globals.setdefault("__all__", [])
         self.prims = module_globals.setdefault("PRIMS", {})
         self.composites = module_globals.setdefault("COMPOSITES", set())
+        self.primitive_of = {}    # public name -> the primitive it binds
+        self.untraced = set()     # public names that take no array to trace
+        MODULES.append(self)
 
-    def export(self, fn=None, *, name=None):
-        """Declare ``fn`` a public function (decorator): in ``__all__`` and the namespace."""
+    def export(self, fn=None, *, name=None, primitive=None, traced=True):
+        """Declare ``fn`` a public function (decorator): in ``__all__`` and the namespace.
+        ``primitive``: the primitive it binds (for docs/coverage.md), when it is not declared
+        with it (``asarray``: ``copy``); ``traced=False``: it takes no array to differentiate
+        or batch (shapes, dtypes, Python data, random state), so no rules are expected."""
         def declare(fn):
             n = name or fn.__name__
+            if primitive is not None:
+                self.primitive_of[n] = primitive
+            if not traced:
+                self.untraced.add(n)
             if n not in self.all:
                 self.all.append(n)
             self._globals[n] = fn
@@ -83,12 +101,12 @@ class Declarations:
             return fn
         return declare if fn is None else declare(fn)
 
-    def composite(self, fn=None, *, name=None):
+    def composite(self, fn=None, *, name=None, traced=True):
         """Declare ``fn`` a public function written with other arrayad functions (no rules of
         its own: its derivatives come from the primitives it calls)."""
         def declare(fn):
             self.composites.add(name or fn.__name__)
-            return self.export(fn, name=name)
+            return self.export(fn, name=name, traced=traced)
         return declare if fn is None else declare(fn)
 
     def glue(self, fn):
@@ -138,10 +156,11 @@ class Declarations:
         if keeps_level:
             p.keeps_level = True
         self.prims[key or name] = p
+        DECLARED[name] = p
         if api is not None:
             public = _generate(name, p, api, args, omit_none, doc, self.public_module)
         if public is not None:
-            self.export(public)
+            self.export(public, primitive=p)
         return p
 
 
@@ -238,11 +257,6 @@ def defjvp(prim, *per_arg):
         return out
 
     prim.jvp = jvp
-
-
-def nondifferentiable(prim):
-    """Integer/bool results, or a derivative of zero almost everywhere (floor, sign...)."""
-    prim.differentiable = False
 
 
 # ---------------------------------------------------------------------------------------------

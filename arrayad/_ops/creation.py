@@ -47,7 +47,6 @@ def _contains_arrays(obj):
     return False
 
 
-@decl.export
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Convert ``obj`` to an arrayad array. An arrayad array (or tracer) passes through, keeping
     its gradient; a backend array keeps its backend; Python data goes to the default backend."""
@@ -77,12 +76,12 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     return Tensor(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw))
 
 
-_copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True),
+_copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,
                          vjp=(lambda g, ans, x: g,), jvp=LINEAR,
                          batch=lambda args, dims: (bind(_copy_p, args[0]), dims[0]))
 
 
-@decl.export
+@decl.export(traced=False)
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """torch-style constructor: a new Tensor holding a copy of ``data``."""
     if isinstance(data, Array):
@@ -96,27 +95,27 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 # -- filled arrays ---------------------------------------------------------------------------------
-@decl.export
+@decl.export(traced=False)
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros."""
     b = _backend(device)
     return Tensor(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
-@decl.export
+@decl.export(traced=False)
 def ones(shape, *, dtype=None, device=None):
     """An array of ones."""
     b = _backend(device)
     return Tensor(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
-@decl.export
+@decl.export(traced=False)
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised array (arrayad fills it with zeros, for reproducibility)."""
     return zeros(shape, dtype=dtype, device=device)
 
 
-@decl.export
+@decl.export(traced=False)
 def full(shape, fill_value, *, dtype=None, device=None):
     """An array filled with ``fill_value`` (a scalar, or a 0-d array: then it is differentiable)."""
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
@@ -143,7 +142,7 @@ ones_like_p = _like("ones_like", api="x, /, *, dtype=None, device=None",
                     doc="Ones with the shape of ``x``.")
 
 
-@decl.export
+@decl.export(primitive=zeros_like_p)
 def empty_like(x, /, *, dtype=None, device=None):
     """An uninitialised array like ``x`` (zeros, for reproducibility)."""
     return bind(zeros_like_p, x, dtype=dtype, device=device)
@@ -160,14 +159,14 @@ full_like_p = _like("full_like", public=full_like)
 
 
 # -- ranges ----------------------------------------------------------------------------------------
-@decl.export
+@decl.export(traced=False)
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``."""
     b = _backend(device)
     return Tensor(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device))
 
 
-@decl.export
+@decl.export(traced=False)
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``."""
     b = _backend(device)
@@ -175,7 +174,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
                                 endpoint=endpoint))
 
 
-@decl.export
+@decl.export(traced=False)
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A matrix with ones on diagonal ``k``."""
     b = _backend(device)
@@ -202,7 +201,7 @@ def meshgrid(*arrays, indexing="xy"):
     return tuple(out)
 
 
-@decl.export
+@decl.export(traced=False)
 def from_dlpack(x, /, *, device=None, copy=None):
     """An array from any object that supports DLPack (kept on its backend where possible)."""
     if isinstance(x, Array):
@@ -245,21 +244,21 @@ def _random(draw, shape, requires_grad):
     return out
 
 
-@decl.export
+@decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
     b = _backend(device)
     return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
-@decl.export
+@decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform samples on [0, 1)."""
     b = _backend(device)
     return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
-@decl.export
+@decl.export(traced=False)
 def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None):
     """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
     if high is None:
@@ -289,4 +288,4 @@ def set_rng_state(state):
 
 
 for _f in (manual_seed, get_rng_state, set_rng_state):
-    decl.export(_f)
+    decl.export(_f, traced=False)

@@ -1,7 +1,7 @@
 """Data type functions: astype lives in manipulation; here isdtype, result_type, can_cast,
 finfo, iinfo, following the standard's promotion table."""
 
-from .._dtypes import by_name, from_backend
+from .._dtypes import by_name, from_backend, is_inexact
 from ._namespace import ops
 from ._rules import Declarations
 from .._core._core import Array, dtype_of
@@ -16,7 +16,7 @@ _KINDS = {
 }
 
 
-@decl.export
+@decl.export(traced=False)
 def isdtype(dtype, kind):
     """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
     dtype = from_backend(dtype)
@@ -46,7 +46,7 @@ def _promote2(a, b):
         if u.bits < 64:
             return by_name(f"int{u.bits * 2}")
         raise TypeError(f"result_type: {a.name} and {b.name} have no promotion in the standard")
-    if ka in "fc" and kb in "fc":
+    if is_inexact(a) and is_inexact(b):
         bits = max(a.bits // (2 if ka == "c" else 1), b.bits // (2 if kb == "c" else 1))
         if "c" in (ka, kb):
             return by_name(f"complex{bits * 2}")
@@ -55,7 +55,7 @@ def _promote2(a, b):
                     f"the standard; use astype first")
 
 
-@decl.export
+@decl.export(traced=False)
 def result_type(*arrays_and_dtypes):
     """The dtype that the arguments promote to (Python scalars are weak)."""
     dts = []
@@ -84,7 +84,7 @@ def result_type(*arrays_and_dtypes):
     return out
 
 
-@decl.export
+@decl.export(traced=False)
 def can_cast(from_, to, /):
     """Whether ``from_`` casts to ``to`` under the standard's promotion rules."""
     f = dtype_of(from_) if isinstance(from_, Array) else from_backend(from_)
@@ -119,16 +119,16 @@ class _IInfo:
         self.dtype = dtype
 
 
-@decl.export
+@decl.export(traced=False)
 def finfo(type, /):
     """Machine limits of a floating dtype."""
     d = dtype_of(type) if isinstance(type, Array) else from_backend(type)
-    if d.kind not in "fc":
+    if not is_inexact(d):
         raise ValueError(f"finfo: {d.name} is not a floating dtype")
     return _FInfo(d)
 
 
-@decl.export
+@decl.export(traced=False)
 def iinfo(type, /):
     """Machine limits of an integer dtype."""
     d = dtype_of(type) if isinstance(type, Array) else from_backend(type)

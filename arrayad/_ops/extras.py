@@ -78,7 +78,7 @@ def isclose(x1, x2, /, *, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close
 
 
-@decl.composite
+@decl.composite(traced=False)
 def allclose(x1, x2, /, *, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether every element of ``x1`` is close to ``x2`` (a Python bool)."""
     return bool(ops.all(isclose(x1, x2, rtol=rtol, atol=atol, equal_nan=equal_nan)))

@@ -307,7 +307,7 @@ def _freq_array(make, dtype, device):
     return out if device is None else out.to_device(device)
 
 
-@decl.composite
+@decl.composite(traced=False)
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point fft: [0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)."""
     n = int(n)
@@ -319,7 +319,7 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     return _freq_array(make, dtype, device)
 
 
-@decl.composite
+@decl.composite(traced=False)
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point rfft: [0, 1, ..., n//2] / (d n)."""
     n = int(n)

@@ -130,7 +130,7 @@ broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR,
                              batch=_broadcast_batch)
 
 
-@decl.composite
+@decl.composite(traced=False)
 def broadcast_shapes(*shapes):
     """The shape that ``shapes`` broadcast to."""
     nd = max((len(s) for s in shapes), default=0)

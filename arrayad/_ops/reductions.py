@@ -2,7 +2,7 @@
 argmax, argmin, count_nonzero, diff.
 
 ``mean``, ``var``, ``std`` and ``diff`` are composites of differentiable primitives, so they need
-no rules of their own (listed in ``COMPOSITES``).
+no rules of their own (``decl.composite``).
 """
 
 from ._namespace import ops

@@ -16,7 +16,7 @@ from ._namespace import ops
 from .._core._core import bind, dtype_of, shape_of
 from ._rules import (PY_SCALARS, Declarations, axis_batch, constant_like, materialize_batch,
                      move_to_front, ndim_of)
-from .._dtypes import to_backend
+from .._dtypes import is_inexact, to_backend
 from ..backends import backend_of
 
 decl = Declarations(globals())
@@ -117,7 +117,7 @@ def _scalar_like(s, x):
     dt = dtype_of(x)
     fits = (isinstance(s, bool) and dt.kind == "b") or \
         (isinstance(s, int) and not isinstance(s, bool) and dt.kind in "iufc") or \
-        (isinstance(s, float) and dt.kind in "fc") or (isinstance(s, complex) and dt.kind == "c")
+        (isinstance(s, float) and is_inexact(dt)) or (isinstance(s, complex) and dt.kind == "c")
     return constant_like(x, lambda xp: xp.asarray(s, dtype=to_backend(dt, xp) if fits else None))
 
 

@@ -1,6 +1,6 @@
 """arrayad: torch.func's transforms and torch's autograd on any array API backend.
 
-``import arrayad as ad`` is an array API namespace (the 2024.12 standard, with ``linalg`` and
+``import arrayad as ad`` is an array API namespace (the 2025.12 standard, with ``linalg`` and
 ``fft``) whose functions accept eager ``ad.Tensor``s, raw backend arrays and the tracers of the
 transforms in ``arrayad.func``; ``arrayad.autograd`` holds the eager tape's API and ``Function``.
 """

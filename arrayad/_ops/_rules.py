@@ -34,7 +34,18 @@ PY_SCALARS = (int, float, complex, bool)
 # ``decl = Declarations(globals())``; ``decl.primitive(...)`` creates a primitive with all its
 # rules and its public function, ``decl.export``/``decl.composite`` declare the other public
 # functions. The module's ``__all__``, ``PRIMS`` and ``COMPOSITES``, the internal namespace
-# (NOTE [internal namespace]) and docs/coverage.md are derived from these declarations.
+# (NOTE [internal namespace]) and docs/coverage.md are derived from these declarations. E.g.
+#
+#     flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
+#                             vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
+#                             jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
+#                             doc="Reverse the order of elements along ``axis``.")
+#
+# The common shapes are one line each: ``unary``/``binary``/``linear_unary`` (elementwise.py),
+# ``reduction`` (reductions.py), ``LINEAR`` (the JVP of a linear primitive), ``ELEMENTWISE`` and
+# ``axis_batch`` (batching rules), ``multiple_results=True`` (tuple results); a declaration
+# with no VJP is nondifferentiable. A rule that needs its own primitive refers to it by its
+# module-level name (looked up when the rule runs) or is made by a ``per_primitive`` factory.
 
 class _PerPrimitive:
     """A rule that needs its primitive (``bind(p, ...)`` inside): built once ``p`` exists."""
@@ -116,8 +127,8 @@ class Declarations:
 
     def primitive(self, name, impl=None, *, xp_name=None, vjp=None, variadic_vjp=None,
                   reads=None, jvp=None, full_jvp=None, batch=None, multiple_results=False,
-                  differentiable=None, keeps_level=False, api=None, args=None, omit_none=(), public=None, key=None,
-                  doc=None):
+                  differentiable=None, keeps_level=False, api=None, args=None, omit_none=(),
+                  public=None, key=None, doc=None):
         """Create, register and return a primitive with all its rules.
 
         * ``impl(xp, *args, **params)``, or ``xp_name`` (default: ``name``) a backend function;

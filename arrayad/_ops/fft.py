@@ -213,7 +213,8 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(irfft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
-rfft_p = decl.primitive("rfft", lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm),
+rfft_p = decl.primitive("rfft",
+                        lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm),
                         vjp=(_rfft_vjp,), jvp=(_REAL_LINEAR,), batch=axis_batch(), public=rfft)
 irfft_p = decl.primitive("irfft",
                          lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm),

@@ -5,8 +5,9 @@ The ``linalg`` extension's functions live in ``arrayad/linalg.py``.
 
 from ._namespace import ops
 
-from .._core._core import bind, shape_of
-from ._rules import Declarations, conj_if_complex, move_to_front, ndim_of, normalize_axis, unbroadcast
+from .._core._core import shape_of
+from ._rules import (Declarations, conj_if_complex, move_to_front, ndim_of, normalize_axis,
+                     unbroadcast)
 
 decl = Declarations(globals())
 

@@ -234,7 +234,8 @@ def slogdet(x, /):
 
 
 slogdet_p = decl.primitive(
-    "linalg_slogdet", _tuple_result("slogdet"), multiple_results=True, key="slogdet", public=slogdet,
+    "linalg_slogdet", _tuple_result("slogdet"), multiple_results=True, key="slogdet",
+    public=slogdet,
     vjp=(_slogdet_vjp,),
     full_jvp=_slogdet_jvp, batch=_batch_front)
 

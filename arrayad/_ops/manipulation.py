@@ -397,5 +397,6 @@ def _triangle(name, doc):
         api="x, /, *, k=0", doc=doc)
 
 
-tril_p = _triangle("tril", "The lower triangle of the matrices in ``x`` (from diagonal ``k`` down).")
+tril_p = _triangle("tril",
+                   "The lower triangle of the matrices in ``x`` (from diagonal ``k`` down).")
 triu_p = _triangle("triu", "The upper triangle of the matrices in ``x`` (from diagonal ``k`` up).")

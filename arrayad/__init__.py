@@ -32,10 +32,7 @@ from ._ops.manipulation import *  # noqa: F401,F403,E402
 from ._ops.reductions import *  # noqa: F401,F403,E402
 from ._ops.searching import *  # noqa: F401,F403,E402
 
-from ._api import (_array_function, _array_ufunc, _backward, _check_not_transformed,  # noqa: E402,F401
-                   _check_requires_grad, _concrete, _device_of, _getitem, _inplace,
-                   _inplace_level_error, _namespace_for, _np_dot, _repr, _setitem, _to_device,
-                   _to_numpy, _to_scalar, stop_gradient)
+from ._ops._api import stop_gradient  # noqa: E402,F401
 from ._info import __array_namespace_info__  # noqa: E402,F401
 
 from . import linalg, fft  # noqa: E402,F401

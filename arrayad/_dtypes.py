@@ -60,6 +60,11 @@ _PY = {builtins.bool: _BY_NAME["bool"], builtins.int: _BY_NAME["int64"],
 _FROM_BACKEND = {}
 
 
+def is_inexact(dtype):
+    """Whether ``dtype`` is floating-point or complex: the dtypes that carry derivatives."""
+    return dtype.kind in ("f", "c")
+
+
 def by_name(name):
     return _BY_NAME[name]
 

@@ -1,6 +1,6 @@
 """``__array_namespace_info__``: what the namespace supports, for the default backend."""
 
-from . import _dtypes
+from ._dtypes import by_name, complex128, float64, int64
 from .backends import default_backend
 
 
@@ -12,8 +12,8 @@ class _Info:
         return default_backend().default_device()
 
     def default_dtypes(self, *, device=None):
-        return {"real floating": _dtypes.float64, "complex floating": _dtypes.complex128,
-                "integral": _dtypes.int64, "indexing": _dtypes.int64}
+        return {"real floating": float64, "complex floating": complex128,
+                "integral": int64, "indexing": int64}
 
     def devices(self):
         # a tuple since 2025.12 (a list before)
@@ -25,7 +25,7 @@ class _Info:
                  "float32", "float64", "complex64", "complex128"]
         out = {}
         for n in names:
-            d = _dtypes.by_name(n)
+            d = by_name(n)
             if kind is None or isdtype(d, kind):
                 out[n] = d
         return out

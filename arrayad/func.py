@@ -5,7 +5,7 @@ Each transform call opens an interpreter of the core (``with GradInterpreter() a
 [interpreters] in ``_core.pyx``), wraps its inputs in tracers of that interpreter, calls the
 function and unwraps what comes out. ``grad`` is ``vjp`` with a cotangent of ones; ``jacrev``,
 ``jacfwd`` and ``vmap(chunk_size=...)`` share one chunker (``_vmap_impl``). Inputs and outputs keep
-their type: NumPy in, NumPy out; ``ad.Tensor`` in, ``ad.Tensor`` out; a tracer of an outer
+their type: NumPy in, NumPy out; ``ops.Tensor`` in, ``ops.Tensor`` out; a tracer of an outer
 transform in, a tracer of that transform out.
 """
 
@@ -14,7 +14,7 @@ import functools
 from . import _dtypes
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
                           Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
-from ._ops.indexing import getitem as _getitem
+from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
 from .backends import backend_of, default_backend, get_rng_state, set_rng_state
@@ -23,7 +23,6 @@ __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize"
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
            "tree_flatten", "tree_unflatten", "tree_map"]
 
-import arrayad as ad  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,7 +43,7 @@ def _as_array(x, api, what="Thing passed to transform API"):
     if isinstance(x, complex):
         return default_backend().xp.asarray(x)
     if not _is_array(x):
-        raise ValueError(f"{api}: {what} must be an array (ad.Tensor, NumPy, torch, ...), got "
+        raise ValueError(f"{api}: {what} must be an array (ops.Tensor, NumPy, torch, ...), got "
                          f"{type(x)}")
     return x
 
@@ -227,7 +226,7 @@ class _ReverseTrace:
                 out.append(None)
                 continue
             g = want[(t.node, 0)]
-            out.append(ad.zeros_like(t.value) if g is None else g)
+            out.append(ops.zeros_like(t.value) if g is None else g)
         return out
 
 
@@ -239,7 +238,7 @@ def _unit_cotangent(value):
     engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
     copy if this constant itself comes out, as for the identity); else ones_like."""
     if isinstance(value, Array) or backend_of(value).name != "numpy":
-        return ad.ones_like(value)
+        return ops.ones_like(value)
     one = _ONES.get(value.dtype)
     if one is None:
         one = backend_of(value).ones_like(value)
@@ -281,7 +280,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         value = trace.outs[0][0]
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
-        grads = [ad.asarray(g, copy=True) if g is one else g for g in grads]
+        grads = [ops.asarray(g, copy=True) if g is one else g for g in grads]
         g = tree_unflatten(grads, trace.in_spec)
         if single:
             g = g[0]
@@ -405,7 +404,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                 raise RuntimeError(
                     "jvp(f, primals, tangents, strict=True): The output of f is independent "
                     "of the inputs. This is not allowed with strict=True.")
-            t = ad.zeros_like(p)
+            t = ops.zeros_like(p)
         ps.append(p)
         ts.append(t)
     result = (native.tree(tree_unflatten(ps, out_spec)), native.tree(tree_unflatten(ts, out_spec)))
@@ -436,10 +435,10 @@ def linearize(func, *primals):
         result = []
         for value, edge in outs:
             if edge is None:
-                result.append(ad.zeros_like(value))
+                result.append(ops.zeros_like(value))
             else:
                 t = _push_forward(edge, known)
-                result.append(ad.zeros_like(value) if t is None else t)
+                result.append(ops.zeros_like(value) if t is None else t)
         return _Native(t_leaves).tree(tree_unflatten(result, out_spec))
 
     return native.tree(tree_unflatten([v for v, _ in outs], out_spec)), jvp_fn
@@ -536,7 +535,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
             cols = _map_rows(pull, bases, n, chunk_size)
             col_leaves = tree_flatten(cols)[0]
-            blocks.append([ad.reshape(c, shape_of(o) + shape_of(x))
+            blocks.append([ops.reshape(c, shape_of(o) + shape_of(x))
                            for c, x in zip(col_leaves, in_leaves)])
         # (in_spec is a leaf's spec for one array argument: unflattening gives the block itself)
         jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
@@ -578,7 +577,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             n = _numel(shape_of(x))
 
             def push(t, j=j):
-                tangents = [t if k == j else ad.zeros_like(v) for k, v in enumerate(in_leaves)]
+                tangents = [t if k == j else ops.zeros_like(v) for k, v in enumerate(in_leaves)]
                 res = jvp(partial, tuple(in_leaves), tuple(tangents), has_aux=has_aux)
                 if has_aux:
                     return res[1], res[0], res[2]
@@ -596,8 +595,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             row = []
             for j, x in enumerate(in_leaves):
                 col = tree_flatten(columns[j])[0][i]          # (n_j, *out.shape)
-                col = ad.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
-                row.append(ad.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
+                col = ops.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
+                row.append(ops.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
             per_out.append(tree_unflatten(row, in_spec))
         jac = _Native(tree_flatten(args)[0]).tree(tree_unflatten(per_out, out_spec))
         if has_aux:
@@ -728,17 +727,17 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
     for start in range(0, size, chunk_size):
         stop = min(start + chunk_size, size)
         if loop_rows and chunk_size == 1:
-            row = [x if d is None else _getitem(x, (slice(None),) * d + (start,))
+            row = [x if d is None else ops._getitem(x, (slice(None),) * d + (start,))
                    for x, d in zip(leaves, dims)]
             parts.append(func(*tree_unflatten(row, spec), **kwargs))
             continue
         if state is not None:
             set_rng_state(state)   # randomness="same": every chunk draws what the first drew
-        chunk = [x if d is None else _getitem(x, (slice(None),) * d + (slice(start, stop),))
+        chunk = [x if d is None else ops._getitem(x, (slice(None),) * d + (slice(start, stop),))
                  for x, d in zip(leaves, dims)]
         parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
                                 kwargs))
-    join = ad.stack if loop_rows and chunk_size == 1 else ad.concat
+    join = ops.stack if loop_rows and chunk_size == 1 else ops.concat
     out_leaves, out_spec = tree_flatten(parts[0])
     odims = [out_dims] * len(out_leaves) if isinstance(out_dims, int) else \
         broadcast_prefix(out_dims, parts[0])
@@ -783,12 +782,12 @@ def _unbatch(func, interp, o, d, size):
     if batched:
         value, bdim = o.value, o.bdim
     else:
-        value = ad.broadcast_to(ad.expand_dims(o, axis=0), (size,) + shape_of(o))
+        value = ops.broadcast_to(ops.expand_dims(o, axis=0), (size,) + shape_of(o))
         bdim = 0
     nd = len(shape_of(value))
     if not -nd <= d < nd:
         raise ValueError(f"vmap: out_dims={d} is out of range for an output with {nd} dims")
     d = d % nd
     if d != bdim:
-        value = ad.moveaxis(value, bdim, d)
+        value = ops.moveaxis(value, bdim, d)
     return value

@@ -1,4 +1,5 @@
-"""The array API ``linalg`` extension (2024.12, plus 2025.12's ``eig`` and ``eigvals``).
+"""The array API ``linalg`` extension of 2025.12 (2024.12's functions plus ``eig`` and
+``eigvals``).
 
 Decompositions and solvers are primitives with VJP, JVP and batching rules; the rest are
 composites. Everything lives in ``arrayad/_ops/linalg_ext.py``.

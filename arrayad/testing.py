@@ -9,6 +9,7 @@ the derivative functions themselves (``jvp`` and ``vjp`` seen as functions of th
 import numpy as np
 
 from ._core._core import Array, Tensor, dtype_of
+from ._dtypes import is_inexact
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of
 
@@ -37,12 +38,12 @@ def _like(a, x):
     return Tensor(raw) if isinstance(x, Tensor) else raw
 
 
-def _is_float_leaf(x):
+def _is_inexact_leaf(x):
     if isinstance(x, (float, complex)):
         return True
     if isinstance(x, (bool, int)) or not (isinstance(x, Array) or hasattr(x, "dtype")):
         return False
-    return dtype_of(x).kind in ("f", "c")
+    return is_inexact(dtype_of(x))
 
 
 def _random_like(rng, x):
@@ -94,10 +95,10 @@ class _Checker:
         return [(_to_np(p) - _to_np(m)) / (2 * self.eps) for p, m in zip(fp, fm)]
 
     def check(self, f, args, order, modes, path):
-        from . import func
+        from .func import jvp, vjp
         out_leaves, out_spec = tree_flatten(f(*args))
         for o in out_leaves:
-            if not _is_float_leaf(o):
+            if not _is_inexact_leaf(o):
                 raise TypeError(f"check_grads: {path} returned a non-floating output "
                                 f"({type(o).__name__} of dtype {getattr(o, 'dtype', None)}); only "
                                 f"floating-point outputs have derivatives to check")
@@ -106,7 +107,7 @@ class _Checker:
         numeric = self.numeric_jvp(f, args, v_np)
         auto = None
         if "fwd" in modes:
-            _, tangent = func.jvp(f, tuple(args), tuple(v))
+            _, tangent = jvp(f, tuple(args), tuple(v))
             auto = [_to_np(t) for t in tree_flatten(tangent)[0]]
             if len(auto) != len(numeric):
                 raise AssertionError(f"check_grads: JVP at {path} returned {len(auto)} tangents for "
@@ -119,7 +120,7 @@ class _Checker:
         if "rev" in modes:
             u_np = [_random_like(self.rng, o) for o in out_leaves]
             u = tree_unflatten([_like(d, o) for d, o in zip(u_np, out_leaves)], out_spec)
-            _, vjp_fn = func.vjp(f, *args)
+            _, vjp_fn = vjp(f, *args)
             cts = [_to_np(c) for c in tree_flatten(vjp_fn(u))[0]]
             for i, (c, a) in enumerate(zip(cts, args)):
                 if c.shape != np.shape(_to_np(a)):
@@ -142,11 +143,11 @@ class _Checker:
         if "fwd" in modes:
             # The JVP as a function of (primals, tangents): its derivatives are second derivatives.
             def f_jvp(*xs):
-                return func.jvp(f, tuple(xs[:n]), tuple(xs[n:]))[1]
+                return jvp(f, tuple(xs[:n]), tuple(xs[n:]))[1]
             self.check(f_jvp, list(args) + v, order - 1, modes, f"jvp({path})")
         if "rev" in modes:
             def f_vjp(*xs):
-                _, fn = func.vjp(f, *xs[:n])
+                _, fn = vjp(f, *xs[:n])
                 return fn(tree_unflatten(list(xs[n:]), out_spec))
             us = [_like(d, o) for d, o in zip(u_np, out_leaves)]
             self.check(f_vjp, list(args) + us, order - 1, modes, f"vjp({path})")
@@ -195,7 +196,7 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), eps=1e-6, rtol=1e-5, ato
             args[i] = np.asarray(a, dtype=np.float64)
         elif isinstance(a, complex):
             args[i] = np.asarray(a, dtype=np.complex128)
-        elif not _is_float_leaf(a):
+        elif not _is_inexact_leaf(a):
             raise TypeError(f"check_grads: argument {i} must be a floating-point array (it is "
                             f"differentiated), got {type(a).__name__} with dtype "
                             f"{getattr(a, 'dtype', None)}; close over non-differentiable "

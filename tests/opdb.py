@@ -22,6 +22,7 @@ from typing import Callable, Optional
 import numpy as np
 
 import arrayad as ad
+from arrayad._dtypes import is_inexact
 
 # ---------------------------------------------------------------------------------------------
 # Records
@@ -45,7 +46,7 @@ class Sample:
         if self.diff is not None:
             return self.diff
         return tuple(i for i, a in enumerate(self.args)
-                     if isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+                     if isinstance(a, np.ndarray) and is_inexact(a.dtype))
 
 
 @dataclasses.dataclass
@@ -515,11 +516,16 @@ OPS = []
 
 
 def op(name, make, **kw):
+    info = OpInfo(name, make, **kw)
+    if info.fn is None:
+        # (an entry must never be skipped silently: a typo would leave a function untested)
+        raise LookupError(f"opdb: arrayad has no function {name!r}; fix the entry's name or "
+                          f"remove the entry")
     if "torch" not in kw and "." not in name:
         t = _torch_fn(name)
         if t is not None:
-            kw["torch"] = t
-    OPS.append(OpInfo(name, make, **kw))
+            info.torch = t
+    OPS.append(info)
 
 
 # -- elementwise, unary, differentiable
@@ -542,6 +548,7 @@ for _n, _d in [("ceil", real), ("floor", real), ("round", real), ("trunc", real)
                ("signbit", real), ("isfinite", real), ("isinf", real), ("isnan", real)]:
     op(_n, unary_samples(_d), differentiable=False)
 op("logical_not", unary_samples(bools), differentiable=False, float32=False)
+op("stop_gradient", unary_samples(real), differentiable=False, torch=None)
 op("bitwise_invert", unary_samples(ints), differentiable=False, float32=False)
 
 # -- elementwise, binary, differentiable
@@ -668,6 +675,7 @@ def _softmax_ref(x, axis=-1):
 
 # NumPy references for the functions NumPy lacks or spells differently (the forward check).
 REFS = {
+    "stop_gradient": lambda x: x,
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "softmax": _softmax_ref,
@@ -702,8 +710,8 @@ fft.fftshift fft.ifftshift
 
 
 def available():
-    """The entries whose function exists in this build."""
-    return [o for o in OPS if o.fn is not None]
+    """Every entry (``op`` refuses a name arrayad does not have)."""
+    return list(OPS)
 
 
 @dataclasses.dataclass

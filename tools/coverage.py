@@ -5,96 +5,66 @@
     python tools/coverage.py            # rewrite docs/coverage.md
     python tools/coverage.py --check    # exit 1 if docs/coverage.md is out of date
 
-The rules are read from the tables every ``arrayad/_ops`` module keeps: ``PRIMS`` (name ->
-primitive) and ``COMPOSITES`` (functions written with other arrayad functions). The output is
-deterministic (sorted, no timestamps), so ``tests/test_ops.py`` can compare it with the committed
-file.
+Everything is read from the declarations of ``arrayad/_ops`` (NOTE [declarations] in
+``arrayad/_ops/_rules.py``): each module's public functions, the primitive each binds (its
+rules), its composites and the functions that take no array to trace. The output is
+deterministic (sorted, no timestamps), so ``tests/test_ops.py`` can compare it with the
+committed file.
 """
-import importlib
 import os
-import pkgutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "coverage.md")
 
-# Public functions whose primitive has another name.
-ALIASES = {"asarray": "copy", "empty_like": "zeros_like"}
-
-# Public functions that take no array to differentiate (shapes, dtypes, Python data, random
-# state): there is nothing to trace, so no rules are expected.
-NOT_TRACED = {
-    "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "from_dlpack",
-    "randn", "rand", "randint", "manual_seed", "get_rng_state", "set_rng_state",
-    "isdtype", "result_type", "can_cast", "finfo", "iinfo", "broadcast_shapes", "allclose",
-    "fft.fftfreq", "fft.rfftfreq",
-}
+_SECTIONS = {"arrayad": "namespace", "arrayad.linalg": "linalg", "arrayad.fft": "fft"}
 
 
-def _ops_modules():
-    import arrayad._ops as pkg
-    mods = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        mods.append(importlib.import_module(f"arrayad._ops.{info.name}"))
-    return mods
+def declarations():
+    """Every module's ``Declarations``, once all of ``arrayad/_ops`` is imported."""
+    import arrayad._ops  # noqa: F401  (imports every op module)
+    from arrayad._ops._rules import MODULES
+    return MODULES
+
+
+def _kinds():
+    """``{id(function): (kind, primitive or None)}`` over every declaration (a function that a
+    module merely re-exports, as linalg_ext does with matmul, keeps its declaring module's)."""
+    out = {}
+    for d in declarations():
+        for name in d.all:
+            fn = getattr(d.namespace, name)
+            if name in d.untraced:
+                kind = ("not traced", None)
+            elif name in d.composites:
+                kind = ("composite", None)
+            elif name in d.primitive_of:
+                kind = ("primitive", d.primitive_of[name])
+            else:
+                continue
+            out.setdefault(id(fn), kind)
+    return out
 
 
 def public_functions():
     """``[(section, qualified name, function)]``: the namespace, then linalg, then fft."""
-    import arrayad as ad
-    out = []
-    seen = set()
-    for m in _ops_modules():
-        if m.__name__.endswith((".linalg_ext", ".fft")):
-            continue     # the extensions' own modules: listed under their namespace below
-        for name in getattr(m, "__all__", []):
-            fn = getattr(ad, name, None)
-            if callable(fn) and name not in seen:
-                seen.add(name)
-                out.append(("namespace", name, fn))
-    for ext in ("linalg", "fft"):
-        mod = getattr(ad, ext)
-        for name in getattr(mod, "__all__", []):
-            fn = getattr(mod, name, None)
+    out = {}
+    for d in declarations():
+        section = _SECTIONS[d.namespace.__name__]
+        for name in d.all:
+            fn = getattr(d.namespace, name)
             if callable(fn):
-                out.append((ext, f"{ext}.{name}", fn))
-    return sorted(out, key=lambda r: ({"namespace": 0, "linalg": 1, "fft": 2}[r[0]], r[1]))
+                qual = name if section == "namespace" else f"{section}.{name}"
+                out.setdefault(qual, (section, qual, fn))
+    return sorted(out.values(),
+                  key=lambda r: ({"namespace": 0, "linalg": 1, "fft": 2}[r[0]], r[1]))
 
 
-def _owner(qualname, fn, mods):
-    """The ``_ops`` module that declares ``fn`` in its tables (a module that merely re-exports
-    it, as linalg_ext does with matrix_transpose, comes second)."""
-    base = qualname.split(".")[-1]
-    key = ALIASES.get(base, base)
-    mine = [m for m in mods if getattr(m, base, None) is fn]
-    for m in mine:
-        if base in getattr(m, "COMPOSITES", ()) or key in getattr(m, "PRIMS", {}):
-            return m
-    for m in mine:
-        if base in getattr(m, "__all__", ()):
-            return m
-    return None
-
-
-def classify(qualname, fn, mods=None):
+def classify(qualname, fn, kinds=None):
     """``(kind, primitive or None)``: kind is "primitive", "composite", "not traced" or
-    "undeclared" (a function in no module's PRIMS or COMPOSITES)."""
-    from arrayad._core._core import _PRIMITIVES
-    mods = _ops_modules() if mods is None else mods
-    base = qualname.split(".")[-1]
-    if qualname in NOT_TRACED:
-        return "not traced", None
-    m = _owner(qualname, fn, mods)
-    if m is not None and base in getattr(m, "COMPOSITES", ()):
-        return "composite", None
-    key = ALIASES.get(base, base)
-    prims = getattr(m, "PRIMS", {}) if m is not None else {}
-    p = prims.get(key) or prims.get(qualname) or _PRIMITIVES.get(key)
-    if p is not None:
-        return "primitive", p
-    return "undeclared", None
+    "undeclared" (a public function declared with none of these)."""
+    kinds = _kinds() if kinds is None else kinds
+    return kinds.get(id(fn), ("undeclared", None))
 
 
 def _rule(p, attr):
@@ -119,11 +89,11 @@ def sample_counts():
 
 
 def rows():
-    mods = _ops_modules()
+    kinds = _kinds()
     counts = sample_counts()
     out = []
     for section, name, fn in public_functions():
-        kind, p = classify(name, fn, mods)
+        kind, p = classify(name, fn, kinds)
         if kind == "primitive":
             prim = f"`{p.name}`"
             vjp, jvp, batch = _rule(p, "vjp"), _rule(p, "jvp"), _rule(p, "batch")
@@ -144,8 +114,9 @@ def render():
     lines = [
         "# Coverage of the public functions",
         "",
-        "Generated by `python tools/coverage.py` from the rule tables (`PRIMS`, `COMPOSITES` in",
-        "`arrayad/_ops/*.py`) and the operator database (`tests/opdb.py`); `tests/test_ops.py`",
+        "Generated by `python tools/coverage.py` from the declarations in `arrayad/_ops/*.py`",
+        "(`decl.primitive`, `decl.composite`, `decl.export`) and the operator database",
+        "(`tests/opdb.py`); `tests/test_ops.py`",
         "fails when this file is out of date. *composite*: written with other arrayad functions,",
         "whose rules it inherits. *loop fallback*: vmap runs a Python loop over the batch and",
         "warns. *samples*: opdb samples exercising the function (each runs on every backend).",

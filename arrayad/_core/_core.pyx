@@ -1849,7 +1849,8 @@ cdef class Array:
 
     def __getattr__(self, name):
         # Every other method (sum, mean, reshape, relu, torch-style conveniences...) lives in
-        # arrayad._methods, so that the list is written once for tensors and tracers.
+        # arrayad._ops._methods (the host's ``methods``), so that the list is written once for
+        # tensors and tracers.
         m = _host.methods.get(name)
         if m is None:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

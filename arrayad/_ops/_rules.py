@@ -1,4 +1,5 @@
-"""Helpers that make the common rule shapes one line each.
+"""Declarations (NOTE [declarations], below) and the helpers that make the common rule shapes
+one line each.
 
 A primitive's rules (see ``arrayad._core._core.Primitive``):
 
@@ -9,22 +10,191 @@ A primitive's rules (see ``arrayad._core._core.Primitive``):
   ``defjvp`` builds it from one function per argument, summing the parts that are not zero;
 * ``batch``: ``f(args, dims, **params) -> (out, out_dim)``.
 
-Rules are written with arrayad operations (``ad.*``), never raw backend calls, so that they can be
-differentiated and batched again (hessian = jacfwd(jacrev), vmap(grad), ...). The arguments a
-rule sees are values of a lower level (raw arrays, eager Tensors, tracers of outer transforms).
+Rules are written with arrayad operations (``ops.*``, NOTE [internal namespace] in
+``_namespace``), never raw backend calls, so that they can be differentiated and batched again
+(hessian = jacfwd(jacrev), vmap(grad), ...). The arguments a rule sees are values of a lower
+level (raw arrays, eager Tensors, tracers of outer transforms).
 """
 
 import dis
 import warnings
 from inspect import CO_VARARGS, CO_VARKEYWORDS
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import (Primitive, bind, broadcast_like, conj_if_complex,  # noqa: F401
                            dtype_of, forward_result, is_complex, register_primitive, shape_of,
                            unbroadcast)
 
 PY_SCALARS = (int, float, complex, bool)
+
+
+# ---------------------------------------------------------------------------------------------
+# NOTE [declarations]: one declaration per primitive. A module of arrayad/_ops makes one
+# ``decl = Declarations(globals())``; ``decl.primitive(...)`` creates a primitive with all its
+# rules and its public function, ``decl.export``/``decl.composite`` declare the other public
+# functions. The module's ``__all__``, ``PRIMS`` and ``COMPOSITES``, the internal namespace
+# (NOTE [internal namespace]) and docs/coverage.md are derived from these declarations. E.g.
+#
+#     flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
+#                             vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
+#                             jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
+#                             doc="Reverse the order of elements along ``axis``.")
+#
+# The common shapes are one line each: ``unary``/``binary``/``linear_unary`` (elementwise.py),
+# ``reduction`` (reductions.py), ``LINEAR`` (the JVP of a linear primitive), ``ELEMENTWISE`` and
+# ``axis_batch`` (batching rules), ``multiple_results=True`` (tuple results); a declaration
+# with no VJP is nondifferentiable. A rule that needs its own primitive refers to it by its
+# module-level name (looked up when the rule runs) or is made by a ``per_primitive`` factory.
+
+class _PerPrimitive:
+    """A rule that needs its primitive (``bind(p, ...)`` inside): built once ``p`` exists."""
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
+
+
+def per_primitive(make):
+    """Mark ``make(prim) -> rule`` as a rule factory for ``Declarations.primitive``."""
+    return _PerPrimitive(make)
+
+
+def _linear_jvp(p):
+    # (linear in its first argument: the JVP is the primitive applied to the tangent, with the
+    # other arguments - getitem's index arrays - as they are)
+    return lambda t, ans, x, *rest, **params: bind(p, t, *rest, **params)
+
+
+LINEAR = per_primitive(lambda p: (_linear_jvp(p),))
+
+
+def _rule(rule, p):
+    return rule.make(p) if isinstance(rule, _PerPrimitive) else rule
+
+
+# Every declared primitive by name (the core's registry also holds those that tests and
+# autograd.Function create), and every module's Declarations, in import order.
+DECLARED = {}
+MODULES = []
+
+
+class Declarations:
+    """What one module of ``arrayad/_ops`` declares (NOTE [declarations])."""
+
+    def __init__(self, module_globals, namespace=ops, *, public_module=None):
+        self._globals = module_globals
+        self.namespace = namespace
+        # (the __module__ of generated public functions: the declaring module by default)
+        self.public_module = public_module or module_globals["__name__"]
+        self.all = module_globals.setdefault("__all__", [])
+        self.prims = module_globals.setdefault("PRIMS", {})
+        self.composites = module_globals.setdefault("COMPOSITES", set())
+        self.primitive_of = {}    # public name -> the primitive it binds
+        self.untraced = set()     # public names that take no array to trace
+        MODULES.append(self)
+
+    def export(self, fn=None, *, name=None, primitive=None, traced=True):
+        """Declare ``fn`` a public function (decorator): in ``__all__`` and the namespace.
+        ``primitive``: the primitive it binds (for docs/coverage.md), when it is not declared
+        with it (``asarray``: ``copy``); ``traced=False``: it takes no array to differentiate
+        or batch (shapes, dtypes, Python data, random state), so no rules are expected."""
+        def declare(fn):
+            n = name or fn.__name__
+            if primitive is not None:
+                self.primitive_of[n] = primitive
+            if not traced:
+                self.untraced.add(n)
+            if n not in self.all:
+                self.all.append(n)
+            self._globals[n] = fn
+            setattr(self.namespace, n, fn)
+            return fn
+        return declare if fn is None else declare(fn)
+
+    def composite(self, fn=None, *, name=None, traced=True):
+        """Declare ``fn`` a public function written with other arrayad functions (no rules of
+        its own: its derivatives come from the primitives it calls)."""
+        def declare(fn):
+            self.composites.add(name or fn.__name__)
+            return self.export(fn, name=name, traced=traced)
+        return declare if fn is None else declare(fn)
+
+    def glue(self, fn):
+        """Declare a private function the core or the transforms call (``_getitem``...)."""
+        setattr(ops, fn.__name__, fn)
+        return fn
+
+    def primitive(self, name, impl=None, *, xp_name=None, vjp=None, variadic_vjp=None,
+                  reads=None, jvp=None, full_jvp=None, batch=None, multiple_results=False,
+                  differentiable=None, keeps_level=False, api=None, args=None, omit_none=(),
+                  public=None, key=None, doc=None):
+        """Create, register and return a primitive with all its rules.
+
+        * ``impl(xp, *args, **params)``, or ``xp_name`` (default: ``name``) a backend function;
+        * ``vjp``: one rule per positional argument, ``f(g, ans, *args, **params)``, and
+          ``reads`` the saved values each reads (``defvjp``); ``variadic_vjp``: one rule for all
+          arguments returning a tuple; with neither, the primitive is not differentiable (its
+          outputs are constants: integer/bool results, or a derivative of zero almost
+          everywhere);
+        * ``jvp``: one rule per argument ``f(t, ans, *args, **params)`` (summed), or ``LINEAR``
+          (the primitive applied to the tangent); ``full_jvp``: ``f(tangents, ans, *args,
+          **params)``;
+        * ``batch``: ``f(args, dims, **params) -> (out, out_dim)``, or a ``per_primitive`` factory;
+        * the public function: ``api`` a signature (``"x, /, *, axis=None"``) from which a
+          function calling ``bind`` directly is generated (the positional-only parameters, or
+          ``args``, are the primitive's arguments, the rest its keyword parameters), or
+          ``public`` a hand-written function (normalizing its arguments before ``bind``);
+          ``omit_none``: keyword parameters left out of the call when None (``dtype``);
+        * ``keeps_level``: see ``Primitive`` in the core (``zeros_like``...);
+        * ``key``: the name in ``PRIMS`` when it differs from ``name``.
+        """
+        if differentiable is None:
+            differentiable = vjp is not None or variadic_vjp is not None
+        p = primitive(name, impl, xp_name=xp_name, multiple_results=multiple_results,
+                      differentiable=differentiable)
+        if vjp is not None:
+            defvjp(p, *(_rule(r, p) for r in vjp), reads=reads)
+        elif variadic_vjp is not None:
+            p.vjp = variadic_vjp
+        jvp = _rule(jvp, p)
+        if isinstance(jvp, (tuple, list)):
+            defjvp(p, *(_rule(r, p) for r in jvp))
+        elif full_jvp is not None:
+            p.jvp = full_jvp
+        if batch is not None:
+            p.batch = _rule(batch, p)
+        if keeps_level:
+            p.keeps_level = True
+        self.prims[key or name] = p
+        DECLARED[name] = p
+        if api is not None:
+            public = _generate(name, p, api, args, omit_none, doc, self.public_module)
+        if public is not None:
+            self.export(public, primitive=p)
+        return p
+
+
+def _generate(name, prim, api, args, omit_none, doc, module):
+    """The public function ``name(<api>)`` that calls ``bind(prim, ...)`` directly: no wrapper
+    layer between the user and the dispatcher."""
+    import inspect
+    params = list(inspect.signature(eval(f"lambda {api}: None")).parameters.values())
+    if args is None:
+        args = [q.name for q in params if q.kind is q.POSITIONAL_ONLY]
+
+    def call(skip):
+        return ", ".join(list(args) + [f"{q.name}={q.name}" for q in params
+                                       if q.name not in args and q.name not in skip])
+
+    body = "".join(f"    if {n} is None:\n        return bind(_prim, {call(omit_none)})\n"
+                   for n in omit_none[:1])
+    scope = {"bind": bind, "_prim": prim}
+    exec(f"def {name}({api}):\n{body}    return bind(_prim, {call(())})\n", scope)
+    fn = scope[name]
+    fn.__doc__ = doc
+    fn.__module__ = module
+    return fn
 
 
 def primitive(name, impl=None, *, xp_name=None, multiple_results=False, differentiable=True):
@@ -94,15 +264,10 @@ def defjvp(prim, *per_arg):
             if t is None or i >= len(per_arg) or per_arg[i] is None:
                 continue
             part = per_arg[i](t, ans, *args, **params)
-            out = part if out is None else ad.add(out, part)
+            out = part if out is None else ops.add(out, part)
         return out
 
     prim.jvp = jvp
-
-
-def nondifferentiable(prim):
-    """Integer/bool results, or a derivative of zero almost everywhere (floor, sign...)."""
-    prim.differentiable = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,8 +304,8 @@ def arange_like(x, n):
 
 
 def eye_like(x, n, k=0):
-    from .. import _dtypes
-    return constant_like(x, lambda xp: xp.eye(n, n, k=k, dtype=_dtypes.to_backend(dtype_of(x), xp)))
+    from .._dtypes import to_backend
+    return constant_like(x, lambda xp: xp.eye(n, n, k=k, dtype=to_backend(dtype_of(x), xp)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +314,7 @@ def eye_like(x, n, k=0):
 def move_to_front(x, dim):
     if dim is None or dim == 0:
         return x
-    return ad.moveaxis(x, dim, 0)
+    return ops.moveaxis(x, dim, 0)
 
 
 def batch_size_of(args, dims):
@@ -162,8 +327,8 @@ def batch_size_of(args, dims):
 def materialize_batch(x, dim, size):
     """``x`` with the batch dimension in front, broadcasting an unbatched ``x``."""
     if dim is None:
-        x = ad.asarray(x) if isinstance(x, PY_SCALARS) else x
-        return ad.broadcast_to(ad.expand_dims(x, axis=0), (size,) + shape_of(x))
+        x = ops.asarray(x) if isinstance(x, PY_SCALARS) else x
+        return ops.broadcast_to(ops.expand_dims(x, axis=0), (size,) + shape_of(x))
     return move_to_front(x, dim)
 
 
@@ -185,14 +350,14 @@ def batch_elementwise(prim):
                 a = move_to_front(a, d)
                 missing = out_rank - (ndim_of(a) - 1)
                 if missing:
-                    a = ad.reshape(a, shape_of(a)[:1] + (1,) * missing + shape_of(a)[1:])
+                    a = ops.reshape(a, shape_of(a)[:1] + (1,) * missing + shape_of(a)[1:])
                 new.append(a)
         return bind(prim, *new, **params), 0
 
     return rule
 
 
-def batch_axis_params(prim, axis_params=("axis",), *, keeps_rank=None):
+def batch_axis_params(prim, axis_params=("axis",)):
     """Batching rule of a unary op with integer axis parameters (reductions, flips, sorts...).
 
     The batch dim is moved to the front and every axis parameter is shifted by one. ``axis=None``
@@ -218,6 +383,14 @@ def batch_axis_params(prim, axis_params=("axis",), *, keeps_rank=None):
     return rule
 
 
+def axis_batch(*axis_params):
+    """``batch_axis_params`` for a declaration (default: the ``axis`` parameter)."""
+    return per_primitive(lambda p: batch_axis_params(p, axis_params or ("axis",)))
+
+
+ELEMENTWISE = per_primitive(batch_elementwise)
+
+
 # ---------------------------------------------------------------------------------------------
 # The loop-and-stack fallback for primitives with no batching rule (warns once per primitive).
 
@@ -238,11 +411,11 @@ def batch_fallback(prim, args, dims, params, frame):
         sliced = [_index_along(a, d, i) for a, d in zip(args, dims)]
         results.append(bind(prim, *sliced, **params))
     if prim.multiple_results:
-        return tuple(ad.stack([r[k] for r in results]) for k in range(len(results[0]))), 0
-    return ad.stack(results), 0
+        return tuple(ops.stack([r[k] for r in results]) for k in range(len(results[0]))), 0
+    return ops.stack(results), 0
 
 
 def _index_along(a, d, i):
     if d is None:
         return a
-    return ad._getitem(a, (slice(None),) * d + (i,))
+    return ops._getitem(a, (slice(None),) * d + (i,))

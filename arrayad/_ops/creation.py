@@ -6,19 +6,17 @@ argument (a raw array stays raw, a batched value stays batched, so that writing 
 into ``zeros_like(x)`` under vmap works).
 """
 
-import arrayad as ad
+from ._namespace import ops
 
-from .. import _dtypes
+from .._dtypes import to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
 from ..backends import backend_of, default_backend, get_backend
-from ._rules import nondifferentiable, primitive
+from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
+from ..backends import set_rng_state as _set_rng_state
+from ._rules import LINEAR, Declarations, per_primitive
 
-__all__ = ["asarray", "tensor", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
-           "empty_like", "full_like", "arange", "linspace", "eye", "meshgrid", "from_dlpack",
-           "randn", "rand", "randint", "manual_seed", "get_rng_state", "set_rng_state"]
-PRIMS = {}
-COMPOSITES = {"meshgrid"}
+decl = Declarations(globals())
 
 
 def _backend(device=None):
@@ -26,7 +24,7 @@ def _backend(device=None):
 
 
 def _dt(dtype, b):
-    return _dtypes.to_backend(dtype, b.xp)
+    return to_backend(dtype, b.xp)
 
 
 def _wrap(raw, requires_grad=False):
@@ -56,15 +54,15 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     its gradient; a backend array keeps its backend; Python data goes to the default backend."""
     if isinstance(obj, Array):
         if dtype is not None:
-            obj = ad.astype(obj, dtype, copy=bool(copy))
+            obj = ops.astype(obj, dtype, copy=bool(copy))
         elif copy:
             obj = bind(_copy_p, obj)
         if device is not None and device != obj.device:
-            obj = ad._to_device(obj, device, None)
+            obj = ops._to_device(obj, device, None)
         return obj
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
-        out = ad.stack([asarray(o) for o in obj])
-        return out if dtype is None else ad.astype(out, dtype)
+        out = ops.stack([asarray(o) for o in obj])
+        return out if dtype is None else ops.astype(out, dtype)
     if isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple)):
         b = _backend()
     else:
@@ -80,17 +78,16 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     return Tensor(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw))
 
 
-_copy_p = primitive("copy", lambda xp, x: xp.asarray(x, copy=True))
-_copy_p.vjp = (lambda g, ans, x: g,)
-_copy_p.jvp = lambda tangents, ans, x: bind(_copy_p, tangents[0])
-_copy_p.batch = lambda args, dims: (bind(_copy_p, args[0]), dims[0])
-PRIMS["copy"] = _copy_p
+_copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,
+                         vjp=(lambda g, ans, x: g,), jvp=LINEAR,
+                         batch=lambda args, dims: (bind(_copy_p, args[0]), dims[0]))
 
 
+@decl.export(traced=False)
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """torch-style constructor: a new Tensor holding a copy of ``data``."""
     if isinstance(data, Array):
-        data = ad.asarray(data, dtype=dtype, copy=True)
+        data = ops.asarray(data, dtype=dtype, copy=True)
         t = data.detach() if isinstance(data, Tensor) else data
     else:
         t = asarray(data, dtype=dtype, device=device, copy=True)
@@ -100,61 +97,54 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 # -- filled arrays ---------------------------------------------------------------------------------
+@decl.export(traced=False)
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros."""
     b = _backend(device)
     return Tensor(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
+@decl.export(traced=False)
 def ones(shape, *, dtype=None, device=None):
     """An array of ones."""
     b = _backend(device)
     return Tensor(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device))
 
 
+@decl.export(traced=False)
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised array (arrayad fills it with zeros, for reproducibility)."""
     return zeros(shape, dtype=dtype, device=device)
 
 
+@decl.export(traced=False)
 def full(shape, fill_value, *, dtype=None, device=None):
     """An array filled with ``fill_value`` (a scalar, or a 0-d array: then it is differentiable)."""
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
-        return bind(_copy_p, ad.broadcast_to(value, _shape(shape))) if _shape(shape) else value
+        return bind(_copy_p, ops.broadcast_to(value, _shape(shape))) if _shape(shape) else value
     b = _backend(device)
     return Tensor(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device))
 
 
-def _like(name):
+def _like(name, **public):
     def impl(xp, x, dtype=None, device=None, **kw):
-        args = {"dtype": _dtypes.to_backend(dtype, xp)}
+        args = {"dtype": to_backend(dtype, xp)}
         if device is not None:
             args["device"] = device
         return getattr(xp, name)(x, **kw, **args)
-    p = primitive(name, impl)
-    nondifferentiable(p)
-    p.keeps_level = True   # see Primitive: in-place writes into the result must work
-    p.batch = lambda args, dims, **params: (bind(p, args[0], **params), dims[0])
-    PRIMS[name] = p
-    return p
+    # (keeps_level: see Primitive, in-place writes into the result must work)
+    return decl.primitive(name, impl, keeps_level=True, **public, batch=per_primitive(
+        lambda p: lambda args, dims, **params: (bind(p, args[0], **params), dims[0])))
 
 
-zeros_like_p = _like("zeros_like")
-ones_like_p = _like("ones_like")
-full_like_p = _like("full_like")
+zeros_like_p = _like("zeros_like", api="x, /, *, dtype=None, device=None",
+                     doc="Zeros with the shape (and by default dtype and device) of ``x``.")
+ones_like_p = _like("ones_like", api="x, /, *, dtype=None, device=None",
+                    doc="Ones with the shape of ``x``.")
 
 
-def zeros_like(x, /, *, dtype=None, device=None):
-    """Zeros with the shape (and by default dtype and device) of ``x``."""
-    return bind(zeros_like_p, x, dtype=dtype, device=device)
-
-
-def ones_like(x, /, *, dtype=None, device=None):
-    """Ones with the shape of ``x``."""
-    return bind(ones_like_p, x, dtype=dtype, device=device)
-
-
+@decl.export(primitive=zeros_like_p)
 def empty_like(x, /, *, dtype=None, device=None):
     """An uninitialised array like ``x`` (zeros, for reproducibility)."""
     return bind(zeros_like_p, x, dtype=dtype, device=device)
@@ -167,13 +157,18 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     return bind(full_like_p, x, dtype=dtype, device=device, fill_value=fill_value)
 
 
+full_like_p = _like("full_like", public=full_like)
+
+
 # -- ranges ----------------------------------------------------------------------------------------
+@decl.export(traced=False)
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``."""
     b = _backend(device)
     return Tensor(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device))
 
 
+@decl.export(traced=False)
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``."""
     b = _backend(device)
@@ -181,12 +176,14 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
                                 endpoint=endpoint))
 
 
+@decl.export(traced=False)
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A matrix with ones on diagonal ``k``."""
     b = _backend(device)
     return Tensor(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device))
 
 
+@decl.composite
 def meshgrid(*arrays, indexing="xy"):
     """Coordinate matrices from coordinate vectors (differentiable: reshapes and broadcasts)."""
     if indexing not in ("xy", "ij"):
@@ -202,10 +199,11 @@ def meshgrid(*arrays, indexing="xy"):
             pos = 1 - i
         s = [1] * n
         s[pos] = shape_of(a)[0]
-        out.append(ad.broadcast_to(ad.reshape(a, tuple(s)), tuple(shape)))
+        out.append(ops.broadcast_to(ops.reshape(a, tuple(s)), tuple(shape)))
     return tuple(out)
 
 
+@decl.export(traced=False)
 def from_dlpack(x, /, *, device=None, copy=None):
     """An array from any object that supports DLPack (kept on its backend where possible)."""
     if isinstance(x, Array):
@@ -248,18 +246,21 @@ def _random(draw, shape, requires_grad):
     return out
 
 
+@decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
     b = _backend(device)
     return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
+@decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform samples on [0, 1)."""
     b = _backend(device)
     return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad)
 
 
+@decl.export(traced=False)
 def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None):
     """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
     if high is None:
@@ -270,16 +271,17 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
 
 def manual_seed(seed):
     """Seed the random generators of every backend (loaded now or later), in this thread."""
-    from .. import backends
-    backends.manual_seed(seed)
+    _manual_seed(seed)
 
 
 def get_rng_state():
     """This thread's random state of every loaded backend (restored by ``set_rng_state``)."""
-    from .. import backends
-    return backends.get_rng_state()
+    return _get_rng_state()
 
 
 def set_rng_state(state):
-    from .. import backends
-    backends.set_rng_state(state)
+    _set_rng_state(state)
+
+
+for _f in (manual_seed, get_rng_state, set_rng_state):
+    decl.export(_f, traced=False)

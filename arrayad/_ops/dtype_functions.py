@@ -1,11 +1,13 @@
 """Data type functions: astype lives in manipulation; here isdtype, result_type, can_cast,
 finfo, iinfo, following the standard's promotion table."""
 
-from .. import _dtypes
+from .._dtypes import by_name, from_backend, is_inexact
+from ._namespace import ops
+from ._rules import Declarations
 from .._core._core import Array, dtype_of
 
-__all__ = ["isdtype", "result_type", "can_cast", "finfo", "iinfo"]
-COMPOSITES = set()
+decl = Declarations(globals())
+
 
 _KINDS = {
     "bool": ("b",), "signed integer": ("i",), "unsigned integer": ("u",),
@@ -14,16 +16,17 @@ _KINDS = {
 }
 
 
+@decl.export(traced=False)
 def isdtype(dtype, kind):
     """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
-    dtype = _dtypes.from_backend(dtype)
+    dtype = from_backend(dtype)
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
         if kind not in _KINDS:
             raise ValueError(f"isdtype: unknown kind {kind!r}")
         return dtype.kind in _KINDS[kind]
-    return dtype is _dtypes.from_backend(kind)
+    return dtype is from_backend(kind)
 
 
 def _promote2(a, b):
@@ -41,17 +44,18 @@ def _promote2(a, b):
         if s.bits > u.bits:
             return s
         if u.bits < 64:
-            return _dtypes.by_name(f"int{u.bits * 2}")
+            return by_name(f"int{u.bits * 2}")
         raise TypeError(f"result_type: {a.name} and {b.name} have no promotion in the standard")
-    if ka in "fc" and kb in "fc":
+    if is_inexact(a) and is_inexact(b):
         bits = max(a.bits // (2 if ka == "c" else 1), b.bits // (2 if kb == "c" else 1))
         if "c" in (ka, kb):
-            return _dtypes.by_name(f"complex{bits * 2}")
-        return _dtypes.by_name(f"float{bits}")
+            return by_name(f"complex{bits * 2}")
+        return by_name(f"float{bits}")
     raise TypeError(f"result_type: mixed-kind promotion {a.name} + {b.name} is not defined by "
                     f"the standard; use astype first")
 
 
+@decl.export(traced=False)
 def result_type(*arrays_and_dtypes):
     """The dtype that the arguments promote to (Python scalars are weak)."""
     dts = []
@@ -62,7 +66,7 @@ def result_type(*arrays_and_dtypes):
         elif isinstance(a, Array) or hasattr(a, "dtype") and not isinstance(a, type):
             dts.append(dtype_of(a))
         else:
-            dts.append(_dtypes.from_backend(a))
+            dts.append(from_backend(a))
     if not dts:
         raise ValueError("result_type: at least one array or dtype is required")
     out = dts[0]
@@ -72,18 +76,19 @@ def result_type(*arrays_and_dtypes):
         if isinstance(s, bool):
             continue
         if isinstance(s, complex) and out.kind != "c":
-            out = _dtypes.complex128 if out.bits == 64 or out.kind != "f" else _dtypes.complex64
+            out = ops.complex128 if out.bits == 64 or out.kind != "f" else ops.complex64
         elif isinstance(s, float) and out.kind in "biu":
-            out = _dtypes.float64
+            out = ops.float64
         elif isinstance(s, int) and out.kind == "b":
-            out = _dtypes.int64
+            out = ops.int64
     return out
 
 
+@decl.export(traced=False)
 def can_cast(from_, to, /):
     """Whether ``from_`` casts to ``to`` under the standard's promotion rules."""
-    f = dtype_of(from_) if isinstance(from_, Array) else _dtypes.from_backend(from_)
-    t = _dtypes.from_backend(to)
+    f = dtype_of(from_) if isinstance(from_, Array) else from_backend(from_)
+    t = from_backend(to)
     # within the standard's promotion lattice only (across kinds it defines no casting)
     try:
         return _promote2(f, t) is t
@@ -100,7 +105,7 @@ class _FInfo:
         self.max = float(fi.max)
         self.min = float(fi.min)
         self.smallest_normal = float(fi.smallest_normal)
-        self.dtype = _dtypes.by_name("float32" if dtype.name == "complex64" else
+        self.dtype = by_name("float32" if dtype.name == "complex64" else
                                      "float64" if dtype.name == "complex128" else dtype.name)
 
 
@@ -114,17 +119,19 @@ class _IInfo:
         self.dtype = dtype
 
 
+@decl.export(traced=False)
 def finfo(type, /):
     """Machine limits of a floating dtype."""
-    d = dtype_of(type) if isinstance(type, Array) else _dtypes.from_backend(type)
-    if d.kind not in "fc":
+    d = dtype_of(type) if isinstance(type, Array) else from_backend(type)
+    if not is_inexact(d):
         raise ValueError(f"finfo: {d.name} is not a floating dtype")
     return _FInfo(d)
 
 
+@decl.export(traced=False)
 def iinfo(type, /):
     """Machine limits of an integer dtype."""
-    d = dtype_of(type) if isinstance(type, Array) else _dtypes.from_backend(type)
+    d = dtype_of(type) if isinstance(type, Array) else from_backend(type)
     if d.kind not in "iu":
         raise ValueError(f"iinfo: {d.name} is not an integer dtype")
     return _IInfo(d)

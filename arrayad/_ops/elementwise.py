@@ -11,100 +11,66 @@ or have a derivative of zero almost everywhere (floor, sign...): their outputs a
 
 import math
 
-import arrayad as ad
+from ._namespace import ops
 
-from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind
-from ._rules import (batch_elementwise, broadcast_like, defjvp, defvjp, forward_result, is_complex,
-                     names_read, nondifferentiable, primitive, unbroadcast)
+from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP
+from ._rules import (ELEMENTWISE, LINEAR, Declarations, broadcast_like, forward_result, is_complex,
+                     names_read, unbroadcast)
 
-__all__ = []
-PRIMS = {}
-
-
-def _export(name, fn, doc):
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "arrayad"
-    fn.__doc__ = doc
-    globals()[name] = fn
-    __all__.append(name)
-    return fn
-
-
-def _unary_api(name, prim, doc):
-    def fn(x, /):
-        return bind(prim, x)
-    return _export(name, fn, doc)
-
-
-def _binary_api(name, prim, doc):
-    def fn(x1, x2, /):
-        return bind(prim, x1, x2)
-    return _export(name, fn, doc)
+decl = Declarations(globals(), public_module="arrayad")
 
 
 def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
     """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff), or
     ``over(ans, x)`` the derivative's reciprocal (log: x), so that the rules divide by it."""
-    p = primitive(name, xp_name=xp_name or name)
-    p.batch = batch_elementwise(p)
-    if deriv is None and over is None:
-        nondifferentiable(p)
-    else:
+    rules = {}
+    if deriv is not None or over is not None:
         # (g * conj(d) and t * d, or g / conj(over) and t / over: C callables, "Rule shapes"
         # in the core)
         d = deriv if over is None else over
-        defvjp(p, UnaryVJP(d, over is not None), reads=[names_read(d)])
-        p.jvp = UnaryJVP(d, over is not None)
-    PRIMS[name] = p
-    _unary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+        rules = dict(vjp=(UnaryVJP(d, over is not None),), reads=[names_read(d)],
+                     full_jvp=UnaryJVP(d, over is not None))
+    return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x, /",
+                          differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
 
 
 def linear_unary(name, vjp, jvp=None, *, doc=""):
     """An elementwise unary function that is linear in its input (negative, conj, real...)."""
-    p = primitive(name)
-    p.batch = batch_elementwise(p)
     # (linear: the rule reads no saved value, at most the input's dtype, which a Meta keeps)
-    defvjp(p, lambda g, ans, x: vjp(g, x), reads=[""])
-    defjvp(p, lambda t, ans, x: (jvp or (lambda t: bind(p, t)))(t))
-    PRIMS[name] = p
-    _unary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+    return decl.primitive(name, vjp=(lambda g, ans, x: vjp(g, x),), reads=[""],
+                          jvp=LINEAR if jvp is None else (lambda t, ans, x: jvp(t),),
+                          batch=ELEMENTWISE, api="x, /", doc=doc or f"Elementwise {name}.")
 
 
-def binary(name, d1=None, d2=None, *, doc="", xp_name=None):
+def binary(name, d1=None, d2=None, *, doc="", xp_name=None, **rules):
     """An elementwise binary function with partials ``d1(ans, x1, x2)``, ``d2(ans, x1, x2)``.
 
     A partial of ``None`` with the other given means zero; both ``None`` means nondiff.
+    ``rules`` (``vjp=``, ``reads=``, ``full_jvp=``) replace the ones built from the partials.
     """
-    p = primitive(name, xp_name=xp_name or name)
-    p.batch = batch_elementwise(p)
-    if d1 is None and d2 is None:
-        nondifferentiable(p)
-    else:
+    if d1 is not None or d2 is not None:
         # (g * conj(d) summed to the argument's shape, and t1 * d1 + t2 * d2: C callables)
-        defvjp(p, None if d1 is None else PartialVJP(d1, 0),
-               None if d2 is None else PartialVJP(d2, 1),
-               reads=["" if d is None else names_read(d) for d in (d1, d2)])
-        p.jvp = BinaryJVP(d1, d2)
-    PRIMS[name] = p
-    _binary_api(name, p, doc or f"Elementwise {name}.")
-    return p
+        rules = dict(vjp=(None if d1 is None else PartialVJP(d1, 0),
+                          None if d2 is None else PartialVJP(d2, 1)),
+                     reads=["" if d is None else names_read(d) for d in (d1, d2)],
+                     full_jvp=BinaryJVP(d1, d2)) | rules
+    return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x1, x2, /",
+                          differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
 
 
 # -- unary, differentiable ----------------------------------------------------------------------
 _sin = unary("sin", lambda ans, x: forward_result(_cos, x))   # NOTE [shared results] in the core
 _cos = unary("cos", lambda ans, x: -forward_result(_sin, x))
 unary("tan", lambda ans, x: 1 + ans * ans)
-unary("asin", over=lambda ans, x: ad.sqrt(1 - x * x))
-unary("acos", over=lambda ans, x: -ad.sqrt(1 - x * x))
+unary("asin", over=lambda ans, x: ops.sqrt(1 - x * x))
+unary("acos", over=lambda ans, x: -ops.sqrt(1 - x * x))
 unary("atan", over=lambda ans, x: 1 + x * x)
 _sinh = unary("sinh", lambda ans, x: forward_result(_cosh, x))
 _cosh = unary("cosh", lambda ans, x: forward_result(_sinh, x))
 _sin.reuses, _cos.reuses, _sinh.reuses, _cosh.reuses = _cos, _sin, _cosh, _sinh
 unary("tanh", lambda ans, x: 1 - ans * ans)
-unary("asinh", over=lambda ans, x: ad.sqrt(x * x + 1))
-unary("acosh", over=lambda ans, x: ad.sqrt(x * x - 1))
+unary("asinh", over=lambda ans, x: ops.sqrt(x * x + 1))
+unary("acosh", over=lambda ans, x: ops.sqrt(x * x - 1))
 unary("atanh", over=lambda ans, x: 1 - x * x)
 unary("exp", lambda ans, x: ans)
 unary("expm1", lambda ans, x: ans + 1)
@@ -115,32 +81,32 @@ unary("log10", over=lambda ans, x: x * math.log(10.0))
 unary("sqrt", lambda ans, x: 0.5 / ans)
 unary("square", lambda ans, x: 2 * x)
 unary("reciprocal", lambda ans, x: -(ans * ans))
-_abs_p = unary("abs", lambda ans, x: ad.sign(x))
 # |z| is not holomorphic: for complex z the VJP is g * z/|z| (no conj; torch's convention) and
 # the JVP Re(conj(z/|z|) * t), a real tangent for a real output.
 
 
 def _abs_sign(ans, x):
     # For complex z, sign(z) = z/|z| varies with z: spelled with differentiable ops so that the
-    # rules differentiate again (ad.sign is nondifferentiable); 0 at z = 0, as torch's sgn.
+    # rules differentiate again (ops.sign is nondifferentiable); 0 at z = 0, as torch's sgn.
     if is_complex(x):
-        return x / ad.where(ans == 0, 1.0, ans)
-    return ad.sign(x)
+        return x / ops.where(ans == 0, 1.0, ans)
+    return ops.sign(x)
 
 
-# (ad.multiply, not *: a raw array-api-strict operand on the left refuses a tracer on the right)
-defvjp(_abs_p, lambda g, ans, x: ad.multiply(g, _abs_sign(ans, x)))
-defjvp(_abs_p, lambda t, ans, x: ad.real(ad.multiply(ad.conj(_abs_sign(ans, x)), t))
-       if is_complex(x) else ad.multiply(t, ad.sign(x)))
+# (ops.multiply, not *: a raw array-api-strict operand on the left refuses a tracer on the right)
+decl.primitive("abs", vjp=(lambda g, ans, x: ops.multiply(g, _abs_sign(ans, x)),),
+               jvp=(lambda t, ans, x: ops.real(ops.multiply(ops.conj(_abs_sign(ans, x)), t))
+                    if is_complex(x) else ops.multiply(t, ops.sign(x)),),
+               batch=ELEMENTWISE, api="x, /", doc="Elementwise abs.")
 
 # -- unary, linear ------------------------------------------------------------------------------
 linear_unary("negative", lambda g, x: -g)
 linear_unary("positive", lambda g, x: g)
-linear_unary("conj", lambda g, x: ad.conj(g))
+linear_unary("conj", lambda g, x: ops.conj(g))
 # real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
-linear_unary("real", lambda g, x: ad.astype(g, x.dtype) if ad.isdtype(x.dtype, "complex floating") else g)
-linear_unary("imag", lambda g, x: ad.astype(g, x.dtype) * 1j if ad.isdtype(x.dtype, "complex floating")
-             else ad.zeros_like(g))
+linear_unary("real", lambda g, x: ops.astype(g, x.dtype) if ops.isdtype(x.dtype, "complex floating") else g)
+linear_unary("imag", lambda g, x: ops.astype(g, x.dtype) * 1j if ops.isdtype(x.dtype, "complex floating")
+             else ops.zeros_like(g))
 
 # -- unary, not differentiable (bool/int results, or zero derivative almost everywhere) ----------
 for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", "isinf", "isnan",
@@ -148,15 +114,12 @@ for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", 
     unary(_name)
 
 # -- binary ---------------------------------------------------------------------------------------
-_add = binary("add", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: 1.0)
-_sub = binary("subtract", lambda ans, x1, x2: 1.0, lambda ans, x1, x2: -1.0)
-# add/subtract are linear: skip the multiplication by one.
-defvjp(_add, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(g, x2),
-       reads=["", ""])
-_add.jvp = SumJVP()
-defvjp(_sub, lambda g, ans, x1, x2: unbroadcast(g, x1), lambda g, ans, x1, x2: unbroadcast(-g, x2),
-       reads=["", ""])
-_sub.jvp = SumJVP(negate=True)
+# add/subtract are linear: no multiplication by one.
+binary("add", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
+                   lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP())
+binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
+                        lambda g, ans, x1, x2: unbroadcast(-g, x2)), reads=["", ""],
+       full_jvp=SumJVP(negate=True))
 
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
 binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
@@ -164,25 +127,25 @@ binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
 
 def _pow_d1(ans, x1, x2):
     # x2 * x1 ** (x2 - 1), written so that x1 = 0 with x2 = 0 gives 0 * ... not nan.
-    return x2 * ad.pow(x1, x2 - 1)
+    return x2 * ops.pow(x1, x2 - 1)
 
 
 def _pow_d2(ans, x1, x2):
     # ans * log(x1), defined as 0 where x1 == 0 (the limit for x2 > 0), as torch and JAX do.
-    safe = ad.where(x1 == 0, ad.ones_like(ans) if not isinstance(x1, (int, float)) else 1.0, x1)
-    return ad.where(x1 == 0, 0.0, ans * ad.log(safe))
+    safe = ops.where(x1 == 0, ops.ones_like(ans) if not isinstance(x1, (int, float)) else 1.0, x1)
+    return ops.where(x1 == 0, 0.0, ans * ops.log(safe))
 
 
 binary("pow", _pow_d1, _pow_d2)
 binary("atan2", lambda ans, x1, x2: x2 / (x1 * x1 + x2 * x2),
        lambda ans, x1, x2: -x1 / (x1 * x1 + x2 * x2))
 binary("hypot", lambda ans, x1, x2: x1 / ans, lambda ans, x1, x2: x2 / ans)
-binary("logaddexp", lambda ans, x1, x2: ad.exp(x1 - ans), lambda ans, x1, x2: ad.exp(x2 - ans))
+binary("logaddexp", lambda ans, x1, x2: ops.exp(x1 - ans), lambda ans, x1, x2: ops.exp(x2 - ans))
 # maximum/minimum: ties split the gradient in half (as torch does).
 def _share(win, tie, ans):
     # 1 where this argument wins, 0.5 on ties; built from masks, not where(c, 1.0, 0.5): the
     # standard (and array-api-strict) refuses where() with two Python scalars.
-    return ad.astype(win, ans.dtype) + 0.5 * ad.astype(tie, ans.dtype)
+    return ops.astype(win, ans.dtype) + 0.5 * ops.astype(tie, ans.dtype)
 
 
 binary("maximum", lambda ans, x1, x2: _share(x1 > x2, x1 == x2, ans),
@@ -190,10 +153,10 @@ binary("maximum", lambda ans, x1, x2: _share(x1 > x2, x1 == x2, ans),
 binary("minimum", lambda ans, x1, x2: _share(x1 < x2, x1 == x2, ans),
        lambda ans, x1, x2: _share(x2 < x1, x1 == x2, ans))
 binary("copysign", lambda ans, x1, x2:
-       1.0 - 2.0 * ad.astype(ad.signbit(x1) != ad.signbit(ans), ans.dtype),
+       1.0 - 2.0 * ops.astype(ops.signbit(x1) != ops.signbit(ans), ans.dtype),
        lambda ans, x1, x2: 0.0 * ans)
 binary("remainder", lambda ans, x1, x2: 1.0 + 0.0 * ans,
-       lambda ans, x1, x2: -ad.floor_divide(x1, x2))
+       lambda ans, x1, x2: -ops.floor_divide(x1, x2))
 # nextafter(x1, x2) moves x1 by one ulp: derivative 1 in x1, 0 in x2.
 binary("nextafter", lambda ans, x1, x2: 1.0 + 0.0 * ans, lambda ans, x1, x2: 0.0 * ans)
 
@@ -208,33 +171,22 @@ def _clip_impl(xp, x, lo, hi):
     return xp.clip(x, lo, hi)
 
 
-clip_p = primitive("clip", _clip_impl)
-clip_p.batch = batch_elementwise(clip_p)
-
-
 def _inside(ans, x, lo, hi):
-    m = ad.ones_like(x, dtype=ad.bool)
+    m = ops.ones_like(x, dtype=ops.bool)
     if lo is not None:
-        m = ad.logical_and(m, x >= lo)
+        m = ops.logical_and(m, x >= lo)
     if hi is not None:
-        m = ad.logical_and(m, x <= hi)
+        m = ops.logical_and(m, x <= hi)
     return m
 
 
-defvjp(clip_p,
-       lambda g, ans, x, lo, hi: unbroadcast(ad.where(_inside(ans, x, lo, hi), g, 0.0), x),
-       lambda g, ans, x, lo, hi: unbroadcast(ad.where(x < lo, g, 0.0), lo),
-       lambda g, ans, x, lo, hi: unbroadcast(ad.where(x > hi, g, 0.0), hi))
-defjvp(clip_p,
-       lambda t, ans, x, lo, hi: broadcast_like(ad.where(_inside(ans, x, lo, hi), t, 0.0), ans),
-       lambda t, ans, x, lo, hi: broadcast_like(ad.where(x < lo, t, 0.0), ans),
-       lambda t, ans, x, lo, hi: broadcast_like(ad.where(x > hi, t, 0.0), ans))
-PRIMS["clip"] = clip_p
-
-
-def clip(x, /, min=None, max=None):
-    """Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays."""
-    return bind(clip_p, x, min, max)
-
-
-_export("clip", clip, clip.__doc__)
+clip_p = decl.primitive(
+    "clip", _clip_impl, batch=ELEMENTWISE,
+    vjp=(lambda g, ans, x, lo, hi: unbroadcast(ops.where(_inside(ans, x, lo, hi), g, 0.0), x),
+         lambda g, ans, x, lo, hi: unbroadcast(ops.where(x < lo, g, 0.0), lo),
+         lambda g, ans, x, lo, hi: unbroadcast(ops.where(x > hi, g, 0.0), hi)),
+    jvp=(lambda t, ans, x, lo, hi: broadcast_like(ops.where(_inside(ans, x, lo, hi), t, 0.0), ans),
+         lambda t, ans, x, lo, hi: broadcast_like(ops.where(x < lo, t, 0.0), ans),
+         lambda t, ans, x, lo, hi: broadcast_like(ops.where(x > hi, t, 0.0), ans)),
+    api="x, /, min=None, max=None", args=("x", "min", "max"),
+    doc="Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays.")

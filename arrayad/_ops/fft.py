@@ -20,17 +20,13 @@ The complex transforms always see complex input (the public functions cast real 
 array-api-strict requires; the cast's own VJP takes the real part for real input).
 """
 
-import arrayad as ad
+from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of
-from .. import _dtypes
-from ._rules import batch_axis_params, constant_like, defjvp, defvjp, ndim_of, normalize_axis, \
-    primitive
+from .._core._core import Tensor, bind, dtype_of, shape_of
+from .._dtypes import to_backend
+from ._rules import Declarations, axis_batch, constant_like, ndim_of, normalize_axis, per_primitive
 
-__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
-PRIMS = {}
-COMPOSITES = {"hfft", "ihfft", "fftshift", "ifftshift", "fftfreq", "rfftfreq"}
+decl = Declarations(globals(), ops.fft)
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -51,8 +47,8 @@ def _fit(x, axis, size):
         return x[lead + (slice(0, size), Ellipsis)]
     pad_shape = list(shape_of(x))
     pad_shape[axis] = size - cur
-    zeros = ad.broadcast_to(ad.zeros_like(x[lead + (slice(0, 1), Ellipsis)]), tuple(pad_shape))
-    return ad.concat([x, zeros], axis=axis)
+    zeros = ops.broadcast_to(ops.zeros_like(x[lead + (slice(0, 1), Ellipsis)]), tuple(pad_shape))
+    return ops.concat([x, zeros], axis=axis)
 
 
 def _fit_all(x, axes, sizes):
@@ -64,14 +60,14 @@ def _fit_all(x, axes, sizes):
 def _as_complex(x):
     if dtype_of(x).kind == "c":
         return x
-    dt = ad.complex64 if dtype_of(x) == ad.float32 else ad.complex128
-    return ad.astype(x, dt)
+    dt = ops.complex64 if dtype_of(x) == ops.float32 else ops.complex128
+    return ops.astype(x, dt)
 
 
 def _as_real(x):
     if dtype_of(x).kind != "c":
         return x
-    return ad.real(x)
+    return ops.real(x)
 
 
 def _half_weights(g, axis, n):
@@ -83,10 +79,10 @@ def _half_weights(g, axis, n):
     if n % 2 == 0:
         w[-1] = 1.0
     nd = ndim_of(g)
-    rdt = ad.float32 if dtype_of(g) in (ad.float32, ad.complex64) else ad.float64
+    rdt = ops.float32 if dtype_of(g) in (ops.float32, ops.complex64) else ops.float64
     shape = (m,) + (1,) * (nd - 1 - axis)
     return constant_like(g, lambda xp: xp.reshape(
-        xp.asarray(w, dtype=_dtypes.to_backend(rdt, xp)), shape))
+        xp.asarray(w, dtype=to_backend(rdt, xp)), shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,22 +92,19 @@ def _c2c_impl(name):
     return lambda xp, x, n, axis, norm: getattr(xp.fft, name)(x, n=n, axis=axis, norm=norm)
 
 
-fft_p = primitive("fft", _c2c_impl("fft"))
-ifft_p = primitive("ifft", _c2c_impl("ifft"))
-
-
-def _c2c_vjp(adjoint_prim):
+def _c2c_vjp(adjoint):
+    # (the adjoint primitive by name: it is declared after this one's VJP is)
     def vjp(g, ans, x, n, axis, norm):
-        return _fit(bind(adjoint_prim, g, n=n, axis=axis, norm=_DUAL[norm]), axis,
+        return _fit(bind(PRIMS[adjoint], g, n=n, axis=axis, norm=_DUAL[norm]), axis,
                     shape_of(x)[axis])
     return vjp
 
 
-for _p, _adj in ((fft_p, ifft_p), (ifft_p, fft_p)):
-    defvjp(_p, _c2c_vjp(_adj))
-    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
-    _p.batch = batch_axis_params(_p)
-    PRIMS[_p.name] = _p
+# (linear: the JVP is the transform of the tangent, made complex as the primal was)
+_COMPLEX_LINEAR = per_primitive(
+    lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))
+_REAL_LINEAR = per_primitive(
+    lambda p: lambda t, ans, x, **params: bind(p, _as_real(t), **params))
 
 
 def _one_d(x, n, axis):
@@ -132,6 +125,12 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(ifft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
+fft_p = decl.primitive("fft", _c2c_impl("fft"), vjp=(_c2c_vjp("ifft"),), jvp=(_COMPLEX_LINEAR,),
+                       batch=axis_batch(), public=fft)
+ifft_p = decl.primitive("ifft", _c2c_impl("ifft"), vjp=(_c2c_vjp("fft"),),
+                        jvp=(_COMPLEX_LINEAR,), batch=axis_batch(), public=ifft)
+
+
 # ---------------------------------------------------------------------------------------------
 # n-dimensional complex transforms: params (s, axes, norm), both explicit tuples.
 
@@ -139,22 +138,11 @@ def _c2cn_impl(name):
     return lambda xp, x, s, axes, norm: getattr(xp.fft, name)(x, s=s, axes=axes, norm=norm)
 
 
-fftn_p = primitive("fftn", _c2cn_impl("fftn"))
-ifftn_p = primitive("ifftn", _c2cn_impl("ifftn"))
-
-
-def _c2cn_vjp(adjoint_prim):
+def _c2cn_vjp(adjoint):
     def vjp(g, ans, x, s, axes, norm):
-        out = bind(adjoint_prim, g, s=s, axes=axes, norm=_DUAL[norm])
+        out = bind(PRIMS[adjoint], g, s=s, axes=axes, norm=_DUAL[norm])
         return _fit_all(out, axes, [shape_of(x)[a] for a in axes])
     return vjp
-
-
-for _p, _adj in ((fftn_p, ifftn_p), (ifftn_p, fftn_p)):
-    defvjp(_p, _c2cn_vjp(_adj))
-    defjvp(_p, (lambda p: lambda t, ans, x, **params: bind(p, _as_complex(t), **params))(_p))
-    _p.batch = batch_axis_params(_p, ("axes",))
-    PRIMS[_p.name] = _p
 
 
 def _n_d(x, s, axes, *, inverse_real=False):
@@ -189,32 +177,23 @@ def ifftn(x, /, *, s=None, axes=None, norm="backward"):
     return bind(ifftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
+fftn_p = decl.primitive("fftn", _c2cn_impl("fftn"), vjp=(_c2cn_vjp("ifftn"),),
+                        jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=fftn)
+ifftn_p = decl.primitive("ifftn", _c2cn_impl("ifftn"), vjp=(_c2cn_vjp("fftn"),),
+                         jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=ifftn)
+
+
 # ---------------------------------------------------------------------------------------------
 # Real transforms (see the module docstring for their adjoints).
 
-rfft_p = primitive("rfft", lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm))
-irfft_p = primitive("irfft",
-                    lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm))
-
-
 def _rfft_vjp(g, ans, x, n, axis, norm):
     full = ifft(g, n=n, axis=axis, norm=_DUAL[norm])
-    return _fit(ad.real(full), axis, shape_of(x)[axis])
+    return _fit(ops.real(full), axis, shape_of(x)[axis])
 
 
 def _irfft_vjp(g, ans, x, n, axis, norm):
     h = rfft(_as_real(g), n=n, axis=axis, norm=_DUAL[norm]) * _half_weights(g, axis, n)
     return _fit(h, axis, shape_of(x)[axis])
-
-
-defvjp(rfft_p, _rfft_vjp)
-defjvp(rfft_p, lambda t, ans, x, **params: bind(rfft_p, _as_real(t), **params))
-rfft_p.batch = batch_axis_params(rfft_p)
-PRIMS["rfft"] = rfft_p
-defvjp(irfft_p, _irfft_vjp)
-defjvp(irfft_p, lambda t, ans, x, **params: bind(irfft_p, _as_complex(t), **params))
-irfft_p.batch = batch_axis_params(irfft_p)
-PRIMS["irfft"] = irfft_p
 
 
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
@@ -234,32 +213,25 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
     return bind(irfft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
-rfftn_p = primitive("rfftn",
-                    lambda xp, x, s, axes, norm: xp.fft.rfftn(x, s=s, axes=axes, norm=norm))
-irfftn_p = primitive("irfftn",
-                     lambda xp, x, s, axes, norm: xp.fft.irfftn(x, s=s, axes=axes, norm=norm))
+rfft_p = decl.primitive("rfft",
+                        lambda xp, x, n, axis, norm: xp.fft.rfft(x, n=n, axis=axis, norm=norm),
+                        vjp=(_rfft_vjp,), jvp=(_REAL_LINEAR,), batch=axis_batch(), public=rfft)
+irfft_p = decl.primitive("irfft",
+                         lambda xp, x, n, axis, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm),
+                         vjp=(_irfft_vjp,), jvp=(_COMPLEX_LINEAR,), batch=axis_batch(),
+                         public=irfft)
 
 
 def _rfftn_vjp(g, ans, x, s, axes, norm):
     # ifftn with s zero-pads the half spectrum (last axis) back to s[-1] before transforming.
     full = ifftn(g, s=s, axes=axes, norm=_DUAL[norm])
-    return _fit_all(ad.real(full), axes, [shape_of(x)[a] for a in axes])
+    return _fit_all(ops.real(full), axes, [shape_of(x)[a] for a in axes])
 
 
 def _irfftn_vjp(g, ans, x, s, axes, norm):
     h = rfftn(_as_real(g), s=s, axes=axes, norm=_DUAL[norm])
     h = h * _half_weights(h, axes[-1], s[-1])
     return _fit_all(h, axes, [shape_of(x)[a] for a in axes])
-
-
-defvjp(rfftn_p, _rfftn_vjp)
-defjvp(rfftn_p, lambda t, ans, x, **params: bind(rfftn_p, _as_real(t), **params))
-rfftn_p.batch = batch_axis_params(rfftn_p, ("axes",))
-PRIMS["rfftn"] = rfftn_p
-defvjp(irfftn_p, _irfftn_vjp)
-defjvp(irfftn_p, lambda t, ans, x, **params: bind(irfftn_p, _as_complex(t), **params))
-irfftn_p.batch = batch_axis_params(irfftn_p, ("axes",))
-PRIMS["irfftn"] = irfftn_p
 
 
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
@@ -276,19 +248,29 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
     return bind(irfftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
+rfftn_p = decl.primitive(
+    "rfftn", lambda xp, x, s, axes, norm: xp.fft.rfftn(x, s=s, axes=axes, norm=norm),
+    vjp=(_rfftn_vjp,), jvp=(_REAL_LINEAR,), batch=axis_batch("axes"), public=rfftn)
+irfftn_p = decl.primitive(
+    "irfftn", lambda xp, x, s, axes, norm: xp.fft.irfftn(x, s=s, axes=axes, norm=norm),
+    vjp=(_irfftn_vjp,), jvp=(_COMPLEX_LINEAR,), batch=axis_batch("axes"), public=irfftn)
+
+
 # ---------------------------------------------------------------------------------------------
 # Composites
 
+@decl.composite
 def hfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Transform of a Hermitian-symmetric signal given by its first half: a real spectrum
     (= irfft of conj(x) with the dual normalization)."""
-    return irfft(ad.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
+    return irfft(ops.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
 
 
+@decl.composite
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
     """Inverse of hfft: the half spectrum of real ``x`` (= conj of rfft with the dual
     normalization)."""
-    return ad.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
+    return ops.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
 
 
 def _shift(x, axes, sign):
@@ -299,14 +281,16 @@ def _shift(x, axes, sign):
     if not axes:
         return x
     shifts = tuple(sign * (shape_of(x)[a] // 2) for a in axes)
-    return ad.roll(x, shifts, axis=axes)
+    return ops.roll(x, shifts, axis=axes)
 
 
+@decl.composite
 def fftshift(x, /, *, axes=None):
     """Move the zero-frequency bin to the centre along ``axes`` (all by default)."""
     return _shift(x, axes, 1)
 
 
+@decl.composite
 def ifftshift(x, /, *, axes=None):
     """Inverse of fftshift."""
     return _shift(x, axes, -1)
@@ -319,11 +303,12 @@ def _freq_array(make, dtype, device):
     if dtype is None:
         dt = xp.__array_namespace_info__().default_dtypes()["real floating"]
     else:
-        dt = _dtypes.to_backend(dtype, xp)
-    out = ad.Tensor(make(xp, dt))
+        dt = to_backend(dtype, xp)
+    out = Tensor(make(xp, dt))
     return out if device is None else out.to_device(device)
 
 
+@decl.composite(traced=False)
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point fft: [0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)."""
     n = int(n)
@@ -335,6 +320,7 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     return _freq_array(make, dtype, device)
 
 
+@decl.composite(traced=False)
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """Sample frequencies of an n-point rfft: [0, 1, ..., n//2] / (d n)."""
     n = int(n)

@@ -16,16 +16,15 @@ which is a ``where``).
 
 import numbers
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
 from ..backends import backend_of
-from ._rules import (PY_SCALARS, arange_like, constant_like, defjvp, materialize_batch,
-                     move_to_front, ndim_of, normalize_axis, primitive, unbroadcast)
+from ._rules import (LINEAR, PY_SCALARS, Declarations, arange_like, constant_like,
+                     materialize_batch, move_to_front, ndim_of, normalize_axis, per_primitive,
+                     unbroadcast)
 
-__all__ = ["take", "take_along_axis"]
-PRIMS = {}
-COMPOSITES = {"take", "take_along_axis"}
+decl = Declarations(globals())
 
 
 class Slot:
@@ -64,7 +63,7 @@ def split_key(key, x=None):
             template.append(bool(k) if k.dtype.kind == "b" else int(k))
         else:
             if isinstance(k, (list, tuple)):
-                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ad.asarray(k)
+                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ops.asarray(k)
             elif type(k).__module__.split(".")[0] == "numpy" and hasattr(k, "shape") and \
                     not shape_of(k) and x is not None and dtype_of(k).kind in "iu":
                 # A NumPy 0-d integer array (e.g. from an int loop) indexing another backend.
@@ -157,15 +156,8 @@ def _getitem_impl(xp, x, *idx, key):
     return backend_of(x).getitem(x, fill_key(key, idx))
 
 
-getitem_p = primitive("getitem", _getitem_impl)
-
-
 def getitem_vjp(g, ans, x, *idx, key):
-    return bind(index_add_p, ad.zeros_like(x), g, *idx, key=key)
-
-
-getitem_p.vjp = (getitem_vjp,)
-defjvp(getitem_p, lambda t, ans, x, *idx, key: bind(getitem_p, t, *idx, key=key))
+    return bind(index_add_p, ops.zeros_like(x), g, *idx, key=key)
 
 
 def _mask_error(what):
@@ -205,12 +197,12 @@ def _batched_key(args, dims, key, size):
             s = shape_of(a)
             missing = lay.adv_rank - (len(s) - 1)
             if missing:
-                a = ad.reshape(a, s[:1] + (1,) * missing + s[1:])
+                a = ops.reshape(a, s[:1] + (1,) * missing + s[1:])
             idx[i] = a
     if xd is not None:
         # x batched too: its batch axis joins the advanced block, indexed by arange(B).
-        x = ad.moveaxis(x, xd, lay.first_axis)
-        ar = ad.reshape(arange_like(x, size), (size,) + (1,) * lay.adv_rank)
+        x = ops.moveaxis(x, xd, lay.first_axis)
+        ar = ops.reshape(arange_like(x, size), (size,) + (1,) * lay.adv_rank)
         first = lay.adv[0]
         key = key[:first] + (Slot(len(idx)),) + key[first:]
         idx.append(ar)
@@ -230,8 +222,9 @@ def _getitem_batch(args, dims, key):
     return bind(getitem_p, x, *idx, key=key2), out_dim
 
 
-getitem_p.batch = _getitem_batch
-PRIMS["getitem"] = getitem_p
+# (linear in x: the JVP is the same gather of the tangent)
+getitem_p = decl.primitive("getitem", _getitem_impl, vjp=(getitem_vjp,), jvp=LINEAR,
+                           batch=_getitem_batch)
 
 
 def _prepare(x, key):
@@ -258,25 +251,17 @@ def _index_add_impl(xp, base, v, *idx, key):
     return backend_of(base).index_add(base, fill_key(key, idx), _cast_value(xp, v, base))
 
 
-index_add_p = primitive("index_add", _index_add_impl)
-index_add_p.vjp = (lambda g, ans, base, v, *idx, key: g,
-                   lambda g, ans, base, v, *idx, key:
-                   unbroadcast(bind(getitem_p, g, *idx, key=key), v))
-
-
 def _index_add_jvp(tangents, ans, base, v, *idx, key):
     tb, tv = tangents[0], tangents[1]
     if tb is None and tv is None:
         return None
-    tb = ad.zeros_like(base) if tb is None else tb
+    tb = ops.zeros_like(base) if tb is None else tb
     if tv is None:
         return tb
     return bind(index_add_p, tb, tv, *idx, key=key)
 
 
-index_add_p.jvp = _index_add_jvp
-
-
+@per_primitive
 def _setlike_batch(p):
     def rule(args, dims, key):
         base, v, idx = args[0], args[1], args[2:]
@@ -321,14 +306,14 @@ def _batched_value(v, vd, rank, at):
         if at == 0 or ndim_of(v) == 0:
             return v
         s = shape_of(v)
-        v = ad.reshape(v, (1,) * (rank - len(s)) + s)
-        return ad.expand_dims(v, axis=at)
+        v = ops.reshape(v, (1,) * (rank - len(s)) + s)
+        return ops.expand_dims(v, axis=at)
     v = move_to_front(v, vd)
     s = shape_of(v)
     missing = rank - (len(s) - 1)
     if missing > 0:
-        v = ad.reshape(v, s[:1] + (1,) * missing + s[1:])
-    return ad.moveaxis(v, 0, at) if at else v
+        v = ops.reshape(v, s[:1] + (1,) * missing + s[1:])
+    return ops.moveaxis(v, 0, at) if at else v
 
 
 def _masked_set_batch(base, v, mask, dims, key, size):
@@ -336,14 +321,17 @@ def _masked_set_batch(base, v, mask, dims, key, size):
     m = move_to_front(mask, dims[2])
     ms = shape_of(m)
     nd = ndim_of(base)
-    m = ad.reshape(m, ms + (1,) * (nd - len(ms)))
+    m = ops.reshape(m, ms + (1,) * (nd - len(ms)))
     if dims[1] is not None:
-        v = ad.reshape(move_to_front(v, dims[1]), (size,) + (1,) * (nd - 1))
-    return ad.where(m, v, base), 0
+        v = ops.reshape(move_to_front(v, dims[1]), (size,) + (1,) * (nd - 1))
+    return ops.where(m, v, base), 0
 
 
-index_add_p.batch = None  # set below, once setitem_p exists
-PRIMS["index_add"] = index_add_p
+index_add_p = decl.primitive(
+    "index_add", _index_add_impl,
+    vjp=(lambda g, ans, base, v, *idx, key: g,
+         lambda g, ans, base, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    full_jvp=_index_add_jvp, batch=_setlike_batch)
 
 
 # -- setitem (functional) --------------------------------------------------------------------------
@@ -351,25 +339,20 @@ def _setitem_impl(xp, x, v, *idx, key):
     return backend_of(x).index_set(x, fill_key(key, idx), _cast_value(xp, v, x))
 
 
-setitem_p = primitive("setitem", _setitem_impl)
-setitem_p.vjp = (lambda g, ans, x, v, *idx, key: bind(setitem_p, g, 0.0, *idx, key=key),
-                 lambda g, ans, x, v, *idx, key:
-                 unbroadcast(bind(getitem_p, g, *idx, key=key), v))
-
-
 def _setitem_jvp(tangents, ans, x, v, *idx, key):
     tx, tv = tangents[0], tangents[1]
     if tx is None and tv is None:
         return None
-    tx = ad.zeros_like(x) if tx is None else tx
+    tx = ops.zeros_like(x) if tx is None else tx
     tv = 0.0 if tv is None else tv
     return bind(setitem_p, tx, tv, *idx, key=key)
 
 
-setitem_p.jvp = _setitem_jvp
-setitem_p.batch = _setlike_batch(setitem_p)
-index_add_p.batch = _setlike_batch(index_add_p)
-PRIMS["setitem"] = setitem_p
+setitem_p = decl.primitive(
+    "setitem", _setitem_impl,
+    vjp=(lambda g, ans, x, v, *idx, key: bind(setitem_p, g, 0.0, *idx, key=key),
+         lambda g, ans, x, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    full_jvp=_setitem_jvp, batch=_setlike_batch)
 
 
 def setitem(x, key, value):
@@ -385,6 +368,7 @@ def index_add(x, key, value):
 
 
 # -- take / take_along_axis ------------------------------------------------------------------------
+@decl.composite
 def take(x, indices, /, *, axis=None):
     """Elements of ``x`` at integer ``indices`` along ``axis`` (x must be 1-d if axis is None)."""
     if axis is None:
@@ -395,6 +379,7 @@ def take(x, indices, /, *, axis=None):
     return getitem(x, (slice(None),) * axis + (indices,))
 
 
+@decl.composite
 def take_along_axis(x, indices, /, *, axis=-1):
     """Elements of ``x`` at ``indices``, which has the shape of x but along ``axis``."""
     nd = ndim_of(x)
@@ -409,5 +394,5 @@ def take_along_axis(x, indices, /, *, axis=-1):
         else:
             shape = [1] * nd
             shape[a] = xshape[a]   # broadcasts against the indices, as NumPy's does
-            key.append(ad.reshape(arange_like(x, shape[a]), tuple(shape)))
+            key.append(ops.reshape(arange_like(x, shape[a]), tuple(shape)))
     return getitem(x, tuple(key))

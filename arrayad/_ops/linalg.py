@@ -3,17 +3,13 @@
 The ``linalg`` extension's functions live in ``arrayad/linalg.py``.
 """
 
-import arrayad as ad
+from ._namespace import ops
 
-from .._core._core import bind, shape_of
-from ._rules import conj_if_complex, defjvp, defvjp, move_to_front, ndim_of, normalize_axis, \
-    primitive, unbroadcast
+from .._core._core import shape_of
+from ._rules import (Declarations, conj_if_complex, move_to_front, ndim_of, normalize_axis,
+                     unbroadcast)
 
-__all__ = ["matmul", "tensordot", "vecdot"]
-PRIMS = {}
-COMPOSITES = {"tensordot", "vecdot"}
-
-matmul_p = primitive("matmul")
+decl = Declarations(globals())
 
 
 def _promote(x1, x2, g):
@@ -22,11 +18,11 @@ def _promote(x1, x2, g):
     v1, v2 = ndim_of(x1) == 1, ndim_of(x2) == 1
     # the column axis first: for vector @ vector, g is 0-d and becomes (1, 1)
     if v2:
-        x2 = ad.expand_dims(x2, axis=-1)
-        g = ad.expand_dims(g, axis=-1)
+        x2 = ops.expand_dims(x2, axis=-1)
+        g = ops.expand_dims(g, axis=-1)
     if v1:
-        x1 = ad.expand_dims(x1, axis=0)
-        g = ad.expand_dims(g, axis=-2)
+        x1 = ops.expand_dims(x1, axis=0)
+        g = ops.expand_dims(g, axis=-2)
     return x1, x2, g
 
 
@@ -35,12 +31,12 @@ def _matmul_vjp1(g, ans, x1, x2):
     x2c = conj_if_complex(x2)
     if n2 == 1:
         # (..., k) @ (k,): the cotangent is g times x2, an outer product (no matmul needed)
-        return g * x2c if n1 == 1 else ad.expand_dims(g, axis=-1) * x2c
+        return g * x2c if n1 == 1 else ops.expand_dims(g, axis=-1) * x2c
     if n1 == 1 and n2 == 2:
         return matmul(x2c, g)                      # (k, n) @ (n,)
     p1, p2, gp = _promote(x1, x2c, g)
-    ct = matmul(gp, ad.matrix_transpose(p2))
-    return ad.reshape(unbroadcast(ct, p1), shape_of(x1))
+    ct = matmul(gp, ops.matrix_transpose(p2))
+    return ops.reshape(unbroadcast(ct, p1), shape_of(x1))
 
 
 def _matmul_vjp2(g, ans, x1, x2):
@@ -48,18 +44,14 @@ def _matmul_vjp2(g, ans, x1, x2):
     x1c = conj_if_complex(x1)
     if n1 == 1:
         # (k,) @ (..., k, n): an outer product of x1 with g
-        # ad.multiply, not *: a raw array-api-strict x1 on the left refuses a tracer g
-        return g * x1c if n2 == 1 else ad.multiply(ad.expand_dims(x1c, axis=-1),
-                                                   ad.expand_dims(g, axis=-2))
+        # ops.multiply, not *: a raw array-api-strict x1 on the left refuses a tracer g
+        return g * x1c if n2 == 1 else ops.multiply(ops.expand_dims(x1c, axis=-1),
+                                                   ops.expand_dims(g, axis=-2))
     if n2 == 1 and n1 == 2:
         return matmul(g, x1c)                      # (m,) @ (m, k)
     p1, p2, gp = _promote(x1c, x2, g)
-    ct = matmul(ad.matrix_transpose(p1), gp)
-    return ad.reshape(unbroadcast(ct, p2), shape_of(x2))
-
-
-defvjp(matmul_p, _matmul_vjp1, _matmul_vjp2)
-defjvp(matmul_p, lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t))
+    ct = matmul(ops.matrix_transpose(p1), gp)
+    return ops.reshape(unbroadcast(ct, p2), shape_of(x2))
 
 
 def _matmul_batch(args, dims):
@@ -71,15 +63,15 @@ def _matmul_batch(args, dims):
         return matmul(x1, x2), 0
     if d1 is None and ndim_of(x2) == 2 and d2 is not None and ndim_of(x1) == 2:
         # x1 @ v for each batch vector v: (m, k) @ (k, B) = (m, B)
-        return matmul(x1, x2 if d2 == 1 else ad.matrix_transpose(x2)), 1
+        return matmul(x1, x2 if d2 == 1 else ops.matrix_transpose(x2)), 1
     v1 = ndim_of(x1) - (d1 is not None) == 1
     v2 = ndim_of(x2) - (d2 is not None) == 1
     x1 = move_to_front(x1, d1)
     x2 = move_to_front(x2, d2)
     if v1:
-        x1 = ad.expand_dims(x1, axis=1 if d1 is not None else 0)
+        x1 = ops.expand_dims(x1, axis=1 if d1 is not None else 0)
     if v2:
-        x2 = ad.expand_dims(x2, axis=-1)
+        x2 = ops.expand_dims(x2, axis=-1)
     r1 = ndim_of(x1) - (d1 is not None)
     r2 = ndim_of(x2) - (d2 is not None)
     rank = max(r1, r2)
@@ -88,28 +80,27 @@ def _matmul_batch(args, dims):
         if d is None or r == rank:
             return x
         s = shape_of(x)
-        return ad.reshape(x, s[:1] + (1,) * (rank - r) + s[1:])
+        return ops.reshape(x, s[:1] + (1,) * (rank - r) + s[1:])
 
     out = matmul(pad(x1, d1, r1), pad(x2, d2, r2))
     # Every batched operand carries its batch dim in front, padded to the full rank, so the
     # result's batch dim is in front too.
     if v2:
-        out = ad.squeeze(out, axis=-1)
+        out = ops.squeeze(out, axis=-1)
     if v1:
         # the row axis is last once the column axis is gone
-        out = ad.squeeze(out, axis=-1 if v2 else -2)
+        out = ops.squeeze(out, axis=-1 if v2 else -2)
     return out, 0
 
 
-matmul_p.batch = _matmul_batch
-PRIMS["matmul"] = matmul_p
+matmul_p = decl.primitive(
+    "matmul", vjp=(_matmul_vjp1, _matmul_vjp2),
+    jvp=(lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t)),
+    batch=_matmul_batch, api="x1, x2, /",
+    doc="Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast).")
 
 
-def matmul(x1, x2, /):
-    """Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast)."""
-    return bind(matmul_p, x1, x2)
-
-
+@decl.composite
 def tensordot(x1, x2, /, *, axes=2):
     """Sum products over the last ``axes`` axes of x1 and the first of x2 (or the listed axes)."""
     n1, n2 = ndim_of(x1), ndim_of(x2)
@@ -131,17 +122,18 @@ def tensordot(x1, x2, /, *, axes=2):
     n = 1
     for a in free2:
         n *= s2[a]
-    lhs = ad.reshape(ad.permute_dims(x1, tuple(free1 + a1)), (m, k))
-    rhs = ad.reshape(ad.permute_dims(x2, tuple(a2 + free2)), (k, n))
-    return ad.reshape(matmul(lhs, rhs), tuple(s1[a] for a in free1) + tuple(s2[a] for a in free2))
+    lhs = ops.reshape(ops.permute_dims(x1, tuple(free1 + a1)), (m, k))
+    rhs = ops.reshape(ops.permute_dims(x2, tuple(a2 + free2)), (k, n))
+    return ops.reshape(matmul(lhs, rhs), tuple(s1[a] for a in free1) + tuple(s2[a] for a in free2))
 
 
+@decl.composite
 def vecdot(x1, x2, /, *, axis=-1):
     """Dot product of vectors along ``axis`` (x1 is conjugated), broadcasting the rest."""
     n1, n2 = shape_of(x1)[axis], shape_of(x2)[axis]
     if n1 != n2:
         raise ValueError(f"vecdot: the contracted axis has size {n1} in x1 and {n2} in x2")
-    prod = ad.multiply(ad.conj(x1), x2) if ad.isdtype(x1.dtype, "complex floating") \
-        else ad.multiply(x1, x2)
+    prod = ops.multiply(ops.conj(x1), x2) if ops.isdtype(x1.dtype, "complex floating") \
+        else ops.multiply(x1, x2)
     # the sum keeps the promoted dtype (sum alone would widen small integers)
-    return ad.sum(prod, axis=axis, dtype=prod.dtype)
+    return ops.sum(prod, axis=axis, dtype=prod.dtype)

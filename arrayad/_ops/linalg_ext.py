@@ -20,26 +20,18 @@ Conventions shared by the rules below:
 
 from collections import namedtuple
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from .. import _dtypes
-from ._rules import (constant_like, defjvp, defvjp, eye_like, is_complex, move_to_front, ndim_of,
-                     normalize_axis, primitive, unbroadcast)
-from . import linalg as _mm
+from .._dtypes import to_backend
+from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_front, ndim_of,
+                     normalize_axis, per_primitive, unbroadcast)
+from .linalg import matmul, tensordot, vecdot
+from .manipulation import matrix_transpose
 
-__all__ = ["cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
-           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
-           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
-           "vector_norm"]
-PRIMS = {}
-COMPOSITES = {"cross", "diagonal", "eigvals", "eigvalsh", "matrix_norm", "matrix_power",
-              "matrix_rank", "outer", "pinv", "svdvals", "trace", "vector_norm"}
-
-matmul = _mm.matmul
-tensordot = _mm.tensordot
-vecdot = _mm.vecdot
-matrix_transpose = ad.matrix_transpose
+decl = Declarations(globals(), ops.linalg)
+for _f in (matmul, tensordot, vecdot, matrix_transpose):   # (declared elsewhere)
+    decl.export(_f)
 
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
@@ -52,31 +44,31 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 # Small matrix helpers (arrayad ops only, so that rules differentiate and batch again)
 
 def _mT(x):
-    return ad.matrix_transpose(x)
+    return ops.matrix_transpose(x)
 
 
 # Rules mix values of different levels (primals of one transform, tangents or cotangents of
 # another, raw constants). They use the functions, never the operators: ``raw @ tracer`` calls
 # the raw array's operator first, and array-api-strict raises instead of deferring.
-mul, add, sub = ad.multiply, ad.add, ad.subtract
+mul, add, sub = ops.multiply, ops.add, ops.subtract
 
 
 def mm(*xs):
     """Chained matrix product."""
     out = xs[0]
     for x in xs[1:]:
-        out = ad.matmul(out, x)
+        out = ops.matmul(out, x)
     return out
 
 
 def _mH(x):
     """Conjugate transpose (a plain transpose for real input)."""
-    x = ad.matrix_transpose(x)
-    return ad.conj(x) if is_complex(x) else x
+    x = ops.matrix_transpose(x)
+    return ops.conj(x) if is_complex(x) else x
 
 
 def _real(x):
-    return ad.real(x) if is_complex(x) else x
+    return ops.real(x) if is_complex(x) else x
 
 
 def _herm(t):
@@ -87,36 +79,36 @@ def _herm(t):
 def _diag_embed(v):
     """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
     n = shape_of(v)[-1]
-    return ad.expand_dims(v, axis=-1) * eye_like(v, n)
+    return ops.expand_dims(v, axis=-1) * eye_like(v, n)
 
 
 def _eye_mask(x):
     """The identity, shaped like the last two axes of ``x``, in the real dtype of ``x``."""
     n = shape_of(x)[-1]
     dt = _real_dtype(dtype_of(x))
-    return constant_like(x, lambda xp: xp.eye(n, n, dtype=_dtypes.to_backend(dt, xp)))
+    return constant_like(x, lambda xp: xp.eye(n, n, dtype=to_backend(dt, xp)))
 
 
 def _real_dtype(dt):
-    if dt == ad.complex64:
-        return ad.float32
-    if dt == ad.complex128:
-        return ad.float64
+    if dt == ops.complex64:
+        return ops.float32
+    if dt == ops.complex128:
+        return ops.float64
     return dt
 
 
 def _gap_inverse(w):
     """``F[..., i, j] = 1 / (w_j - w_i)``, zero where the gap is exactly zero (and on the
     diagonal)."""
-    e = ad.expand_dims(w, axis=-2) - ad.expand_dims(w, axis=-1)
+    e = ops.expand_dims(w, axis=-2) - ops.expand_dims(w, axis=-1)
     zero = e == 0
-    return ad.where(zero, 0.0, 1.0 / ad.where(zero, 1.0, e))
+    return ops.where(zero, 0.0, 1.0 / ops.where(zero, 1.0, e))
 
 
 def _safe_reciprocal(s):
     """1/s with 0 where s == 0 (rank-deficient input: the term it scales is undefined there)."""
     zero = s == 0
-    return ad.where(zero, 0.0, 1.0 / ad.where(zero, 1.0, s))
+    return ops.where(zero, 0.0, 1.0 / ops.where(zero, 1.0, s))
 
 
 def _rsolve(b, a):
@@ -129,6 +121,7 @@ def _rsolve_h(b, a):
     return _mH(solve(a, _mH(b)))
 
 
+@per_primitive
 def _batch_front(prim):
     """Batching rule of a primitive that acts on the last two axes and broadcasts over the rest."""
     def rule(args, dims, **params):
@@ -136,7 +129,8 @@ def _batch_front(prim):
     return rule
 
 
-def _batch_bcast(prim, core_ranks):
+@per_primitive
+def _batch_bcast(prim):
     """Batching rule of a primitive whose operands broadcast over their leading (batch) axes:
     each batched operand gets its vmapped axis in front and size-one axes after it up to the
     broadcast rank, so that it lines up with the others."""
@@ -149,7 +143,7 @@ def _batch_bcast(prim, core_ranks):
                 missing = rank - (ndim_of(a) - 1)
                 if missing:
                     s = shape_of(a)
-                    a = ad.reshape(a, s[:1] + (1,) * missing + s[1:])
+                    a = ops.reshape(a, s[:1] + (1,) * missing + s[1:])
             new.append(a)
         return bind(prim, *new, **params), 0
     return rule
@@ -165,12 +159,6 @@ def _check_square(x, name):
 # ---------------------------------------------------------------------------------------------
 # inv
 
-inv_p = primitive("linalg_inv", lambda xp, x: xp.linalg.inv(x))
-defvjp(inv_p, lambda g, ans, x: -mm(_mH(ans), g, _mH(ans)))
-defjvp(inv_p, lambda t, ans, x: -mm(ans, t, ans))
-inv_p.batch = _batch_front(inv_p)
-PRIMS["inv"] = inv_p
-
 
 def inv(x, /):
     """The inverse of each square matrix in ``x``."""
@@ -178,28 +166,33 @@ def inv(x, /):
     return bind(inv_p, x)
 
 
+inv_p = decl.primitive(
+    "linalg_inv", lambda xp, x: xp.linalg.inv(x), key="inv", public=inv,
+    vjp=(lambda g, ans, x: -mm(_mH(ans), g, _mH(ans)),),
+    jvp=(lambda t, ans, x: -mm(ans, t, ans),), batch=_batch_front)
+
+
 # ---------------------------------------------------------------------------------------------
 # det: d det = det * tr(A^-1 dA); the VJP is g * conj(det * A^-T). Singular input (inv fails) is
 # not supported by these rules.
 
-det_p = primitive("linalg_det", lambda xp, x: xp.linalg.det(x))
-
 
 def _det_vjp(g, ans, x):
-    d = ad.expand_dims(mul(g, ad.conj(ans) if is_complex(ans) else ans), axis=(-2, -1))
+    d = ops.expand_dims(mul(g, ops.conj(ans) if is_complex(ans) else ans), axis=(-2, -1))
     return mul(d, _mH(inv(x)))
-
-
-defvjp(det_p, _det_vjp)
-defjvp(det_p, lambda t, ans, x: mul(ans, ad.sum(mul(_mT(inv(x)), t), axis=(-2, -1))))
-det_p.batch = _batch_front(det_p)
-PRIMS["det"] = det_p
 
 
 def det(x, /):
     """The determinant of each square matrix in ``x``."""
     _check_square(x, "det")
     return bind(det_p, x)
+
+
+det_p = decl.primitive(
+    "linalg_det", lambda xp, x: xp.linalg.det(x), key="det", public=det,
+    vjp=(_det_vjp,),
+    jvp=(lambda t, ans, x: mul(ans, ops.sum(mul(_mT(inv(x)), t), axis=(-2, -1))),),
+    batch=_batch_front)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,35 +205,26 @@ def _tuple_result(name):
     return lambda xp, x, **params: tuple(getattr(xp.linalg, name)(x, **params))
 
 
-slogdet_p = primitive("linalg_slogdet", _tuple_result("slogdet"), multiple_results=True)
-
-
 def _slogdet_jvp(tangents, ans, x):
     t = tangents[0]
     if t is None:
         return None, None
     sign, _ = ans
-    tr = ad.sum(mul(_mT(inv(x)), t), axis=(-2, -1))
+    tr = ops.sum(mul(_mT(inv(x)), t), axis=(-2, -1))
     if not is_complex(x):
         return None, tr
-    return mul(sign, ad.astype(ad.imag(tr), dtype_of(x)) * 1j), ad.real(tr)
+    return mul(sign, ops.astype(ops.imag(tr), dtype_of(x)) * 1j), ops.real(tr)
 
 
 def _slogdet_vjp(g, ans, x):
     gs, gl = g
     a_inv_h = _mH(inv(x))
     if not is_complex(x):
-        return mul(ad.expand_dims(gl, axis=(-2, -1)), a_inv_h)
+        return mul(ops.expand_dims(gl, axis=(-2, -1)), a_inv_h)
     sign, _ = ans
-    c = ad.real(mul(ad.conj(gs), sign) * 1j)
-    gtr = add(ad.astype(gl, dtype_of(x)), ad.astype(c, dtype_of(x)) * 1j)
-    return mul(ad.expand_dims(gtr, axis=(-2, -1)), a_inv_h)
-
-
-slogdet_p.jvp = _slogdet_jvp
-defvjp(slogdet_p, _slogdet_vjp)
-slogdet_p.batch = _batch_front(slogdet_p)
-PRIMS["slogdet"] = slogdet_p
+    c = ops.real(mul(ops.conj(gs), sign) * 1j)
+    gtr = add(ops.astype(gl, dtype_of(x)), ops.astype(c, dtype_of(x)) * 1j)
+    return mul(ops.expand_dims(gtr, axis=(-2, -1)), a_inv_h)
 
 
 def slogdet(x, /):
@@ -249,21 +233,25 @@ def slogdet(x, /):
     return SlogdetResult(*bind(slogdet_p, x))
 
 
+slogdet_p = decl.primitive(
+    "linalg_slogdet", _tuple_result("slogdet"), multiple_results=True, key="slogdet",
+    public=slogdet,
+    vjp=(_slogdet_vjp,),
+    full_jvp=_slogdet_jvp, batch=_batch_front)
+
+
 # ---------------------------------------------------------------------------------------------
 # solve: X = A^-1 B. dX = A^-1 (dB - dA X); B_bar = A^-H g, A_bar = -B_bar X^H. The primitive
 # sees B as a stack of matrices (the public function turns a 1-d B into a column) and broadcasts
 # the batch axes itself, so that every backend gets operands of the same rank.
 
 def _solve_impl(xp, a, b):
-    batch = tuple(ad.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    batch = tuple(ops.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
     if tuple(a.shape[:-2]) != batch:
         a = xp.broadcast_to(a, batch + tuple(a.shape[-2:]))
     if tuple(b.shape[:-2]) != batch:
         b = xp.broadcast_to(b, batch + tuple(b.shape[-2:]))
     return xp.linalg.solve(a, b)
-
-
-solve_p = primitive("linalg_solve", _solve_impl)
 
 
 def _solve_vjp_b(g, ans, a, b):
@@ -275,20 +263,20 @@ def _solve_vjp_a(g, ans, a, b):
     return unbroadcast(-mm(gb, _mH(ans)), a)
 
 
-defvjp(solve_p, _solve_vjp_a, _solve_vjp_b)
-defjvp(solve_p, lambda t, ans, a, b: solve(a, -mm(t, ans)),
-       lambda t, ans, a, b: solve(a, t))
-solve_p.batch = _batch_bcast(solve_p, (2, 2))
-PRIMS["solve"] = solve_p
-
-
 def solve(x1, x2, /):
     """Solve ``x1 @ X = x2`` for ``X``. ``x2`` is a vector when it is 1-d (the 2024.12 rule),
     otherwise a stack of matrices; batch axes broadcast."""
     _check_square(x1, "solve")
     if ndim_of(x2) == 1:
-        return ad.squeeze(bind(solve_p, x1, ad.expand_dims(x2, axis=-1)), axis=-1)
+        return ops.squeeze(bind(solve_p, x1, ops.expand_dims(x2, axis=-1)), axis=-1)
     return bind(solve_p, x1, x2)
+
+
+solve_p = decl.primitive(
+    "linalg_solve", _solve_impl, key="solve", public=solve,
+    vjp=(_solve_vjp_a, _solve_vjp_b),
+    jvp=(lambda t, ans, a, b: solve(a, -mm(t, ans)), lambda t, ans, a, b: solve(a, t)),
+    batch=_batch_bcast)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,10 +285,7 @@ def solve(x1, x2, /):
 # halved (Murray 2016). Its adjoint: A_bar = L^-H Phi(L^H L_bar) L^-1, made Hermitian.
 
 def _phi(x):
-    return ad.tril(x, k=-1) + 0.5 * (x * _eye_mask(x))
-
-
-cholesky_p = primitive("linalg_cholesky", lambda xp, x: xp.linalg.cholesky(x))
+    return ops.tril(x, k=-1) + 0.5 * (x * _eye_mask(x))
 
 
 def _cholesky_jvp(t, ans, x):
@@ -313,12 +298,6 @@ def _cholesky_vjp(g, ans, x):
     return _herm(mm(_mH(l_inv), _phi(mm(_mH(ans), g)), l_inv))
 
 
-defvjp(cholesky_p, _cholesky_vjp)
-defjvp(cholesky_p, _cholesky_jvp)
-cholesky_p.batch = _batch_front(cholesky_p)
-PRIMS["cholesky"] = cholesky_p
-
-
 def cholesky(x, /, *, upper=False):
     """The Cholesky factor of each Hermitian positive-definite matrix in ``x`` (lower, or upper
     with ``upper=True``). Only the lower triangle of ``x`` is read."""
@@ -327,14 +306,18 @@ def cholesky(x, /, *, upper=False):
     return _mH(low) if upper else low
 
 
+cholesky_p = decl.primitive(
+    "linalg_cholesky", lambda xp, x: xp.linalg.cholesky(x), key="cholesky", public=cholesky,
+    vjp=(_cholesky_vjp,),
+    jvp=(_cholesky_jvp,), batch=_batch_front)
+
+
 # ---------------------------------------------------------------------------------------------
 # eigh: A = V diag(w) V^H. With P = V^H dA V and F[i, j] = 1/(w_j - w_i):
 #   dw = Re diag(P), dV = V (F * P);
 #   A_bar = V (diag(w_bar) + F * skew(V^H V_bar)) V^H   (Hermitian; skew(M) = (M - M^H)/2).
 # Limitation: degenerate eigenvalues (see the module note); the eigenvectors' phase (complex) is
 # a gauge, so only losses invariant to it have a meaningful derivative.
-
-eigh_p = primitive("linalg_eigh", _tuple_result("eigh"), multiple_results=True)
 
 
 def _eigh_jvp(tangents, ans, x):
@@ -356,12 +339,6 @@ def _eigh_vjp(g, ans, x):
     return mm(v, inner, _mH(v))
 
 
-eigh_p.jvp = _eigh_jvp
-defvjp(eigh_p, _eigh_vjp)
-eigh_p.batch = _batch_front(eigh_p)
-PRIMS["eigh"] = eigh_p
-
-
 def eigh(x, /):
     """Eigenvalues (ascending) and eigenvectors of each Hermitian matrix in ``x``: a named tuple
     ``(eigenvalues, eigenvectors)``. Only the lower triangle of ``x`` is read."""
@@ -369,6 +346,13 @@ def eigh(x, /):
     return EighResult(*bind(eigh_p, x))
 
 
+eigh_p = decl.primitive(
+    "linalg_eigh", _tuple_result("eigh"), multiple_results=True, key="eigh", public=eigh,
+    vjp=(_eigh_vjp,),
+    full_jvp=_eigh_jvp, batch=_batch_front)
+
+
+@decl.composite
 def eigvalsh(x, /):
     """Eigenvalues (ascending) of each Hermitian matrix in ``x``."""
     return eigh(x).eigenvalues
@@ -393,18 +377,15 @@ def _eig_impl(xp, x):
     return xp.astype(w, ct), xp.astype(v, ct)
 
 
-eig_p = primitive("linalg_eig", _eig_impl, multiple_results=True)
-
-
 def _eig_jvp(tangents, ans, x):
     t = tangents[0]
     if t is None:
         return None, None
     w, v = ans
-    tmat = solve(v, mm(ad.astype(t, dtype_of(v), copy=False), v))  # torch: one dtype in matmul
+    tmat = solve(v, mm(ops.astype(t, dtype_of(v), copy=False), v))  # torch: one dtype in matmul
     dw = diagonal(tmat)
     dv = mm(v, mul(_gap_inverse(w), tmat))
-    dv = sub(dv, mul(v, ad.expand_dims(ad.real(diagonal(mm(_mH(v), dv))), axis=-2)))
+    dv = sub(dv, mul(v, ops.expand_dims(ops.real(diagonal(mm(_mH(v), dv))), axis=-2)))
     return dw, dv
 
 
@@ -413,16 +394,10 @@ def _eig_vjp(g, ans, x):
     w, v = ans
     vh = _mH(v)
     vhgv = mm(vh, gv)
-    vhgv = sub(vhgv, mul(mm(vh, v), ad.expand_dims(ad.real(diagonal(vhgv)), axis=-2)))
-    inner = add(mul(ad.conj(_gap_inverse(w)), vhgv), _diag_embed(gw))
+    vhgv = sub(vhgv, mul(mm(vh, v), ops.expand_dims(ops.real(diagonal(vhgv)), axis=-2)))
+    inner = add(mul(ops.conj(_gap_inverse(w)), vhgv), _diag_embed(gw))
     ga = solve(vh, mm(inner, vh))
-    return ga if is_complex(x) else ad.real(ga)
-
-
-eig_p.jvp = _eig_jvp
-defvjp(eig_p, _eig_vjp)
-eig_p.batch = _batch_front(eig_p)
-PRIMS["eig"] = eig_p
+    return ga if is_complex(x) else ops.real(ga)
 
 
 def eig(x, /):
@@ -432,6 +407,13 @@ def eig(x, /):
     return EigResult(*bind(eig_p, x))
 
 
+eig_p = decl.primitive(
+    "linalg_eig", _eig_impl, multiple_results=True, key="eig", public=eig,
+    vjp=(_eig_vjp,), full_jvp=_eig_jvp,
+    batch=_batch_front)
+
+
+@decl.composite
 def eigvals(x, /):
     """Eigenvalues of each square matrix in ``x`` (2025.12), complex."""
     return eig(x).eigenvalues
@@ -446,20 +428,18 @@ def eigvals(x, /):
 # For M < N, A = [X | Y] and R = [U | V] with X = Q U square and V = Q^H Y.
 # mode='complete' with M > N is not differentiable (Q's extra columns are not unique).
 
-qr_p = primitive("linalg_qr", _tuple_result("qr"), multiple_results=True)
-
 
 def _imag_diag(x):
     """i * Im(diag(x)) as a diagonal matrix (zero for real input, then None)."""
     if not is_complex(x):
         return None
-    d = ad.astype(ad.imag(diagonal(x)), dtype_of(x)) * 1j
+    d = ops.astype(ops.imag(diagonal(x)), dtype_of(x)) * 1j
     return _diag_embed(d)
 
 
 def _qr_tall_jvp(q, r, da):
     x = _rsolve(mm(_mH(q), da), r)
-    low = ad.tril(x, k=-1)
+    low = ops.tril(x, k=-1)
     c = low - _mH(low)
     im = _imag_diag(x)
     if im is not None:
@@ -471,7 +451,7 @@ def _qr_tall_jvp(q, r, da):
 
 def _qr_tall_vjp(q, r, gq, gr):
     m = sub(mm(gr, _mH(r)), mm(_mH(q), gq))
-    n = m - ad.tril(m, k=-1) + ad.tril(_mH(m), k=-1)
+    n = m - ops.tril(m, k=-1) + ops.tril(_mH(m), k=-1)
     im = _imag_diag(m)
     if im is not None:
         n = n - im
@@ -498,7 +478,7 @@ def _qr_jvp(tangents, ans, x, mode="reduced"):
     u, vv = r[..., :, :m], r[..., :, m:]
     dq, du = _qr_tall_jvp(q, u, t[..., :, :m])
     dv = mm(_mH(q), sub(t[..., :, m:], mm(dq, vv)))
-    return dq, ad.concat([du, dv], axis=-1)
+    return dq, ops.concat([du, dv], axis=-1)
 
 
 def _qr_vjp(g, ans, x, mode="reduced"):
@@ -511,13 +491,7 @@ def _qr_vjp(g, ans, x, mode="reduced"):
     gu, gv = gr[..., :, :m], gr[..., :, m:]
     y = x[..., :, m:]
     gx = _qr_tall_vjp(q, u, add(gq, mm(y, _mH(gv))), gu)
-    return ad.concat([gx, mm(q, gv)], axis=-1)
-
-
-qr_p.jvp = _qr_jvp
-defvjp(qr_p, _qr_vjp)
-qr_p.batch = _batch_front(qr_p)
-PRIMS["qr"] = qr_p
+    return ops.concat([gx, mm(q, gv)], axis=-1)
 
 
 def qr(x, /, *, mode="reduced"):
@@ -527,6 +501,12 @@ def qr(x, /, *, mode="reduced"):
     if ndim_of(x) < 2:
         raise ValueError("linalg.qr: x must have at least 2 dimensions")
     return QRResult(*bind(qr_p, x, mode=mode))
+
+
+qr_p = decl.primitive(
+    "linalg_qr", _tuple_result("qr"), multiple_results=True, key="qr", public=qr,
+    vjp=(_qr_vjp,), full_jvp=_qr_jvp,
+    batch=_batch_front)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,8 +520,6 @@ def qr(x, /, *, mode="reduced"):
 # Limits: full_matrices=True is differentiable only for square input; repeated singular values
 # and zero singular values (with U or V in the loss) have no derivative (see the module note).
 
-svd_p = primitive("linalg_svd", _tuple_result("svd"), multiple_results=True)
-
 
 def _svd_check(x, full_matrices):
     m, n = shape_of(x)[-2:]
@@ -552,11 +530,11 @@ def _svd_check(x, full_matrices):
 
 
 def _row(s):
-    return ad.expand_dims(s, axis=-2)
+    return ops.expand_dims(s, axis=-2)
 
 
 def _col(s):
-    return ad.expand_dims(s, axis=-1)
+    return ops.expand_dims(s, axis=-1)
 
 
 def _svd_jvp(tangents, ans, x, full_matrices=True):
@@ -574,7 +552,7 @@ def _svd_jvp(tangents, ans, x, full_matrices=True):
     du = add(mm(u, mul(f, add(mul(dp, _row(s)), mul(_col(s), dph)))),
              mul(sub(mm(t, v), mm(u, dp)), _row(s_inv)))
     if is_complex(dp):
-        du = add(du, mul(u, _row(ad.astype(mul(ad.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
+        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
     dv = add(mm(v, mul(f, add(mul(_col(s), dp), mul(dph, _row(s))))),
              mul(sub(mm(_mH(t), u), mm(v, dph)), _row(s_inv)))
     return du, ds, _mH(dv)
@@ -595,17 +573,11 @@ def _svd_vjp(g, ans, x, full_matrices=True):
     inner = add(_diag_embed(gs), add(mul(j + _mH(j), _row(s)), mul(_col(s), k + _mH(k))))
     if is_complex(uhgu):
         inner = add(inner, _diag_embed(
-            ad.astype(mul(ad.imag(diagonal(uhgu)), s_inv), dtype_of(uhgu)) * 1j))
+            ops.astype(mul(ops.imag(diagonal(uhgu)), s_inv), dtype_of(uhgu)) * 1j))
     out = mm(u, inner, vh)
     out = add(out, mm(mul(sub(gu, mm(u, uhgu)), _row(s_inv)), vh))
     out = add(out, mm(u, mul(_col(s_inv), _mH(sub(gv, mm(v, vhgv))))))
     return out
-
-
-svd_p.jvp = _svd_jvp
-defvjp(svd_p, _svd_vjp)
-svd_p.batch = _batch_front(svd_p)
-PRIMS["svd"] = svd_p
 
 
 def svd(x, /, *, full_matrices=True):
@@ -616,6 +588,13 @@ def svd(x, /, *, full_matrices=True):
     return SVDResult(*bind(svd_p, x, full_matrices=full_matrices))
 
 
+svd_p = decl.primitive(
+    "linalg_svd", _tuple_result("svd"), multiple_results=True, key="svd", public=svd,
+    vjp=(_svd_vjp,), full_jvp=_svd_jvp,
+    batch=_batch_front)
+
+
+@decl.composite
 def svdvals(x, /):
     """Singular values (descending) of each matrix in ``x``."""
     return svd(x, full_matrices=False).S
@@ -624,6 +603,7 @@ def svdvals(x, /):
 # ---------------------------------------------------------------------------------------------
 # Composites
 
+@decl.composite
 def diagonal(x, /, *, offset=0):
     """The ``offset`` diagonal of each matrix in ``x`` (a strided slice of the flattened matrix,
     so that its derivative and batching come from reshape and indexing)."""
@@ -635,36 +615,40 @@ def diagonal(x, /, *, offset=0):
         start, length = offset, max(0, min(m, n - offset))
     else:
         start, length = -offset * n, max(0, min(m + offset, n))
-    flat = ad.reshape(x, s[:-2] + (m * n,))
+    flat = ops.reshape(x, s[:-2] + (m * n,))
     if length == 0:
         return flat[..., 0:0]
     return flat[..., start:start + (length - 1) * (n + 1) + 1:n + 1]
 
 
+@decl.composite
 def trace(x, /, *, offset=0, dtype=None):
     """Sum of the ``offset`` diagonal of each matrix in ``x``."""
-    return ad.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
+    return ops.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
+@decl.composite
 def outer(x1, x2, /):
     """Outer product of two vectors."""
     if ndim_of(x1) != 1 or ndim_of(x2) != 1:
         raise ValueError("linalg.outer: x1 and x2 must be 1-d")
-    return mul(ad.expand_dims(x1, axis=-1), ad.expand_dims(x2, axis=0))
+    return mul(ops.expand_dims(x1, axis=-1), ops.expand_dims(x2, axis=0))
 
 
+@decl.composite
 def cross(x1, x2, /, *, axis=-1):
     """Cross product of 3-element vectors along ``axis`` (the other axes broadcast)."""
-    x1, x2 = ad.broadcast_arrays(x1, x2)
+    x1, x2 = ops.broadcast_arrays(x1, x2)
     ax = normalize_axis(axis, ndim_of(x1))
     if shape_of(x1)[ax] != 3:
         raise ValueError(f"linalg.cross: axis {axis} must have size 3, got {shape_of(x1)[ax]}")
     # c_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} (indices mod 3): rolls, no slicing or stacking
     def r(v, k):
-        return ad.roll(v, -k, axis=ax)
+        return ops.roll(v, -k, axis=ax)
     return sub(mul(r(x1, 1), r(x2, 2)), mul(r(x1, 2), r(x2, 1)))
 
 
+@decl.composite
 def matrix_power(x, n, /):
     """``x`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; ``n == 0``: the
     identity), by repeated squaring."""
@@ -674,7 +658,7 @@ def matrix_power(x, n, /):
     if n == 0:
         # a where on x (all true), so that the result stays at x's level: a raw constant
         # would meet tracers in the caller's arithmetic, which array-api-strict refuses
-        return ad.where(ad.zeros_like(x) == 0, eye_like(x, shape_of(x)[-1]), x)
+        return ops.where(ops.zeros_like(x) == 0, eye_like(x, shape_of(x)[-1]), x)
     if n < 0:
         x, n = inv(x), -n
     result = None
@@ -690,21 +674,23 @@ def matrix_power(x, n, /):
 
 def _default_rtol(x, s):
     m, n = shape_of(x)[-2:]
-    return max(m, n) * ad.finfo(_real_dtype(dtype_of(s))).eps
+    return max(m, n) * ops.finfo(_real_dtype(dtype_of(s))).eps
 
 
+@decl.composite
 def matrix_rank(x, /, *, rtol=None):
     """Number of singular values of each matrix larger than ``rtol * max(S)`` (not
     differentiable: an integer)."""
-    s = ad.stop_gradient(svdvals(x))
+    s = ops.stop_gradient(svdvals(x))
     if rtol is None:
         rtol = _default_rtol(x, s)
     elif not isinstance(rtol, (int, float)):
-        rtol = ad.expand_dims(rtol, axis=-1)
-    tol = ad.max(s, axis=-1, keepdims=True) * rtol
-    return ad.count_nonzero(s > tol, axis=-1)
+        rtol = ops.expand_dims(rtol, axis=-1)
+    tol = ops.max(s, axis=-1, keepdims=True) * rtol
+    return ops.count_nonzero(s > tol, axis=-1)
 
 
+@decl.composite
 def pinv(x, /, *, rtol=None):
     """Moore-Penrose pseudo-inverse, from the SVD; singular values at most ``rtol * max(S)`` are
     treated as zero. Differentiable where the rank is locally constant."""
@@ -712,57 +698,59 @@ def pinv(x, /, *, rtol=None):
     if rtol is None:
         rtol = _default_rtol(x, s)
     elif not isinstance(rtol, (int, float)):
-        rtol = ad.expand_dims(rtol, axis=-1)
-    keep = ad.stop_gradient(s > ad.max(s, axis=-1, keepdims=True) * rtol)
-    s_inv = ad.where(keep, 1.0 / ad.where(keep, s, 1.0), 0.0)
-    return _mH(vh) @ (ad.expand_dims(ad.astype(s_inv, dtype_of(u)), axis=-1) * _mH(u))
+        rtol = ops.expand_dims(rtol, axis=-1)
+    keep = ops.stop_gradient(s > ops.max(s, axis=-1, keepdims=True) * rtol)
+    s_inv = ops.where(keep, 1.0 / ops.where(keep, s, 1.0), 0.0)
+    return _mH(vh) @ (ops.expand_dims(ops.astype(s_inv, dtype_of(u)), axis=-1) * _mH(u))
 
 
 def _abs2(x):
     """|x|^2, smooth everywhere (abs is not differentiable at 0)."""
-    return ad.real(x * ad.conj(x)) if is_complex(x) else x * x
+    return ops.real(x * ops.conj(x)) if is_complex(x) else x * x
 
 
 def _safe_sqrt(s):
     """sqrt with a zero (not NaN) derivative at 0, like torch's norms."""
     zero = s == 0
-    return ad.where(zero, 0.0, ad.sqrt(ad.where(zero, 1.0, s)))
+    return ops.where(zero, 0.0, ops.sqrt(ops.where(zero, 1.0, s)))
 
 
+@decl.composite
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The ``ord``-norm of ``x`` over ``axis`` (all axes by default)."""
     if ord == 2:
-        return _safe_sqrt(ad.sum(_abs2(x), axis=axis, keepdims=keepdims))
-    a = ad.abs(x)
+        return _safe_sqrt(ops.sum(_abs2(x), axis=axis, keepdims=keepdims))
+    a = ops.abs(x)
     if ord == 1:
-        return ad.sum(a, axis=axis, keepdims=keepdims)
+        return ops.sum(a, axis=axis, keepdims=keepdims)
     if ord == float("inf"):
-        return ad.max(a, axis=axis, keepdims=keepdims)
+        return ops.max(a, axis=axis, keepdims=keepdims)
     if ord == -float("inf"):
-        return ad.min(a, axis=axis, keepdims=keepdims)
+        return ops.min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return ad.astype(ad.count_nonzero(ad.stop_gradient(a), axis=axis, keepdims=keepdims),
+        return ops.astype(ops.count_nonzero(ops.stop_gradient(a), axis=axis, keepdims=keepdims),
                          dtype_of(a))
-    return ad.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return ops.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
 
 
+@decl.composite
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """The ``ord``-norm of each matrix in ``x``: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
     if ndim_of(x) < 2:
         raise ValueError("linalg.matrix_norm: x must have at least 2 dimensions")
     if ord == "fro":
-        out = _safe_sqrt(ad.sum(_abs2(x), axis=(-2, -1)))
+        out = _safe_sqrt(ops.sum(_abs2(x), axis=(-2, -1)))
     elif ord == "nuc":
-        out = ad.sum(svdvals(x), axis=-1)
+        out = ops.sum(svdvals(x), axis=-1)
     elif ord in (2, -2):
         s = svdvals(x)
-        out = ad.max(s, axis=-1) if ord == 2 else ad.min(s, axis=-1)
+        out = ops.max(s, axis=-1) if ord == 2 else ops.min(s, axis=-1)
     elif ord in (1, -1, float("inf"), -float("inf")):
         # 1: largest absolute column sum; inf: largest absolute row sum.
-        sums = ad.sum(ad.abs(x), axis=-2 if ord in (1, -1) else -1)
-        out = ad.max(sums, axis=-1) if ord > 0 else ad.min(sums, axis=-1)
+        sums = ops.sum(ops.abs(x), axis=-2 if ord in (1, -1) else -1)
+        out = ops.max(sums, axis=-1) if ord > 0 else ops.min(sums, axis=-1)
     else:
         raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
     if keepdims:
-        out = ad.expand_dims(out, axis=(-2, -1))
+        out = ops.expand_dims(out, axis=(-2, -1))
     return out

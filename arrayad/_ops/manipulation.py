@@ -2,24 +2,15 @@
 repeat, tile, tril/triu, and the composites built on them (expand_dims, squeeze, moveaxis, stack,
 unstack, broadcast_arrays, matrix_transpose)."""
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from .. import _dtypes
-from ._rules import (batch_axis_params, batch_elementwise, batch_size_of,
-                     broadcast_like, defjvp, defvjp, materialize_batch, move_to_front, ndim_of,
-                     normalize_axes, normalize_axis, primitive, unbroadcast)
+from .._dtypes import from_backend, is_inexact, to_backend
+from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
+                     materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
+                     per_primitive, unbroadcast)
 
-__all__ = ["reshape", "permute_dims", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
-           "concat", "stack", "unstack", "expand_dims", "squeeze", "moveaxis", "flip", "roll",
-           "where", "astype", "repeat", "tile", "matrix_transpose", "tril", "triu"]
-PRIMS = {}
-COMPOSITES = {"broadcast_arrays", "broadcast_shapes", "stack", "unstack", "expand_dims",
-              "squeeze", "moveaxis", "matrix_transpose"}
-
-
-def _linear_jvp(p):
-    return lambda t, ans, x, **params: bind(p, t, **params)
+decl = Declarations(globals())
 
 
 # -- reshape ---------------------------------------------------------------------------------------
@@ -29,15 +20,6 @@ def _reshape_impl(xp, x, shape, copy=None):
     return xp.reshape(x, shape, copy=copy)
 
 
-reshape_p = primitive("reshape", _reshape_impl)
-defvjp(reshape_p, lambda g, ans, x, shape, copy=None: reshape(g, shape_of(x)))
-defjvp(reshape_p, _linear_jvp(reshape_p))
-reshape_p.batch = lambda args, dims, shape, copy=None: (
-    bind(reshape_p, move_to_front(args[0], dims[0]),
-         shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0)
-PRIMS["reshape"] = reshape_p
-
-
 def reshape(x, /, shape, *, copy=None):
     """``x`` with a new shape (one entry may be -1)."""
     if isinstance(shape, int):
@@ -45,22 +27,20 @@ def reshape(x, /, shape, *, copy=None):
     return bind(reshape_p, x, shape=tuple(shape), copy=copy)
 
 
+reshape_p = decl.primitive(
+    "reshape", _reshape_impl, public=reshape, jvp=LINEAR,
+    vjp=(lambda g, ans, x, shape, copy=None: reshape(g, shape_of(x)),),
+    batch=lambda args, dims, shape, copy=None: (
+        bind(reshape_p, move_to_front(args[0], dims[0]),
+             shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0))
+
+
 # -- permute_dims ----------------------------------------------------------------------------------
-permute_p = primitive("permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes))
-
-
 def _inverse_perm(axes):
     inv = [0] * len(axes)
     for i, a in enumerate(axes):
         inv[a] = i
     return tuple(inv)
-
-
-defvjp(permute_p, lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)))
-defjvp(permute_p, _linear_jvp(permute_p))
-permute_p.batch = lambda args, dims, axes: (
-    bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)), 0)
-PRIMS["permute_dims"] = permute_p
 
 
 def permute_dims(x, /, axes):
@@ -69,6 +49,15 @@ def permute_dims(x, /, axes):
     return bind(permute_p, x, axes=tuple(normalize_axis(a, nd) for a in axes))
 
 
+permute_p = decl.primitive(
+    "permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes), public=permute_dims,
+    jvp=LINEAR, vjp=(lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)),),
+    batch=lambda args, dims, axes: (
+        bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)),
+        0))
+
+
+@decl.composite
 def matrix_transpose(x, /):
     """Swap the last two axes of ``x``."""
     nd = ndim_of(x)
@@ -77,6 +66,7 @@ def matrix_transpose(x, /):
     return bind(permute_p, x, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+@decl.composite
 def moveaxis(x, source, destination, /):
     """Move axes of ``x`` from ``source`` to ``destination``."""
     nd = ndim_of(x)
@@ -92,6 +82,7 @@ def moveaxis(x, source, destination, /):
     return bind(permute_p, x, axes=tuple(order))
 
 
+@decl.composite
 def expand_dims(x, /, axis):
     """Insert size-one axes at ``axis`` (an int or, since 2025.12, a tuple)."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -105,6 +96,7 @@ def expand_dims(x, /, axis):
     return reshape(x, tuple(shape))
 
 
+@decl.composite
 def squeeze(x, /, axis):
     """Remove the size-one axes ``axis``."""
     shape = shape_of(x)
@@ -116,11 +108,6 @@ def squeeze(x, /, axis):
 
 
 # -- broadcast_to ----------------------------------------------------------------------------------
-broadcast_p = primitive("broadcast_to")
-defvjp(broadcast_p, lambda g, ans, x, shape: unbroadcast(g, x))
-defjvp(broadcast_p, _linear_jvp(broadcast_p))
-
-
 def _broadcast_batch(args, dims, shape):
     x = move_to_front(args[0], dims[0])
     xs = shape_of(x)
@@ -128,10 +115,6 @@ def _broadcast_batch(args, dims, shape):
     if missing:
         x = reshape(x, xs[:1] + (1,) * missing + xs[1:])
     return bind(broadcast_p, x, shape=xs[:1] + tuple(shape)), 0
-
-
-broadcast_p.batch = _broadcast_batch
-PRIMS["broadcast_to"] = broadcast_p
 
 
 def broadcast_to(x, /, shape):
@@ -142,6 +125,12 @@ def broadcast_to(x, /, shape):
     return bind(broadcast_p, x, shape=shape)
 
 
+broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR,
+                             vjp=(lambda g, ans, x, shape: unbroadcast(g, x),),
+                             batch=_broadcast_batch)
+
+
+@decl.composite(traced=False)
 def broadcast_shapes(*shapes):
     """The shape that ``shapes`` broadcast to."""
     nd = max((len(s) for s in shapes), default=0)
@@ -162,6 +151,7 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+@decl.composite
 def broadcast_arrays(*arrays):
     """The arrays broadcast against each other (a tuple)."""
     shape = broadcast_shapes(*[shape_of(a) for a in arrays])
@@ -169,9 +159,6 @@ def broadcast_arrays(*arrays):
 
 
 # -- concat / stack / unstack ----------------------------------------------------------------------
-concat_p = primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, axis=axis))
-
-
 def _concat_vjp(g, ans, *arrays, axis):
     if axis is None:
         g = reshape(g, (-1,))
@@ -194,7 +181,7 @@ def _concat_vjp(g, ans, *arrays, axis):
 
 
 def _concat_jvp(tangents, ans, *arrays, axis):
-    parts = [t if t is not None else ad.zeros_like(a) for t, a in zip(tangents, arrays)]
+    parts = [t if t is not None else ops.zeros_like(a) for t, a in zip(tangents, arrays)]
     return bind(concat_p, *parts, axis=axis)
 
 
@@ -207,17 +194,17 @@ def _concat_batch(args, dims, axis):
     return bind(concat_p, *parts, axis=normalize_axis(axis, ndim_of(args[0]) - (dims[0] is not None)) + 1), 0
 
 
-concat_p.vjp = _concat_vjp
-concat_p.jvp = _concat_jvp
-concat_p.batch = _concat_batch
-PRIMS["concat"] = concat_p
-
-
 def concat(arrays, /, *, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first if ``axis`` is None)."""
     return bind(concat_p, *arrays, axis=axis)
 
 
+concat_p = decl.primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, axis=axis),
+                          public=concat, variadic_vjp=_concat_vjp, full_jvp=_concat_jvp,
+                          batch=_concat_batch)
+
+
+@decl.composite
 def stack(arrays, /, *, axis=0):
     """Join ``arrays`` along a new ``axis``."""
     arrays = list(arrays)
@@ -226,6 +213,7 @@ def stack(arrays, /, *, axis=0):
     return concat([expand_dims(a, axis=ax) for a in arrays], axis=ax)
 
 
+@decl.composite
 def unstack(x, /, *, axis=0):
     """Split ``x`` along ``axis`` into a tuple of arrays."""
     ax = normalize_axis(axis, ndim_of(x))
@@ -233,27 +221,14 @@ def unstack(x, /, *, axis=0):
 
 
 # -- flip / roll -----------------------------------------------------------------------------------
-flip_p = primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis))
-defvjp(flip_p, lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis))
-defjvp(flip_p, _linear_jvp(flip_p))
-flip_p.batch = batch_axis_params(flip_p)
-PRIMS["flip"] = flip_p
-
-
-def flip(x, /, *, axis=None):
-    """Reverse the order of elements along ``axis`` (all axes by default)."""
-    return bind(flip_p, x, axis=axis)
-
-
-roll_p = primitive("roll", lambda xp, x, shift, axis=None: xp.roll(x, shift, axis=axis))
+flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
+                        vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
+                        jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
+                        doc="Reverse the order of elements along ``axis`` (all axes by default).")
 
 
 def _neg_shift(shift):
     return -shift if isinstance(shift, int) else tuple(-s for s in shift)
-
-
-defvjp(roll_p, lambda g, ans, x, shift, axis=None: bind(roll_p, g, shift=_neg_shift(shift), axis=axis))
-defjvp(roll_p, _linear_jvp(roll_p))
 
 
 def _roll_batch(args, dims, shift, axis=None):
@@ -268,10 +243,6 @@ def _roll_batch(args, dims, shift, axis=None):
     return bind(roll_p, x, shift=shift, axis=ax), 0
 
 
-roll_p.batch = _roll_batch
-PRIMS["roll"] = roll_p
-
-
 def roll(x, /, shift, *, axis=None):
     """Roll the elements of ``x`` by ``shift`` along ``axis`` (flattened if None)."""
     if not isinstance(shift, int):
@@ -281,21 +252,23 @@ def roll(x, /, shift, *, axis=None):
     return bind(roll_p, x, shift=shift, axis=axis)
 
 
+roll_p = decl.primitive(
+    "roll", lambda xp, x, shift, axis=None: xp.roll(x, shift, axis=axis), public=roll,
+    vjp=(lambda g, ans, x, shift, axis=None: bind(roll_p, g, shift=_neg_shift(shift), axis=axis),),
+    jvp=LINEAR, batch=_roll_batch)
+
+
 # -- where -----------------------------------------------------------------------------------------
-where_p = primitive("where", lambda xp, c, x1, x2: xp.where(c, x1, x2))
-where_p.vjp = (None,
-               lambda g, ans, c, x1, x2: unbroadcast(where(c, g, 0.0), x1),
-               lambda g, ans, c, x1, x2: unbroadcast(where(c, 0.0, g), x2))
-defjvp(where_p, None,
-       lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
-       lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans))
-where_p.batch = batch_elementwise(where_p)
-PRIMS["where"] = where_p
-
-
-def where(condition, x1, x2, /):
-    """Elements of ``x1`` where ``condition`` is true, else of ``x2``."""
-    return bind(where_p, condition, x1, x2)
+where_p = decl.primitive(
+    "where", lambda xp, c, x1, x2: xp.where(c, x1, x2),
+    vjp=(None,
+         lambda g, ans, c, x1, x2: unbroadcast(where(c, g, 0.0), x1),
+         lambda g, ans, c, x1, x2: unbroadcast(where(c, 0.0, g), x2)),
+    jvp=(None,
+         lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
+         lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans)),
+    batch=ELEMENTWISE, api="condition, x1, x2, /",
+    doc="Elements of ``x1`` where ``condition`` is true, else of ``x2``.")
 
 
 # -- astype ----------------------------------------------------------------------------------------
@@ -303,51 +276,40 @@ def _astype_impl(xp, x, dtype, copy=True, device=None):
     kw = {"copy": copy}
     if device is not None:
         kw["device"] = device
-    return xp.astype(x, _dtypes.to_backend(dtype, xp), **kw)
-
-
-astype_p = primitive("astype", _astype_impl)
-
-
-def _is_inexact(dtype):
-    return dtype.kind in ("f", "c")
+    return xp.astype(x, to_backend(dtype, xp), **kw)
 
 
 def _astype_vjp(g, ans, x, dtype, copy=True, device=None):
     src = dtype_of(x)
-    if not (_is_inexact(src) and _is_inexact(dtype)):
+    if not (is_inexact(src) and is_inexact(dtype)):
         return None
     if src.kind == "f" and dtype_of(g).kind == "c":
-        g = ad.real(g)
+        g = ops.real(g)
     return bind(astype_p, g, dtype=src, copy=True)
 
 
 def _astype_jvp(t, ans, x, dtype, copy=True, device=None):
-    if not (_is_inexact(dtype_of(x)) and _is_inexact(dtype)):
+    if not (is_inexact(dtype_of(x)) and is_inexact(dtype)):
         return None
     return bind(astype_p, t, dtype=dtype, copy=True)
 
 
-defvjp(astype_p, _astype_vjp)
-defjvp(astype_p, _astype_jvp)
-astype_p.batch = lambda args, dims, **params: (bind(astype_p, args[0], **params), dims[0])
-PRIMS["astype"] = astype_p
-
-
 def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` converted to ``dtype``."""
-    dtype = _dtypes.from_backend(dtype)
+    dtype = from_backend(dtype)
     if not copy and dtype_of(x) is dtype and device is None:
         return x
     return bind(astype_p, x, dtype=dtype, copy=copy, device=device)
 
 
+astype_p = decl.primitive(
+    "astype", _astype_impl, public=astype, vjp=(_astype_vjp,), jvp=(_astype_jvp,),
+    batch=lambda args, dims, **params: (bind(astype_p, args[0], **params), dims[0]))
+
+
 # -- repeat / tile ---------------------------------------------------------------------------------
 def _repeat_impl(xp, x, repeats, axis=None):
     return xp.repeat(x, repeats, axis=axis)
-
-
-repeat_p = primitive("repeat", _repeat_impl)
 
 
 def _repeat_vjp(g, ans, x, repeats, axis=None):
@@ -366,20 +328,15 @@ def _repeat_vjp(g, ans, x, repeats, axis=None):
     if isinstance(repeats, int):
         gs = shape_of(g)
         g = reshape(g, gs[:ax] + (n, repeats) + gs[ax + 1:])
-        out = ad.sum(g, axis=ax + 1)
+        out = ops.sum(g, axis=ax + 1)
     else:
         # Variable repeats: segment sums through cumulative sums at the run boundaries.
-        c = ad.cumulative_sum(g, axis=ax, include_initial=True)
-        ends = ad.cumulative_sum(ad.astype(repeats, ad.int64), include_initial=True)
-        hi = ad.take(c, ends[1:], axis=ax)
-        lo = ad.take(c, ends[:-1], axis=ax)
+        c = ops.cumulative_sum(g, axis=ax, include_initial=True)
+        ends = ops.cumulative_sum(ops.astype(repeats, ops.int64), include_initial=True)
+        hi = ops.take(c, ends[1:], axis=ax)
+        lo = ops.take(c, ends[:-1], axis=ax)
         out = hi - lo
     return reshape(out, shape_of(x)) if x_flat_shape else out
-
-
-defvjp(repeat_p, _repeat_vjp)
-defjvp(repeat_p, _linear_jvp(repeat_p))
-PRIMS["repeat"] = repeat_p
 
 
 def _repeat_batch(args, dims, repeats, axis=None):
@@ -390,15 +347,10 @@ def _repeat_batch(args, dims, repeats, axis=None):
     return bind(repeat_p, x, repeats=repeats, axis=normalize_axis(axis, ndim_of(x) - 1) + 1), 0
 
 
-repeat_p.batch = _repeat_batch
-
-
-def repeat(x, repeats, /, *, axis=None):
-    """Repeat each element of ``x`` ``repeats`` times (an int or an array of counts)."""
-    return bind(repeat_p, x, repeats=repeats, axis=axis)
-
-
-tile_p = primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetitions))
+repeat_p = decl.primitive(
+    "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=LINEAR, batch=_repeat_batch,
+    api="x, repeats, /, *, axis=None", args=("x",),
+    doc="Repeat each element of ``x`` ``repeats`` times (an int or an array of counts).")
 
 
 def _tile_vjp(g, ans, x, repetitions):
@@ -410,12 +362,8 @@ def _tile_vjp(g, ans, x, repetitions):
     for r, s in zip(reps, xs_full):
         interleaved += [r, s]
     g = reshape(g, tuple(interleaved))
-    g = ad.sum(g, axis=tuple(range(0, 2 * nd, 2)))
+    g = ops.sum(g, axis=tuple(range(0, 2 * nd, 2)))
     return reshape(g, xs)
-
-
-defvjp(tile_p, _tile_vjp)
-defjvp(tile_p, _linear_jvp(tile_p))
 
 
 def _tile_batch(args, dims, repetitions):
@@ -430,36 +378,25 @@ def _tile_batch(args, dims, repetitions):
     return bind(tile_p, x, repetitions=(1,) + reps), 0
 
 
-tile_p.batch = _tile_batch
-PRIMS["tile"] = tile_p
-
-
 def tile(x, repetitions, /):
     """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis."""
     return bind(tile_p, x, repetitions=tuple(repetitions))
 
 
+tile_p = decl.primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetitions), public=tile,
+                        vjp=(_tile_vjp,), jvp=LINEAR, batch=_tile_batch)
+
+
 # -- tril / triu: masks on the last two axes, linear -------------------------------------------------
-def _triangle(name):
-    p = primitive(name, lambda xp, x, k=0: getattr(xp, name)(x, k=k))
-    defvjp(p, lambda g, ans, x, k=0: bind(p, g, k=k))
-    defjvp(p, _linear_jvp(p))
-    p.batch = lambda args, dims, k=0: (bind(p, move_to_front(args[0], dims[0]), k=k), 0)
-    PRIMS[name] = p
-    return p
+def _triangle(name, doc):
+    return decl.primitive(
+        name, lambda xp, x, k=0: getattr(xp, name)(x, k=k), jvp=LINEAR,
+        vjp=(per_primitive(lambda p: lambda g, ans, x, k=0: bind(p, g, k=k)),),
+        batch=per_primitive(lambda p: lambda args, dims, k=0: (
+            bind(p, move_to_front(args[0], dims[0]), k=k), 0)),
+        api="x, /, *, k=0", doc=doc)
 
 
-tril_p = _triangle("tril")
-triu_p = _triangle("triu")
-
-
-def tril(x, /, *, k=0):
-    """The lower triangle of the matrices in ``x`` (from diagonal ``k`` down)."""
-    return bind(tril_p, x, k=k)
-
-
-def triu(x, /, *, k=0):
-    """The upper triangle of the matrices in ``x`` (from diagonal ``k`` up)."""
-    return bind(triu_p, x, k=k)
-
-
+tril_p = _triangle("tril",
+                   "The lower triangle of the matrices in ``x`` (from diagonal ``k`` down).")
+triu_p = _triangle("triu", "The upper triangle of the matrices in ``x`` (from diagonal ``k`` up).")

@@ -11,18 +11,15 @@ naming a fixed-size alternative. ``searchsorted`` and ``isin`` have static shape
 
 from collections import namedtuple
 
-import arrayad as ad
+from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
-from ._rules import (PY_SCALARS, batch_axis_params, constant_like, materialize_batch,
-                     move_to_front, ndim_of, nondifferentiable, primitive)
-from .. import _dtypes
+from ._rules import (PY_SCALARS, Declarations, axis_batch, constant_like, materialize_batch,
+                     move_to_front, ndim_of)
+from .._dtypes import is_inexact, to_backend
 from ..backends import backend_of
 
-__all__ = ["sort", "argsort", "nonzero", "searchsorted", "unique_all", "unique_counts",
-           "unique_inverse", "unique_values", "isin"]
-PRIMS = {}
-COMPOSITES = {"sort"}
+decl = Declarations(globals())
 
 
 def dynamic_shape_error(name, alternative):
@@ -40,37 +37,31 @@ def _argsort_impl(xp, x, axis=-1, descending=False, stable=True):
     return xp.argsort(x, axis=axis, descending=descending, stable=stable)
 
 
-argsort_p = primitive("argsort", _argsort_impl)
-nondifferentiable(argsort_p)
-argsort_p.batch = batch_axis_params(argsort_p)
-PRIMS["argsort"] = argsort_p
+argsort_p = decl.primitive("argsort", _argsort_impl, batch=axis_batch(),
+                           api="x, /, *, axis=-1, descending=False, stable=True",
+                           doc="Indices that sort ``x`` along ``axis``.")
 
 
-def argsort(x, /, *, axis=-1, descending=False, stable=True):
-    """Indices that sort ``x`` along ``axis``."""
-    return bind(argsort_p, x, axis=axis, descending=descending, stable=stable)
-
-
+@decl.composite
 def sort(x, /, *, axis=-1, descending=False, stable=True):
     """``x`` sorted along ``axis`` (differentiable: a gather at the sorting indices)."""
-    idx = argsort(ad.stop_gradient(x), axis=axis, descending=descending, stable=stable)
-    return ad.take_along_axis(x, idx, axis=axis)
+    idx = argsort(ops.stop_gradient(x), axis=axis, descending=descending, stable=stable)
+    return ops.take_along_axis(x, idx, axis=axis)
 
 
 # -- nonzero ---------------------------------------------------------------------------------------
-nonzero_p = primitive("nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True)
-nondifferentiable(nonzero_p)
-nonzero_p.batch = dynamic_shape_error(
-    "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
-    "argsort(x == 0, stable=True) to put the indices of the non-zero elements first.")
-PRIMS["nonzero"] = nonzero_p
-
-
 def nonzero(x, /):
     """Indices of the non-zero elements of ``x``: one index array per axis."""
     if ndim_of(x) == 0:
         raise ValueError("nonzero: x must have at least one dimension")
     return bind(nonzero_p, x)
+
+
+nonzero_p = decl.primitive(
+    "nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True, public=nonzero,
+    batch=dynamic_shape_error(
+        "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
+        "argsort(x == 0, stable=True) to put the indices of the non-zero elements first."))
 
 
 # -- unique_* --------------------------------------------------------------------------------------
@@ -83,21 +74,14 @@ _UNIQUE_ALTERNATIVE = (
     "(concat([[True], diff(sorted) != 0])), then where() with that mask.")
 
 
-def _unique(name, n_out):
+def _unique(public, n_out):
+    name = public.__name__
+
     def impl(xp, x):
         out = getattr(backend_of(x), name)(x)
         return tuple(out) if n_out > 1 else (out,)
-    p = primitive(name, impl, multiple_results=True)
-    nondifferentiable(p)
-    p.batch = dynamic_shape_error(name, _UNIQUE_ALTERNATIVE)
-    PRIMS[name] = p
-    return p
-
-
-unique_all_p = _unique("unique_all", 4)
-unique_counts_p = _unique("unique_counts", 2)
-unique_inverse_p = _unique("unique_inverse", 2)
-unique_values_p = _unique("unique_values", 1)
+    return decl.primitive(name, impl, multiple_results=True, public=public,
+                          batch=dynamic_shape_error(name, _UNIQUE_ALTERNATIVE))
 
 
 def unique_all(x, /):
@@ -121,14 +105,20 @@ def unique_values(x, /):
     return bind(unique_values_p, x)[0]
 
 
+unique_all_p = _unique(unique_all, 4)
+unique_counts_p = _unique(unique_counts, 2)
+unique_inverse_p = _unique(unique_inverse, 2)
+unique_values_p = _unique(unique_values, 1)
+
+
 def _scalar_like(s, x):
     """A Python scalar as a 0-d array on the backend of ``x``, with its dtype when the kinds
     agree (a float into an integer array keeps the default float dtype)."""
     dt = dtype_of(x)
     fits = (isinstance(s, bool) and dt.kind == "b") or \
         (isinstance(s, int) and not isinstance(s, bool) and dt.kind in "iufc") or \
-        (isinstance(s, float) and dt.kind in "fc") or (isinstance(s, complex) and dt.kind == "c")
-    return constant_like(x, lambda xp: xp.asarray(s, dtype=_dtypes.to_backend(dt, xp) if fits else None))
+        (isinstance(s, float) and is_inexact(dt)) or (isinstance(s, complex) and dt.kind == "c")
+    return constant_like(x, lambda xp: xp.asarray(s, dtype=to_backend(dt, xp) if fits else None))
 
 
 # -- searchsorted: output shaped like x2, so a real batching rule ---------------------------------
@@ -137,10 +127,6 @@ def _searchsorted_impl(xp, x1, x2, *sorter, side="left"):
     if sorter:
         kw["sorter"] = sorter[0]
     return xp.searchsorted(x1, x2, **kw)
-
-
-searchsorted_p = primitive("searchsorted", _searchsorted_impl)
-nondifferentiable(searchsorted_p)
 
 
 def _searchsorted_batch(args, dims, side="left"):
@@ -153,18 +139,14 @@ def _searchsorted_batch(args, dims, side="left"):
     size = shape_of(x1)[dims[0]] if dims[0] is not None else shape_of(args[2])[dims[2]]
     s = materialize_batch(x1, dims[0], size)                      # (B, n)
     if len(args) > 2:
-        s = ad.take_along_axis(s, materialize_batch(args[2], dims[2], size), axis=1)
+        s = ops.take_along_axis(s, materialize_batch(args[2], dims[2], size), axis=1)
     v = materialize_batch(x2, dims[1], size)                      # (B, *S)
     vshape = shape_of(v)
-    flat = ad.reshape(v, (size, -1, 1))
-    below = (ad.expand_dims(s, axis=1) < flat) if side == "left" else \
-        (ad.expand_dims(s, axis=1) <= flat)
-    counts = ad.sum(ad.astype(below, _dtypes.int64), axis=-1)
-    return ad.reshape(counts, vshape), 0
-
-
-searchsorted_p.batch = _searchsorted_batch
-PRIMS["searchsorted"] = searchsorted_p
+    flat = ops.reshape(v, (size, -1, 1))
+    below = (ops.expand_dims(s, axis=1) < flat) if side == "left" else \
+        (ops.expand_dims(s, axis=1) <= flat)
+    counts = ops.sum(ops.astype(below, ops.int64), axis=-1)
+    return ops.reshape(counts, vshape), 0
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
@@ -178,6 +160,10 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
     return bind(searchsorted_p, *args, side=side)
 
 
+searchsorted_p = decl.primitive("searchsorted", _searchsorted_impl, batch=_searchsorted_batch,
+                                public=searchsorted)
+
+
 # -- isin: output shaped like x1 ---------------------------------------------------------------------
 def _isin_impl(xp, x1, x2, invert=False):
     fn = getattr(xp, "isin", None)
@@ -188,10 +174,6 @@ def _isin_impl(xp, x1, x2, invert=False):
     return xp.logical_not(hit) if invert else hit
 
 
-isin_p = primitive("isin", _isin_impl)
-nondifferentiable(isin_p)
-
-
 def _isin_batch(args, dims, invert=False):
     x1, x2 = args
     if dims[1] is None:
@@ -199,15 +181,11 @@ def _isin_batch(args, dims, invert=False):
         return bind(isin_p, x1, x2, invert=invert), dims[0]
     size = shape_of(x2)[dims[1]]
     a = materialize_batch(x1, dims[0], size)                      # (B, *S)
-    b = ad.reshape(move_to_front(x2, dims[1]), (size, -1))        # (B, m)
+    b = ops.reshape(move_to_front(x2, dims[1]), (size, -1))        # (B, m)
     ashape = shape_of(a)
-    b = ad.reshape(b, (size,) + (1,) * (len(ashape) - 1) + (shape_of(b)[1],))
-    hit = ad.any(ad.expand_dims(a, axis=-1) == b, axis=-1)
-    return (ad.logical_not(hit) if invert else hit), 0
-
-
-isin_p.batch = _isin_batch
-PRIMS["isin"] = isin_p
+    b = ops.reshape(b, (size,) + (1,) * (len(ashape) - 1) + (shape_of(b)[1],))
+    hit = ops.any(ops.expand_dims(a, axis=-1) == b, axis=-1)
+    return (ops.logical_not(hit) if invert else hit), 0
 
 
 def isin(x1, x2, /, *, invert=False):
@@ -220,3 +198,6 @@ def isin(x1, x2, /, *, invert=False):
     if isinstance(x2, PY_SCALARS):
         x2 = _scalar_like(x2, x1)
     return bind(isin_p, x1, x2, invert=invert)
+
+
+isin_p = decl.primitive("isin", _isin_impl, batch=_isin_batch, public=isin)

@@ -7,11 +7,11 @@ import threading
 
 from .._core import _core
 from .._core._core import Array, Tensor, backend_of, run_backward, shape_of
+from .._ops import ops
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "Function", "once_differentiable", "forward_ad", "FunctionCtx"]
 
-import arrayad as ad  # noqa: E402
 
 
 # -- grad mode (per thread, NOTE [thread state] in the core) ------------------------------------------
@@ -157,7 +157,7 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
         if not isinstance(t, Tensor) or not t.requires_grad:
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn. "
-                f"Make an input require grad (x.requires_grad_() or ad.tensor(..., "
+                f"Make an input require grad (x.requires_grad_() or ops.tensor(..., "
                 f"requires_grad=True)) before computing the output.")
         if g is None:
             if int(t.size) != 1:
@@ -171,7 +171,7 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
                     f"Mismatch in shape: grad_output[{i}] has a shape of {shape_of(g)} and "
                     f"output[{i}] has a shape of {t.shape}.")
             if not create_graph:
-                g = g._value if isinstance(g, Tensor) else ad.stop_gradient(g)
+                g = g._value if isinstance(g, Tensor) else ops.stop_gradient(g)
         if create_graph and not isinstance(g, Array):
             g = Tensor(g)
         roots.append((t._node, t._idx))
@@ -239,7 +239,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = want[(t._node, t._idx)]
         if g is None:
             if materialize_grads:
-                g = ad.zeros_like(t.detach())
+                g = ops.zeros_like(t.detach())
             elif not allow_unused:
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not have been used in the "

@@ -37,17 +37,14 @@ import inspect
 
 from .._core import _core
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
-                           bind, dtype_of, shape_of)
+                           bind, dtype_of, shape_of, unbroadcast)
+from .._ops import ops
+from ..func import vmap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
 
 _PY_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _EXTENDING = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
-
-
-def _ad():
-    import arrayad
-    return arrayad
 
 
 # -- values ----------------------------------------------------------------------------------------
@@ -459,7 +456,6 @@ class _Call:
         rs, xs = shape_of(r), shape_of(arg)
         if rs != xs:
             if what == "gradient" and _broadcastable(xs, rs):
-                from .._ops._rules import unbroadcast
                 return unbroadcast(r, arg)
             raise RuntimeError(
                 f"Function {self.info.name}Backward returned an invalid {what} at index {i} - got "
@@ -487,7 +483,7 @@ class _Call:
                 continue
             t, a = next(it)
             if t is None and ctx._materialize and _is_float(a):
-                t = _ad().zeros_like(a)
+                t = ops.zeros_like(a)
             full_t.append(_wrap_raw(t))
         style = info.jvp_style(len(self.layout))
         ctx._phase = "jvp"
@@ -589,7 +585,7 @@ class _Batched:
         self.randomness = randomness
 
     def _vmap(self, fn, in_dims):
-        return _ad().func.vmap(fn, in_dims=tuple(in_dims), randomness=self.randomness)
+        return vmap(fn, in_dims=tuple(in_dims), randomness=self.randomness)
 
     def outputs(self, vals):
         return self._vmap(lambda *a: tuple(self.inner.outputs(a)), self.dims)(*vals)
@@ -599,13 +595,12 @@ class _Batched:
             return tuple(_unwrap(o) for o in self.outputs(raws))
 
     def vjp(self, gs, args):
-        ad = _ad()
         n = len(args)
 
         def one(*a_and_g):
             a = a_and_g[:n]
             cts = self.inner.vjp(a_and_g[n:], a)
-            return tuple(ad.zeros_like(x) if c is None else c for c, x in zip(cts, a))
+            return tuple(ops.zeros_like(x) if c is None else c for c, x in zip(cts, a))
 
         cts = self._vmap(one, self.dims + (0,) * len(gs))(*args, *gs)
         out = []
@@ -613,9 +608,9 @@ class _Batched:
             if not _is_float(x):
                 out.append(None)
             elif d is None:
-                out.append(ad.sum(c, axis=0))   # the argument was shared by the whole batch
+                out.append(ops.sum(c, axis=0))   # the argument was shared by the whole batch
             elif d != 0:
-                out.append(ad.moveaxis(c, 0, d))
+                out.append(ops.moveaxis(c, 0, d))
             else:
                 out.append(c)
         return out
@@ -734,15 +729,14 @@ def _apply(info, full, kw, explicit=False):
     call.explicit = explicit
     outs = list(bind(info.prim, *tensors, spec=call))
     if call.nondiff:
-        ad = _ad()
         for i in call.nondiff:
             if isinstance(outs[i], Array):
-                outs[i] = ad.stop_gradient(outs[i])
+                outs[i] = ops.stop_gradient(outs[i])
     for k, i in call.dirty:
         # The input was modified in place: it becomes the output (value and history), as in torch.
         target = tensors[k]
         if isinstance(target, Array):
-            _ad()._inplace(target, outs[i])
+            ops._inplace(target, outs[i])
             outs[i] = target
     return outs, call, tensors
 

@@ -204,8 +204,8 @@ def _sole_mask(key, x):
     if any(not (k == slice(None) or k is Ellipsis) for k in key[1:] if not _is_index_array(k)) \
             or any(_is_index_array(k) for k in key[1:]):
         return None
-    from .. import _dtypes
-    return key[0] if _dtypes.from_backend(key[0].dtype).kind == "b" else None
+    from .._dtypes import from_backend
+    return key[0] if from_backend(key[0].dtype).kind == "b" else None
 
 
 def _full_basic(key, ndim):
@@ -282,16 +282,16 @@ def generic_getitem(xp, x, key):
         key = (key,)
     if _is_basic_key(key):
         return _basic_getitem(xp, x, key)
-    from .. import _dtypes
+    from .._dtypes import from_backend
     if len(key) == 1 or (len(key) == 2 and key[1] is Ellipsis):
         k = key[0]
-        if hasattr(k, "dtype") and _dtypes.from_backend(k.dtype).kind == "b":
+        if hasattr(k, "dtype") and from_backend(k.dtype).kind == "b":
             return x[k]   # a sole boolean mask: the standard's own case
     # boolean arrays -> their nonzero() integer arrays (one per mask axis)
     expanded = []
     for k in key:
         if _is_index_array(k) and not isinstance(k, bool) and \
-                _dtypes.from_backend(k.dtype).kind == "b":
+                from_backend(k.dtype).kind == "b":
             expanded.extend(xp.nonzero(k))
         elif isinstance(k, bool):
             raise IndexError("arrayad: a Python bool mixed with index arrays is not supported "

@@ -1,23 +1,28 @@
 """The glue between the array types of the core and the namespace: in-place updates, indexing,
 conversions (and when they must refuse), NumPy's protocols, printing, devices.
 
-The core's ``Array`` methods call these through the namespace (``arrayad._inplace`` ...).
+The core's ``Array`` methods call these through the namespace (``arrayad._inplace`` ...); they
+are declared as glue (``decl.glue``) in the internal namespace (NOTE [internal namespace]).
 """
+
+import sys
 
 import numpy as np
 
-import arrayad as ad
+from .._dtypes import is_inexact
+from ._namespace import ops
 
-from . import _dtypes
-from ._core import _core
-from ._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
-from ._ops import indexing
-from ._ops._rules import primitive, nondifferentiable
-from .backends import backend_of
+from .._core import _core
+from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
+from .indexing import getitem, setitem
+from ._rules import Declarations
+from ..backends import backend_of
 
+decl = Declarations(globals())
 
 
 # -- in-place updates are functional ----------------------------------------------------------------
+@decl.glue
 def _inplace(self, result):
     """Rebind ``self`` to ``result`` (``x += y``, ``x[i] = v``): the old value is untouched, so
     everything that saved it for a derivative stays correct."""
@@ -40,6 +45,7 @@ def _inplace(self, result):
     return self
 
 
+@decl.glue
 def _inplace_level_error(self, result):
     if isinstance(result, BatchTracer):
         return RuntimeError(
@@ -53,15 +59,18 @@ def _inplace_level_error(self, result):
         f"so that it belongs to the transform, or write it out of place (y = x + v).")
 
 
+@decl.glue
 def _getitem(x, key):
-    return indexing.getitem(x, key)
+    return getitem(x, key)
 
 
+@decl.glue
 def _setitem(x, key, value):
-    return indexing.setitem(x, key, value)
+    return setitem(x, key, value)
 
 
 # -- conversions ------------------------------------------------------------------------------------
+@decl.glue
 def _concrete(x, what):
     """The concrete backend value of ``x`` for a Python conversion, or a clear error when the
     conversion would lose a derivative (grad/jvp) or depends on the batch (vmap)."""
@@ -91,6 +100,7 @@ def _concrete(x, what):
         return x
 
 
+@decl.glue
 def _to_scalar(x, what):
     """A Python number from a one-element array (``float(x)``, ``x.item()``...)."""
     v = _concrete(x, what)
@@ -100,6 +110,7 @@ def _to_scalar(x, what):
     return item()
 
 
+@decl.glue
 def _to_numpy(x, dtype=None, copy=None):
     if isinstance(x, Tensor):
         if x.requires_grad:
@@ -127,7 +138,7 @@ _UFUNC_NAMES = {
 _FUNCTION_NAMES = {"concatenate": "concat", "transpose": "permute_dims", "absolute": "abs",
                    "power": "pow", "amax": "max", "amin": "min", "cumsum": "cumulative_sum",
                    "cumprod": "cumulative_prod", "arccos": "acos", "arcsin": "asin",
-                   "arctan": "atan", "arctan2": "atan2", "dot": "_np_dot"}
+                   "arctan": "atan", "arctan2": "atan2"}
 
 
 def _from_numpy_scalar(v):
@@ -137,9 +148,10 @@ def _from_numpy_scalar(v):
     return v
 
 
+@decl.glue
 def _array_ufunc(ufunc, method, inputs, kwargs):
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
-    fn = getattr(ad, name, None)
+    fn = getattr(ops, name, None)
     if method != "__call__" or kwargs or fn is None:
         raise TypeError(
             f"arrayad: numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "") +
@@ -162,7 +174,7 @@ def _np_reduction(name, has_dtype=True, has_out=True):
             kw["correction"] = kw.pop("ddof")
         if kw.get("dtype") is None:
             kw.pop("dtype", None)
-        return getattr(ad, name)(a, **kw)
+        return getattr(ops, name)(a, **kw)
     return f
 
 
@@ -170,38 +182,38 @@ def _np_axis_first(name, default):
     """NumPy's ``f(a, axis=default, ...)`` with axis positional -> keyword."""
     def f(a, axis=default, **kw):
         if axis is None and name in ("cumulative_sum", "cumulative_prod"):
-            a = ad.reshape(a, (-1,))
+            a = ops.reshape(a, (-1,))
             axis = 0
-        return getattr(ad, name)(a, axis=axis, **kw)
+        return getattr(ops, name)(a, axis=axis, **kw)
     return f
 
 
 def _np_transpose(a, axes=None):
-    return ad.permute_dims(a, tuple(range(a.ndim))[::-1] if axes is None else tuple(axes))
+    return ops.permute_dims(a, tuple(range(a.ndim))[::-1] if axes is None else tuple(axes))
 
 
 def _np_concatenate(arrays, axis=0, **kw):
-    return ad.concat(list(arrays), axis=axis, **kw)
+    return ops.concat(list(arrays), axis=axis, **kw)
 
 
 def _np_stack(arrays, axis=0, **kw):
-    return ad.stack(list(arrays), axis=axis, **kw)
+    return ops.stack(list(arrays), axis=axis, **kw)
 
 
 def _np_squeeze(a, axis=None):
     if axis is None:
         axis = tuple(i for i, s in enumerate(a.shape) if s == 1)
-    return ad.squeeze(a, axis=axis)
+    return ops.squeeze(a, axis=axis)
 
 
 def _np_reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order != "C":
         raise TypeError("arrayad: numpy.reshape supports order='C' only")
-    return ad.reshape(a, newshape if shape is None else shape, copy=copy)
+    return ops.reshape(a, newshape if shape is None else shape, copy=copy)
 
 
 def _np_clip(a, a_min=None, a_max=None, **kw):
-    return ad.clip(a, kw.get("min", a_min), kw.get("max", a_max))
+    return ops.clip(a, kw.get("min", a_min), kw.get("max", a_max))
 
 
 # NumPy functions whose signature differs from the standard's (positional axis, numpy names).
@@ -213,7 +225,7 @@ _NP_ADAPTERS = {
     "all": _np_reduction("all", False), "any": _np_reduction("any", False),
     "argmax": _np_reduction("argmax", False), "argmin": _np_reduction("argmin", False),
     "count_nonzero": lambda a, axis=None, *, keepdims=False:
-        ad.count_nonzero(a, axis=axis, keepdims=keepdims),
+        ops.count_nonzero(a, axis=axis, keepdims=keepdims),
     "cumsum": _np_axis_first("cumulative_sum", None),
     "cumprod": _np_axis_first("cumulative_prod", None),
     "sort": _np_axis_first("sort", -1), "argsort": _np_axis_first("argsort", -1),
@@ -221,12 +233,13 @@ _NP_ADAPTERS = {
     "transpose": _np_transpose, "concatenate": _np_concatenate, "stack": _np_stack,
     "squeeze": _np_squeeze, "reshape": _np_reshape, "clip": _np_clip,
     "shape": lambda a: tuple(a.shape), "ndim": lambda a: a.ndim, "size": lambda a: int(a.size),
-    "dot": lambda a, b: ad.matmul(a, b), "diff": lambda a, n=1, axis=-1, **kw:
-        ad.diff(a, n=n, axis=axis, **kw),
+    "dot": lambda a, b: ops.matmul(a, b), "diff": lambda a, n=1, axis=-1, **kw:
+        ops.diff(a, n=n, axis=axis, **kw),
 }
 _NP_SUBMODULES = {"numpy": None, "numpy.linalg": "linalg", "numpy.fft": "fft"}
 
 
+@decl.glue
 def _array_function(func, types, args, kwargs):
     module = getattr(func, "__module__", "") or ""
     sub = _NP_SUBMODULES.get(module, False)
@@ -234,9 +247,9 @@ def _array_function(func, types, args, kwargs):
     if sub is None:
         fn = _NP_ADAPTERS.get(func.__name__)
         if fn is None:
-            fn = getattr(ad, _FUNCTION_NAMES.get(func.__name__, func.__name__), None)
+            fn = getattr(ops, _FUNCTION_NAMES.get(func.__name__, func.__name__), None)
     elif sub:
-        fn = getattr(getattr(ad, sub), func.__name__, None)
+        fn = getattr(getattr(ops, sub), func.__name__, None)
     if fn is None or not callable(fn) or isinstance(fn, type):
         raise TypeError(
             f"arrayad: {module or 'numpy'}.{func.__name__} is not supported on arrayad arrays "
@@ -246,22 +259,19 @@ def _array_function(func, types, args, kwargs):
     return fn(*args, **kwargs)
 
 
-def _np_dot(a, b):
-    return ad.matmul(a, b)
-
-
 # -- printing ---------------------------------------------------------------------------------------
 def _format_values(raw, prefix):
     arr = np.asarray(raw)
     if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
         opts = {}
-    elif arr.dtype.kind in "fc":
+    elif is_inexact(arr.dtype):
         opts = {"precision": 4, "floatmode": "fixed"}
     else:
         opts = {}
     return np.array2string(arr, separator=", ", prefix=prefix, **opts)
 
 
+@decl.glue
 def _repr(x):
     if isinstance(x, Tensor):
         b = backend_of(x)
@@ -271,7 +281,7 @@ def _repr(x):
             body = f"<{type(x._value).__name__} {tuple(x.shape)}>"
         extra = []
         dt = x.dtype
-        if dt not in (_dtypes.float64, _dtypes.int64, _dtypes.bool):
+        if dt not in (ops.float64, ops.int64, ops.bool):
             extra.append(f"dtype={dt!r}")
         if b.name != "numpy":
             extra.append(f"backend={b.name}")
@@ -284,11 +294,12 @@ def _repr(x):
     if isinstance(x, GradTracer):
         return f"GradTracer(level={level}, value={x.value!r})"
     if isinstance(x, DualTracer):
-        return f"DualTracer(level={level}, primal={x.primal!r}, tangent={x.tangent!r})"
+        return f"DualTracer(level={level}, primal={x.value!r}, tangent={x.tangent!r})"
     return f"BatchTracer(level={level}, bdim={x.bdim}, value={x.value!r})"
 
 
 # -- devices ----------------------------------------------------------------------------------------
+@decl.glue
 def _device_of(x):
     x = _core.raw_value(x)
     return _core.backend_of(x).device_of(x)
@@ -299,57 +310,56 @@ def _to_device_impl(xp, x, device, stream=None):
     return to_device(x, device, stream=stream)
 
 
-to_device_p = primitive("to_device", _to_device_impl)
-to_device_p.vjp = (lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),)
-to_device_p.jvp = lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device)
-to_device_p.batch = lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0])
+to_device_p = decl.primitive(
+    "to_device", _to_device_impl,
+    vjp=(lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),),
+    full_jvp=lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device),
+    batch=lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0]))
 
 
+@decl.glue
 def _to_device(x, device, stream):
     if device == _device_of(x):
         return x
     return bind(to_device_p, x, device=device, stream=stream)
 
 
+@decl.glue
 def _namespace_for(api_version):
     if api_version not in (None, "2022.12", "2023.12", "2024.12", "2025.12"):
         raise ValueError(f"arrayad: unsupported array API version {api_version!r}")
-    return ad
+    # (the public namespace is the package itself, which imports this module: looked up, not
+    # imported, so that this module stays below the package in the import graph)
+    return sys.modules["arrayad"]
 
 
 # -- guards -----------------------------------------------------------------------------------------
+@decl.glue
 def _check_requires_grad(t):
-    if t.dtype.kind not in ("f", "c"):
+    if not is_inexact(t.dtype):
         raise RuntimeError(
             f"only Tensors of floating point and complex dtype can require gradients "
             f"(this one is {t.dtype.name}); convert it first, e.g. x.astype(arrayad.float64).")
 
 
+@decl.glue
 def _check_not_transformed(what):
-    from .autograd import _in_transform
-    if _in_transform():
+    if _core.in_transform():   # (a forward_ad dual level is not a transform)
         raise RuntimeError(
             f"You are attempting to call Tensor.{what}() inside of a function being transformed "
             f"by an arrayad.func transform. This is not supported: pass the tensor as an input "
             f"of the transform (grad/vjp differentiate with respect to their inputs) instead.")
 
 
-def _backward(tensors, grad_tensors, retain_graph, create_graph, inputs):
-    from .autograd import backward
-    backward(tensors, grad_tensors, retain_graph=retain_graph, create_graph=create_graph,
-             inputs=inputs)
-
-
 # -- stop_gradient: the value, as a constant to every transform ---------------------------------------
-stop_gradient_p = primitive("stop_gradient", lambda xp, x: x)
-nondifferentiable(stop_gradient_p)
-stop_gradient_p.batch = lambda args, dims: (args[0], dims[0])
-
-
 def stop_gradient(x):
     """``x`` as a constant: no derivative flows through it (``Tensor.detach`` for tracers)."""
     if isinstance(x, Tensor):
         return x.detach()
     return bind(stop_gradient_p, x)
+
+
+stop_gradient_p = decl.primitive("stop_gradient", lambda xp, x: x, public=stop_gradient,
+                                 batch=lambda args, dims: (args[0], dims[0]))
 
 

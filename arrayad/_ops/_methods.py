@@ -6,7 +6,7 @@ Each accepts both keyword spellings where torch and the standard differ (``dim``
 list is written once for eager tensors and every kind of tracer.
 """
 
-import arrayad as ad
+from ._namespace import ops
 
 
 METHODS = {}
@@ -27,7 +27,7 @@ def _axis(axis, dim):
 
 def _reduction(name):
     def m(self, axis=None, *, dim=None, keepdims=False, keepdim=False, dtype=None, **kw):
-        f = getattr(ad, name)
+        f = getattr(ops, name)
         extra = {"dtype": dtype} if dtype is not None else {}
         return f(self, axis=_axis(axis, dim), keepdims=keepdims or keepdim, **extra, **kw)
     m.__name__ = name
@@ -45,7 +45,7 @@ def _stat(name):
           keepdim=False):
         if unbiased is not None:
             correction = 1.0 if unbiased else 0.0
-        return getattr(ad, name)(self, axis=_axis(axis, dim), correction=correction,
+        return getattr(ops, name)(self, axis=_axis(axis, dim), correction=correction,
                                  keepdims=keepdims or keepdim)
     m.__name__ = name
     return m
@@ -58,19 +58,19 @@ for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh
               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square",
               "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "conj", "real",
               "imag", "isnan", "isinf", "isfinite", "negative", "positive"]:
-    METHODS[_name] = (lambda f: lambda self: f(self))(getattr(ad, _name))
+    METHODS[_name] = (lambda f: lambda self: f(self))(getattr(ops, _name))
 METHODS["neg"] = METHODS["negative"]
 METHODS["arcsin"], METHODS["arccos"], METHODS["arctan"] = METHODS["asin"], METHODS["acos"], METHODS["atan"]
 
 
 @method
 def pow(self, exponent):
-    return ad.pow(self, exponent)
+    return ops.pow(self, exponent)
 
 
 @method
 def matmul(self, other):
-    return ad.matmul(self, other)
+    return ops.matmul(self, other)
 
 
 METHODS["mm"] = METHODS["mv"] = METHODS["matmul"]
@@ -79,37 +79,37 @@ METHODS["mm"] = METHODS["mv"] = METHODS["matmul"]
 @method
 def dot(self, other):
     """Inner product of two vectors (torch's ``dot``)."""
-    return ad.sum(self * other)
+    return ops.sum(self * other)
 
 
 @method
 def relu(self):
-    return ad.relu(self)
+    return ops.relu(self)
 
 
 @method
 def sigmoid(self):
-    return ad.sigmoid(self)
+    return ops.sigmoid(self)
 
 
 @method
 def softmax(self, dim=-1, axis=None):
-    return ad.softmax(self, axis=_axis(axis, dim) if axis is not None else dim)
+    return ops.softmax(self, axis=_axis(axis, dim) if axis is not None else dim)
 
 
 @method
 def log_softmax(self, dim=-1, axis=None):
-    return ad.log_softmax(self, axis=_axis(axis, dim) if axis is not None else dim)
+    return ops.log_softmax(self, axis=_axis(axis, dim) if axis is not None else dim)
 
 
 @method
 def logsumexp(self, dim=None, keepdim=False, axis=None, keepdims=False):
-    return ad.logsumexp(self, axis=_axis(axis, dim), keepdims=keepdims or keepdim)
+    return ops.logsumexp(self, axis=_axis(axis, dim), keepdims=keepdims or keepdim)
 
 
 @method
 def clamp(self, min=None, max=None):
-    return ad.clip(self, min, max)
+    return ops.clip(self, min, max)
 
 
 METHODS["clip"] = METHODS["clamp"]
@@ -131,7 +131,7 @@ def t(self):
         return self
     if self.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-    return ad.matrix_transpose(self)
+    return ops.matrix_transpose(self)
 
 
 def _shape_args(shape):
@@ -142,7 +142,7 @@ def _shape_args(shape):
 
 @method
 def reshape(self, *shape, copy=None):
-    return ad.reshape(self, _shape_args(shape), copy=copy)
+    return ops.reshape(self, _shape_args(shape), copy=copy)
 
 
 METHODS["view"] = METHODS["reshape"]
@@ -152,18 +152,18 @@ METHODS["view"] = METHODS["reshape"]
 def flatten(self, start_dim=0, end_dim=-1):
     shape = self.shape
     if not shape:
-        return ad.reshape(self, (1,))
+        return ops.reshape(self, (1,))
     nd = len(shape)
     s, e = start_dim % nd, end_dim % nd
     n = 1
     for d in shape[s:e + 1]:
         n *= d
-    return ad.reshape(self, shape[:s] + (n,) + shape[e + 1:])
+    return ops.reshape(self, shape[:s] + (n,) + shape[e + 1:])
 
 
 @method
 def permute(self, *dims):
-    return ad.permute_dims(self, _shape_args(dims))
+    return ops.permute_dims(self, _shape_args(dims))
 
 
 @method
@@ -172,12 +172,12 @@ def transpose(self, dim0=None, dim1=None):
         return self.T
     axes = list(range(self.ndim))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-    return ad.permute_dims(self, tuple(axes))
+    return ops.permute_dims(self, tuple(axes))
 
 
 @method
 def unsqueeze(self, dim):
-    return ad.expand_dims(self, axis=dim)
+    return ops.expand_dims(self, axis=dim)
 
 
 @method
@@ -187,7 +187,7 @@ def squeeze(self, dim=None, axis=None):
         dim = tuple(i for i, s in enumerate(self.shape) if s == 1)
     elif isinstance(dim, int) and self.shape[dim] != 1:
         return self
-    return ad.squeeze(self, axis=dim)
+    return ops.squeeze(self, axis=dim)
 
 
 @method
@@ -195,34 +195,34 @@ def expand(self, *sizes):
     sizes = _shape_args(sizes)
     lead = len(sizes) - self.ndim
     shape = tuple(s if s != -1 else self.shape[i - lead] for i, s in enumerate(sizes))
-    return ad.broadcast_to(self, shape)
+    return ops.broadcast_to(self, shape)
 
 
 @method
 def flip(self, dims=None, axis=None):
-    return ad.flip(self, axis=_axis(axis, dims))
+    return ops.flip(self, axis=_axis(axis, dims))
 
 
 @method
 def cumsum(self, dim=None, axis=None):
-    return ad.cumulative_sum(self, axis=_axis(axis, dim))
+    return ops.cumulative_sum(self, axis=_axis(axis, dim))
 
 
 @method
 def cumprod(self, dim=None, axis=None):
-    return ad.cumulative_prod(self, axis=_axis(axis, dim))
+    return ops.cumulative_prod(self, axis=_axis(axis, dim))
 
 
 @method
 def astype(self, dtype, copy=True):
-    return ad.astype(self, dtype, copy=copy)
+    return ops.astype(self, dtype, copy=copy)
 
 
 @method
 def to(self, dtype=None, device=None):
     out = self
     if dtype is not None and not isinstance(dtype, str):
-        out = ad.astype(out, dtype)
+        out = ops.astype(out, dtype)
     elif isinstance(dtype, str):
         device = dtype
     if device is not None:
@@ -233,17 +233,17 @@ def to(self, dtype=None, device=None):
 @method
 def float(self):
     """torch's ``x.float()``: float32."""
-    return ad.astype(self, ad.float32)
+    return ops.astype(self, ops.float32)
 
 
 @method
 def double(self):
-    return ad.astype(self, ad.float64)
+    return ops.astype(self, ops.float64)
 
 
 @method
 def clone(self):
-    return ad.asarray(self, copy=True)
+    return ops.asarray(self, copy=True)
 
 
 @method
@@ -259,51 +259,54 @@ def cpu(self):
 @method
 def numpy(self):
     """The values as a NumPy array (refused for a tensor that requires grad, as in torch)."""
-    return ad._to_numpy(self)
+    return ops._to_numpy(self)
 
 
 @method
 def diag(self, diagonal=0):
-    return ad.diag(self, diagonal)
+    return ops.diag(self, diagonal)
 
 
 @method
 def norm(self, p=2, dim=None, keepdim=False):
-    return ad.linalg.vector_norm(self, ord=p, axis=dim, keepdims=keepdim)
+    return ops.linalg.vector_norm(self, ord=p, axis=dim, keepdims=keepdim)
 
 
 @method
 def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return ad.allclose(self, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return ops.allclose(self, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 @method
 def new_zeros(self, *size, dtype=None):
-    return ad.zeros(_shape_args(size), dtype=dtype or self.dtype)
+    return ops.zeros(_shape_args(size), dtype=dtype or self.dtype)
 
 
 @method
 def new_ones(self, *size, dtype=None):
-    return ad.ones(_shape_args(size), dtype=dtype or self.dtype)
+    return ops.ones(_shape_args(size), dtype=dtype or self.dtype)
 
 
 @method
 def zero_(self):
-    return ad._inplace(self, ad.zeros_like(self))
+    return ops._inplace(self, ops.zeros_like(self))
 
 
 @method
 def add_(self, other, alpha=1):
-    return ad._inplace(self, self + alpha * other if alpha != 1 else self + other)
+    return ops._inplace(self, self + alpha * other if alpha != 1 else self + other)
 
 
 @method
 def sub_(self, other, alpha=1):
-    return ad._inplace(self, self - alpha * other if alpha != 1 else self - other)
+    return ops._inplace(self, self - alpha * other if alpha != 1 else self - other)
 
 
 @method
 def mul_(self, other):
-    return ad._inplace(self, self * other)
+    return ops._inplace(self, self * other)
 
 
+
+
+ops._METHODS = METHODS   # (glue: Array.__getattr__ in the core reads it)

@@ -15,7 +15,7 @@ def main():
           f"default backend {ad.backends.default_backend().name}")
     print("backends available here:", ", ".join(ad.available_backends()))
 
-    section("eager autograd (torch-style)")
+    section("eager autograd: requires_grad, backward(), .grad")
     x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
     y = x * x
     print("x =", x)
@@ -23,7 +23,7 @@ def main():
     y.sum().backward()
     print("after y.sum().backward(): x.grad =", x.grad)
 
-    section("grad / grad(grad)")
+    section("grad and grad of grad")
     f = lambda x: ad.sin(x) * x  # noqa: E731
     print("d/dx sin(x) x at 1.0      =", grad(f)(1.0))
     print("d2/dx2 sin(x) x at 1.0    =", grad(grad(f))(1.0))
@@ -57,19 +57,41 @@ def main():
     print(vmap(grad(loss), in_dims=(None, 0, 0))(w, batch, targets))
 
     section("the same code on other backends")
-    for name in ad.available_backends():
-        if name == "numpy":
+    for name in _OTHER_BACKENDS:
+        try:
+            b = ad.get_backend(name)
+        except Exception as e:  # ImportError, or a library that imports but cannot start (no GPU)
+            print(f"{name:>17}: {backend_install_hint(name, e)}")
             continue
-        b = ad.get_backend(name)
         xb = b.xp.asarray(xs)
         gb = grad(lambda v: ad.sum(ad.tanh(v) ** 2))(xb)
         print(f"{name:>17}: {type(gb).__module__}.{type(gb).__name__}",
               np.allclose(b.to_numpy(gb), g))
 
-    try:
-        _function_demo()
-    except NotImplementedError:
-        pass
+    _function_demo()
+
+
+# The backends the tour tries besides NumPy, and how to install each one's library.
+_OTHER_BACKENDS = ("array_api_strict", "torch", "dask", "jax", "cupy")
+_INSTALL = {
+    "array_api_strict": "pip install array-api-strict",
+    "torch": "pip install torch==2.13.0",
+    "dask": 'pip install "dask[array]"',
+    "jax": "pip install jax",
+    "cupy": "pip install cupy-cuda12x  (needs an NVIDIA GPU with CUDA 12)",
+}
+
+
+def backend_install_hint(name, error=None):
+    """The line the tour prints for a backend whose library does not import here: how to install it.
+
+    ``error`` is what importing it raised: an ImportError means the library is missing; anything
+    else (a library that imports but cannot start, such as CuPy without a GPU) is shown."""
+    if error is None or isinstance(error, ImportError):
+        why = "not installed here"
+    else:
+        why = f"cannot start here ({type(error).__name__}: {error})"
+    return f"{why}; install it with: {_INSTALL[name]}"
 
 
 def _function_demo():
@@ -91,7 +113,7 @@ def _function_demo():
             x, tangent_x = inputs
             return x ** 2, 2 * x * tangent_x
 
-    section("autograd.Function with a jvp (seed 003)")
+    section("autograd.Function called with explicit tangents")
     x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
     res, tangent_res = Square.apply(x, ad.tensor([1.0, 0.5, 2.0]))
     print(res)

@@ -24,11 +24,11 @@ every transform here, where torch accepts only the second.
 NOTE [explicit tangents]
 ------------------------
 ``Fn.apply(x, tx, w, tw, ...)``: when ``apply`` receives more positional arguments than ``forward``
-declares, an even number of them and at most twice as many, they are (primal, tangent) pairs (the
-seed's convention; torch would raise a TypeError). The output is computed by the ordinary path (so
+declares, an even number of them and at most twice as many, they are (primal, tangent) pairs (a
+convention arrayad supports on purpose; torch would raise a TypeError). The output is computed by the ordinary path (so
 it is on the tape with ``grad_fn=<FnBackward>``) and the tangent by the class's ``jvp``;
 ``apply`` returns ``(output, tangent_output)``. See docs/function.md for the exact rule and how a
-``jvp`` in the seed's style (primals and tangents interleaved, returning ``(output, tangent)``) is
+``jvp`` in the interleaved style (primals and tangents interleaved, returning ``(output, tangent)``) is
 told apart from one in torch's style (tangents only).
 """
 
@@ -275,8 +275,9 @@ class _Info:
         return tuple(pos), dict(b.kwargs)
 
     def jvp_style(self, nargs):
-        """"tangents" (torch: jvp(ctx, *tangents) -> tangents) or "interleaved" (the seed:
-        jvp(ctx, x, tx, w, tw, ..., **kwargs) -> (output, tangent)). See docs/function.md."""
+        """"tangents" (torch: jvp(ctx, *tangents) -> tangents) or "interleaved" (primals and
+        tangents in pairs: jvp(ctx, x, tx, w, tw, ..., **kwargs) -> (output, tangent)). See
+        docs/function.md."""
         style = self._jvp_styles.get(nargs)
         if style is not None:
             return style
@@ -293,7 +294,7 @@ class _Info:
             if inspect.Parameter.VAR_POSITIONAL not in kinds:
                 style = "interleaved" if nargs and len(pos) == 2 * nargs else "tangents"
             elif not pos and inspect.Parameter.VAR_KEYWORD in kinds:
-                # the seed's documented signature: jvp(ctx, *inputs, **kwargs)
+                # the interleaved style's catch-all signature: jvp(ctx, *inputs, **kwargs)
                 style = "interleaved"
             else:
                 style = "tangents"
@@ -469,7 +470,7 @@ class _Call:
                 f"You must implement the jvp function for custom autograd.Function to use it "
                 f"with forward mode AD ({info.name}).")
         if self.explicit:
-            # NOTE [explicit tangents]: like the seed shows, the eager tangent is not recorded on
+            # NOTE [explicit tangents]: the eager tangent is not recorded on
             # the tape (under arrayad.func transforms it stays fully differentiable).
             args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
             tangents = [t.detach() if isinstance(t, Tensor) else t for t in tangents]

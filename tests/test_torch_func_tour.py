@@ -1,5 +1,6 @@
-"""The torch.func tour of seed 000, verbatim but for the imports (``import arrayad as torch``),
-with independent checks of the numbers it prints (NumPy formulas, or torch.func itself)."""
+"""The examples of the torch.func tour (grad, vmap, per-sample gradients, vjp, jvp,
+jacrev/jacfwd/hessian), verbatim but for the imports (``import arrayad as torch``), with
+independent checks of the numbers it prints (NumPy formulas, or torch.func itself)."""
 import numpy as np
 import pytest
 

@@ -1,7 +1,8 @@
-"""Seed 003 (Function.jvp): its three examples verbatim but for the imports, with the values they
-must print (two printed results of the seed are arithmetically wrong; see design.md), the gradients
-that ``res.sum().backward()`` gives through ``backward``, and the explicit-tangent call's rule
-(docs/function.md) under transforms."""
+"""autograd.Function with a jvp called with explicit tangents (``Fn.apply(x, tangent_x, ...)``
+returns ``(output, tangent)``): three examples (Square, LinearTransform, ComplexOp) with the values
+they must print (two results printed in the original write-up are arithmetically wrong; see
+design.md), the gradients that ``res.sum().backward()`` gives through ``backward``, and the
+explicit-tangent call's rule (docs/function.md) under transforms."""
 import numpy as np
 import pytest
 
@@ -11,7 +12,7 @@ import arrayad.func as AF
 from arrayad.autograd import forward_ad
 
 
-# -- the seed's classes, verbatim ------------------------------------------------------------------
+# -- three Functions with an interleaved jvp -------------------------------------------------------
 class Square(Function):
     @staticmethod
     def forward(ctx, x):
@@ -108,7 +109,8 @@ def test_linear_transform(capsys):
     )
     print(res)
     print(tangent_res)
-    # The seed prints [[1.9, 2.3], [4.3, 5.3]]: x @ weight + bias is [[2.0, 2.3], [4.4, 4.7]].
+    # The original write-up printed [[1.9, 2.3], [4.3, 5.3]]:
+    # x @ weight + bias is [[2.0, 2.3], [4.4, 4.7]].
     assert capsys.readouterr().out == (
         "tensor([[2.0000, 2.3000],\n"
         "        [4.4000, 4.7000]], grad_fn=<LinearTransformBackward>)\n"
@@ -128,7 +130,8 @@ def test_complex_op(capsys):
     res, tangent_res = ComplexOp.apply(x, tangent)
     print(res)
     print(tangent_res)
-    # The seed prints [0.0836, 0.0906, 0.1199] for the tangent (and 1.0688 for the last output).
+    # The original write-up printed [0.0836, 0.0906, 0.1199] for the tangent (and 1.0688 for the
+    # last output).
     assert capsys.readouterr().out == (
         "tensor([1.3570, 1.3818, 1.0682], grad_fn=<ComplexOpBackward>)\n"
         "tensor([ 0.0398, -0.0602, -0.2780])\n")
@@ -139,13 +142,13 @@ def test_complex_op(capsys):
     np.testing.assert_allclose(x.grad.numpy(), np.cos(X) - np.sin(X))
 
 
-# -- the seed's classes under the transforms -------------------------------------------------------
+# -- the same Functions under the transforms -------------------------------------------------------
 X = np.array([0.5, 1.0, 1.5])
 T = np.array([0.1, 0.2, 0.3])
 
 
-def test_seed_style_jvp_under_func_jvp_and_forward_ad():
-    # jvp(ctx, *inputs, **kwargs) is the seed's interleaved style: func.jvp calls it with
+def test_interleaved_jvp_under_func_jvp_and_forward_ad():
+    # jvp(ctx, *inputs, **kwargs) is the interleaved style: func.jvp calls it with
     # (x, tangent_x) and takes the tangent from the (output, tangent) it returns.
     out, t = AF.jvp(ComplexOp.apply, (X,), (T,))
     np.testing.assert_allclose(out, np.sin(X) + np.cos(X))
@@ -161,7 +164,7 @@ def test_seed_style_jvp_under_func_jvp_and_forward_ad():
     np.testing.assert_allclose(t.numpy(), 2 * X * T)
 
 
-def test_seed_classes_under_reverse_transforms():
+def test_interleaved_jvp_functions_under_reverse_transforms():
     np.testing.assert_allclose(AF.grad(lambda x: torch.sum(ComplexOp.apply(x)))(X),
                                np.cos(X) - np.sin(X))
     np.testing.assert_allclose(AF.hessian(lambda x: torch.sum(Square.apply(x)))(X),
@@ -219,7 +222,7 @@ def test_explicit_tangent_call_with_torch_style_jvp_and_a_constant():
 
 
 class Interleaved(Function):
-    """A jvp with named interleaved parameters (2n of them) is the seed's style too."""
+    """A jvp with named interleaved parameters (2n of them) is the interleaved style too."""
 
     @staticmethod
     def forward(ctx, x):

@@ -2021,6 +2021,11 @@ cdef class Tracer(Array):
     """A value inside a transform: ``value`` one level down, ``_interp`` the transform (NOTE
     [interpreters])."""
 
+    def __init__(self, Interpreter interp not None, value):
+        # (the core makes its own tracers without this; a transform written in Python uses it)
+        self._interp = interp
+        self.value = value
+
     @property
     def interpreter(self):
         return self._interp

@@ -199,10 +199,12 @@ class _ReverseTrace:
 
     __slots__ = ("out", "outs", "out_spec", "inputs", "in_spec", "aux")
 
-    def __init__(self, func, primals, api, has_aux=False, keep_saved=False):
+    def __init__(self, func, primals, api, has_aux=False, keep_saved=False, spread=True):
+        # (spread: primals is the tuple of func's arguments; else func's one argument)
         with GradInterpreter(keep_saved) as interp:
             tracers, self.in_spec, self.inputs = _wrap_grad_inputs(interp, primals, api)
-            self.out, aux = _split_aux(func(*tree_unflatten(tracers, self.in_spec)), has_aux, api)
+            tree = tree_unflatten(tracers, self.in_spec)
+            self.out, aux = _split_aux(func(*tree) if spread else func(tree), has_aux, api)
             leaves, self.out_spec = tree_flatten(self.out)
             self.outs = [interp.output(o) for o in leaves]
             self.aux = tree_map(lambda a: interp.output(a)[0], aux) if has_aux else None
@@ -264,11 +266,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
         native = _Native.of_args(args)
 
-        def partial(*diff):
-            return func(*_replace(args, nums, diff[0] if single else diff, single), **kwargs)
+        def partial(diff):
+            return func(*_replace(args, nums, diff, single), **kwargs)
 
-        diff = _select(args, nums, single)
-        trace = _ReverseTrace(partial, (diff,) if single else diff, api, has_aux)
+        trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux, spread=False)
         out = trace.out
         if not isinstance(out, Array) and not _is_array(out):
             raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
@@ -282,8 +283,6 @@ def grad_and_value(func, argnums=0, has_aux=False):
         grads = trace.backprop([one], retain=False)
         grads = [ops.asarray(g, copy=True) if g is one else g for g in grads]
         g = tree_unflatten(grads, trace.in_spec)
-        if single:
-            g = g[0]
         if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
             g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
         value = native(value)

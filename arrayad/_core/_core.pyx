@@ -1680,11 +1680,6 @@ cdef object _alias(Array a):
 cdef class Array:
     __array_priority__ = 1000
 
-    def __cinit__(self, *args, **kwargs):
-        # Every array is a Tensor or a tracer: the methods below rely on it.
-        if not (isinstance(self, Tensor) or isinstance(self, Tracer)):
-            raise TypeError("arrayad: Array is abstract; make a Tensor (arrayad.asarray)")
-
     # -- array API attributes
     @property
     def ndim(self):

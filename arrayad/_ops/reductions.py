@@ -7,7 +7,7 @@ no rules of their own (``decl.composite``).
 
 from ._namespace import ops
 
-from .._core._core import bind, shape_of
+from .._core._core import conj_if_complex, bind, shape_of
 from .._dtypes import to_backend
 from ._rules import (LINEAR, Declarations, arange_like, axis_batch, move_to_front, ndim_of,
                      normalize_axes, normalize_axis, per_primitive)
@@ -81,7 +81,8 @@ def _others_product(x, axis):
 prod_p = reduction(
     "prod", doc="Product of ``x`` over ``axis``.",
     vjp=(lambda g, ans, x, axis=None, keepdims=False, dtype=None:
-         expand_reduced(g, x, axis, keepdims) * _others_product(x, axis),),
+         # (g * conj(d): the holomorphic convention of every other rule, as torch)
+         expand_reduced(g, x, axis, keepdims) * conj_if_complex(_others_product(x, axis)),),
     jvp=(lambda t, ans, x, axis=None, keepdims=False, dtype=None:
          sum(t * _others_product(x, axis), axis=axis, keepdims=keepdims),))
 
@@ -215,7 +216,7 @@ def _cumprod_vjp(g, ans, x, axis=None, dtype=None, include_initial=False):
     ax = _cum_axis(x, axis)
     if include_initial:
         g = g[(slice(None),) * ax + (slice(1, None), ...)]
-    d = _cumprod_parts(x, ax)                           # (..., k, j)
+    d = conj_if_complex(_cumprod_parts(x, ax))          # (..., k, j), conj: as prod's
     gm = ops.expand_dims(ops.moveaxis(g, ax, -1), axis=-1)  # (..., k, 1)
     return ops.moveaxis(sum(gm * d, axis=-2), -1, ax)
 

@@ -126,8 +126,11 @@ binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
 
 
 def _pow_d1(ans, x1, x2):
-    # x2 * x1 ** (x2 - 1), written so that x1 = 0 with x2 = 0 gives 0 * ... not nan.
-    return x2 * ops.pow(x1, x2 - 1)
+    # x2 * x1 ** (x2 - 1), and 0 where x2 == 0 (x ** 0 is constant; the formula would give
+    # 0 * inf = nan at x1 = 0), as torch and JAX.
+    if isinstance(x2, (int, float)):
+        return ops.zeros_like(x1) if x2 == 0 else x2 * ops.pow(x1, x2 - 1)
+    return ops.where(x2 == 0, 0.0, x2 * ops.pow(x1, x2 - 1))
 
 
 def _pow_d2(ans, x1, x2):

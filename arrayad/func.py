@@ -12,6 +12,7 @@ transform in, a tracer of that transform out.
 import functools
 
 from . import _dtypes
+from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
                           Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
 from ._ops import ops
@@ -50,7 +51,7 @@ def _as_array(x, api, what="Thing passed to transform API"):
 
 def _check_float(x, api, where):
     dt = dtype_of(x)
-    if dt.kind not in ("f", "c"):
+    if not is_inexact(dt):
         raise ValueError(
             f"{api}: Expected {where} to be floating point or complex, but got {dt.name}. "
             f"Differentiate with respect to a float array (x.astype(arrayad.float64)).")
@@ -329,7 +330,7 @@ def vjp(func, *primals, has_aux=False):
     _output_leaves(trace.out, api)
     values = [v for v, _ in trace.outs]
     for v in values:
-        if dtype_of(v).kind not in ("f", "c"):
+        if not is_inexact(dtype_of(v)):
             raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
                                f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
     out_spec = trace.out_spec

@@ -51,6 +51,16 @@ FUZZ = textwrap.dedent(r'''
     SKIP = {"install_host", "install_operators", "install_complex_dtypes", "register_backend_type",
             "register_inplace_accumulation", "set_backend", "backend", "exit", "quit"}
 
+    def fuzz_methods(obj):
+        for attr in dir(obj):
+            if not attr.startswith("__"):
+                try:
+                    m = getattr(obj, attr)
+                except BaseException:
+                    continue
+                if callable(m):
+                    fuzz(m)
+
     def public(mod):
         for name in dir(mod):
             if name in SKIP or (name.startswith("__") and name.endswith("__")):
@@ -89,25 +99,11 @@ FUZZ = textwrap.dedent(r'''
 
     # the attributes of a live tensor, a tracer and a node
     def tracer_methods(t):
-        for attr in dir(t):
-            if not attr.startswith("__"):
-                try:
-                    m = getattr(t, attr)
-                except BaseException:
-                    continue
-                if callable(m):
-                    fuzz(m)
+        fuzz_methods(t)
         return ad.sum(t)
 
     for v in (ad.tensor([1.0, 2.0], requires_grad=True), ad.tensor([3.0])):
-        for attr in dir(v):
-            if not attr.startswith("__"):
-                try:
-                    m = getattr(v, attr)
-                except BaseException:
-                    continue
-                if callable(m):
-                    fuzz(m)
+        fuzz_methods(v)
     call(func.grad(tracer_methods), (np.ones(2),))
     call(func.vmap(tracer_methods), (np.ones((2, 2)),))
     call(func.jvp, (tracer_methods, (np.ones(2),), (np.ones(2),)))

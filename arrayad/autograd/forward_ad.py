@@ -12,6 +12,7 @@ tangent None.
 from collections import namedtuple
 
 from .._core import _core
+from .._dtypes import is_inexact
 from .._core._core import DualTracer, JvpInterpreter, dtype_of, new_dual, shape_of
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
@@ -79,12 +80,11 @@ def make_dual(tensor, tangent, *, level=None):
     for what, v in (("primal", tensor), ("tangent", tangent)):
         if not _is_array(v):
             raise TypeError(f"make_dual: the {what} must be an array, got {type(v).__name__}")
-    kind = dtype_of(tensor).kind
-    if kind not in ("f", "c"):
+    if not is_inexact(dtype_of(tensor)):
         raise ValueError(
             f"Expected primal to be floating point or complex, but got: {dtype_of(tensor)}. "
             f"Convert it first, e.g. x.astype(arrayad.float64).")
-    if dtype_of(tangent).kind not in ("f", "c"):
+    if not is_inexact(dtype_of(tangent)):
         raise ValueError(
             f"Expected tangent to be floating point or complex, but got: {dtype_of(tangent)}.")
     if shape_of(tangent) != shape_of(tensor):

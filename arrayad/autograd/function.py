@@ -36,6 +36,7 @@ import functools
 import inspect
 
 from .._core import _core
+from .._dtypes import is_inexact
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
                            bind, dtype_of, shape_of, unbroadcast)
 from .._ops import ops
@@ -64,12 +65,8 @@ def _prep(v):
         t._node = v._node
         t._idx = v._idx
         return t
-    if isinstance(v, GradTracer):
-        return _core.new_grad_tracer(v.interpreter, v.value, v._node, v._idx)
-    if isinstance(v, DualTracer):
-        return _core.new_dual(v.interpreter, v.value, v.tangent)
-    if isinstance(v, BatchTracer):
-        return _core.new_batch(v.interpreter, v.value, v.bdim)
+    if isinstance(v, Tracer):
+        return v.__copy__()   # (a tracer's copy is that alias: same transform, same place)
     if _is_tensor(v):
         return Tensor(v)
     return v
@@ -106,7 +103,7 @@ def _needs_grad(v):
 
 def _is_float(v):
     try:
-        return dtype_of(v).kind in ("f", "c")
+        return is_inexact(dtype_of(v))
     except Exception:
         return False
 

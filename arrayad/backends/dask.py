@@ -1,12 +1,96 @@
 """Dask arrays (lazy, chunked), through array-api-compat's dask namespace.
 
 Rules run on dask arrays as on any other: gradients are built lazily, computed with ``.compute()``.
+Nothing computes while a gradient graph is built, except what has a data-dependent shape: a
+boolean mask used as an index (its selection's size) is computed once, where it is used.
+
+NOTE [lazy broadcasts]
+----------------------
+The cotangent of a reduction is its (small) cotangent broadcast back to the input's shape. Dask's
+``broadcast_to`` makes every new axis one chunk, and an elementwise operation with the chunked
+input then re-splits that chunk: each piece is a copy, and Dask's scheduler computes all the
+pieces at once to release the big chunk, so the whole array is held in memory (a loss summed
+over an n x d array was not out of core). A rule cannot say "chunked like x": it sees x's shape
+only (NOTE [saved values] in the core). So a broadcast made here remembers its source
+(``_BROADCAST``); the elementwise functions below, when one operand is such a broadcast and another
+operand of the same extent is chunked differently, broadcast the source again with that
+operand's chunks - no re-split, no copy - or, when the other operands give the result its
+shape anyway, use the source itself, which Dask broadcasts per chunk. Left alone, a broadcast's new axes get
+Dask's automatic chunk size rather than one whole-array chunk.
 """
 import dask.array as da
+import numpy as np
 from array_api_compat import dask as _compat_dask  # noqa: F401  (registers the namespace)
 from array_api_compat.dask import array as compat_dask
+from dask.array.core import normalize_chunks
 
-from . import Backend, _is_basic_key, _is_index_array, generic_getitem
+from . import Backend, _has_negative_step, _is_basic_key, _is_index_array, _numel, generic_getitem
+
+_BROADCAST = "_arrayad_broadcast_of"   # attribute of a lazy broadcast: its source array
+
+
+def _broadcast(x, shape, chunks=None):
+    """``x`` broadcast to ``shape`` as a lazy broadcast (NOTE [lazy broadcasts]). ``chunks``:
+    the result's chunks; by default x's on the axes it has, Dask's automatic size on new ones."""
+    x = da.asarray(x)
+    shape = tuple(shape)
+    lead = len(shape) - x.ndim
+    if chunks is None:
+        chunks = normalize_chunks(
+            tuple("auto" if i < lead or x.shape[i - lead] != s else x.chunks[i - lead]
+                  for i, s in enumerate(shape)), shape, dtype=x.dtype)
+    # axes that x has (not of size one) must be chunked as the result
+    src = tuple((1,) if n == 1 else c for n, c in zip(x.shape, chunks[lead:]))
+    if src != x.chunks:
+        x = x.rechunk(src)
+    out = da.broadcast_to(x, shape, chunks=chunks)
+    setattr(out, _BROADCAST, x)
+    return out
+
+
+def _aligned(args):
+    """``args`` with the lazy broadcasts among them undone where the other operands give the
+    result its shape anyway (Dask broadcasts the source per chunk: no task at all), else
+    chunked like the other dask operands along the axes where they have the same extent
+    (NOTE [lazy broadcasts])."""
+    arrays = [a for a in args if isinstance(a, da.Array)]
+    if len(arrays) < 2 or not any(hasattr(a, _BROADCAST) for a in arrays):
+        return args
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    out = list(args)
+    for i, a in enumerate(args):
+        src = getattr(a, _BROADCAST, None) if isinstance(a, da.Array) else None
+        if src is None:
+            continue
+        others = [b.shape for b in out if isinstance(b, da.Array) and b is not a]
+        if np.broadcast_shapes(src.shape, *others) == shape:
+            out[i] = src
+            continue
+        chunks = list(a.chunks)
+        for p in arrays:
+            if p is a or hasattr(p, _BROADCAST):
+                continue
+            for j in range(1, min(a.ndim, p.ndim) + 1):
+                if p.shape[-j] == a.shape[-j] and a.shape[-j] > 1:
+                    chunks[-j] = p.chunks[-j]
+        if tuple(chunks) != a.chunks:
+            out[i] = _broadcast(src, a.shape, tuple(chunks))
+    return tuple(out)
+
+
+def _aligning(fn):
+    def aligned(*args, **kwargs):
+        return fn(*_aligned(args), **kwargs)
+    aligned.__name__ = getattr(fn, "__name__", "aligned")
+    aligned.__doc__ = fn.__doc__
+    return aligned
+
+
+# the functions whose operands meet elementwise (where a cotangent meets the values)
+_ELEMENTWISE_NARY = frozenset(
+    "add subtract multiply divide pow maximum minimum atan2 hypot copysign logaddexp "
+    "floor_divide remainder where equal not_equal less less_equal greater greater_equal "
+    "nextafter clip".split())
 
 
 def _concrete_masks(key):
@@ -19,6 +103,22 @@ def _concrete_masks(key):
         else:
             out.append(k)
     return tuple(out)
+
+
+def _flat_positions(shape, key):
+    """The flat positions (into an array of ``shape``) that ``key`` selects, shaped like the
+    selection, when the key is one integer array per axis (take_along_axis, the gradient of
+    sort): the broadcast index arrays' flat index, no gather. Else None."""
+    key = key if isinstance(key, tuple) else (key,)
+    if len(key) != len(shape) or not all(_is_index_array(k) and not isinstance(k, bool)
+                                         and np.issubdtype(k.dtype, np.integer) for k in key):
+        return None
+    arrays = da.broadcast_arrays(*[da.asarray(k).astype(np.int64) for k in key])
+    flat = None
+    for a, s in zip(arrays, shape):
+        a = da.where(a < 0, a + s, a)
+        flat = a if flat is None else flat * s + a
+    return flat
 
 
 def _single_array(key):
@@ -150,12 +250,23 @@ class _DaskLinalg:
 
 
 class _DaskNamespace:
-    """array-api-compat's dask namespace with ``linalg`` completed (see _DaskLinalg)."""
+    """array-api-compat's dask namespace with ``linalg`` completed (see _DaskLinalg) and lazy
+    broadcasts (NOTE [lazy broadcasts])."""
 
     linalg = _DaskLinalg()
 
     def __getattr__(self, name):
-        return getattr(compat_dask, name)
+        fn = getattr(compat_dask, name)
+        if name in _ELEMENTWISE_NARY:
+            fn = _aligning(fn)
+        setattr(self, name, fn)   # looked up once
+        return fn
+
+    @staticmethod
+    def broadcast_to(x, /, shape):
+        if tuple(x.shape) == tuple(shape):
+            return x
+        return _broadcast(x, shape)
 
 
 class DaskBackend(Backend):
@@ -178,7 +289,30 @@ class DaskBackend(Backend):
         return super().index_set(x, _concrete_masks(key), v)
 
     def index_add(self, base, key, v):
-        return super().index_add(base, _concrete_masks(key), v)
+        # The transpose of a gather (the VJP of x[idx], take, take_along_axis, sort): the flat
+        # positions the key selects, then one bincount weighted by the values, O(n + k) (the
+        # generic one-hot product is O(n * k)).
+        key = _concrete_masks(key)
+        if _is_basic_key(key) and not _has_negative_step(key):
+            return super().index_add(base, key, v)
+        n = _numel(base)
+        pos = _flat_positions(base.shape, key)
+        if pos is None:
+            pos = self._positions(base, key)[1]
+        if _numel(pos) == 0 or n == 0:
+            return base
+        vals = da.broadcast_to(da.asarray(v, dtype=base.dtype), pos.shape)
+        pos = da.reshape(pos, (-1,))
+        vals = da.reshape(vals, (-1,)).rechunk(pos.chunks)
+
+        def added(w):
+            return da.bincount(pos, weights=w, minlength=n)
+        if np.issubdtype(base.dtype, np.complexfloating):
+            total = added(vals.real) + 1j * added(vals.imag)
+        else:
+            total = added(vals)
+        total = da.reshape(total.astype(base.dtype), base.shape)
+        return base + total.rechunk(base.chunks)
 
     def to_numpy(self, x):
         import numpy as np

@@ -18,6 +18,9 @@ operand's chunks - no re-split, no copy - or, when the other operands give the r
 shape anyway, use the source itself, which Dask broadcasts per chunk. Left alone, a broadcast's new axes get
 Dask's automatic chunk size rather than one whole-array chunk.
 """
+import collections
+import threading
+
 import dask.array as da
 import numpy as np
 from array_api_compat import dask as _compat_dask  # noqa: F401  (registers the namespace)
@@ -93,13 +96,39 @@ _ELEMENTWISE_NARY = frozenset(
     "nextafter clip".split())
 
 
+_MASKS = collections.OrderedDict()   # dask name of a mask -> the positions it selects
+_MASKS_KEPT = 16
+_MASKS_LOCK = threading.Lock()
+
+
+def _mask_positions(k):
+    """The integer index arrays of the boolean dask mask ``k``: computed once per mask (the
+    forward and the backward pass of ``x[mask]`` share them). A dask array's name identifies
+    its computation, so a few recent masks are kept by name."""
+    with _MASKS_LOCK:
+        hit = _MASKS.get(k.name)
+        if hit is not None:
+            _MASKS.move_to_end(k.name)
+            return hit
+    hit = tuple(da.from_array(i) for i in np.nonzero(np.asarray(k.compute())))
+    with _MASKS_LOCK:
+        _MASKS[k.name] = hit
+        while len(_MASKS) > _MASKS_KEPT:
+            _MASKS.popitem(last=False)
+    return hit
+
+
 def _concrete_masks(key):
+    """``key`` with its boolean masks replaced by the positions they select: their number is
+    data-dependent, so this is the one place where building a graph computes something."""
     key = key if isinstance(key, tuple) else (key,)
     out = []
     for k in key:
         if _is_index_array(k) and not isinstance(k, bool) and str(k.dtype) == "bool":
-            import numpy as np
-            out.extend(da.from_array(i) for i in np.nonzero(np.asarray(k.compute())))
+            if isinstance(k, da.Array):
+                out.extend(_mask_positions(k))
+            else:
+                out.extend(da.from_array(i) for i in np.nonzero(np.asarray(k)))
         else:
             out.append(k)
     return tuple(out)
@@ -314,8 +343,10 @@ class DaskBackend(Backend):
         total = da.reshape(total.astype(base.dtype), base.shape)
         return base + total.rechunk(base.chunks)
 
+    def lazy_repr(self, x):
+        return repr(x)   # shape, dtype, chunks: Dask's own summary, which computes nothing
+
     def to_numpy(self, x):
-        import numpy as np
         return np.asarray(x.compute())
 
     def default_device(self):

@@ -54,9 +54,9 @@ def test_sum_cotangent_is_not_one_chunk(data):
     with no_compute:
         g = grad(lambda w, x: ad.sum(x * w))(w, X)
     assert not _rechunks(g)
-    # the hand-written gradient: one sum over the rows. arrayad adds one multiply by the seed.
+    # the hand-written gradient: one sum over the rows (the seed of ones times x is x)
     hand = da.sum(X, axis=0)
-    assert len(g.__dask_graph__()) <= len(hand.__dask_graph__()) + X.numblocks[0] + 1
+    assert len(g.__dask_graph__()) <= len(hand.__dask_graph__())
     np.testing.assert_allclose(g.compute(), Xn.sum(axis=0))
 
 

@@ -15,7 +15,8 @@ only (NOTE [saved values] in the core). So a broadcast made here remembers its s
 (``_BROADCAST``); the elementwise functions below, when one operand is such a broadcast and another
 operand of the same extent is chunked differently, broadcast the source again with that
 operand's chunks - no re-split, no copy - or, when the other operands give the result its
-shape anyway, use the source itself, which Dask broadcasts per chunk. Left alone, a broadcast's new axes get
+shape anyway, use the source itself, which Dask broadcasts per chunk; the backward pass's seed
+of ones times an array is that array. Left alone, a broadcast's new axes get
 Dask's automatic chunk size rather than one whole-array chunk.
 """
 import collections
@@ -30,6 +31,8 @@ from dask.array.core import normalize_chunks
 from . import Backend, _has_negative_step, _is_basic_key, _is_index_array, _numel, generic_getitem
 
 _BROADCAST = "_arrayad_broadcast_of"   # attribute of a lazy broadcast: its source array
+_ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backward pass) and of
+                          # their lazy broadcasts: all ones
 
 
 def _broadcast(x, shape, chunks=None):
@@ -48,6 +51,8 @@ def _broadcast(x, shape, chunks=None):
         x = x.rechunk(src)
     out = da.broadcast_to(x, shape, chunks=chunks)
     setattr(out, _BROADCAST, x)
+    if getattr(x, _ONES, False):
+        setattr(out, _ONES, True)
     return out
 
 
@@ -87,6 +92,17 @@ def _aligning(fn):
     aligned.__name__ = getattr(fn, "__name__", "aligned")
     aligned.__doc__ = fn.__doc__
     return aligned
+
+
+def _multiply(x1, x2, /):
+    # ones * b is b: the seed of a backward pass times a derivative (the VJP of sum(x * w) for
+    # w is then sum(x), as by hand, with no product array held beside each chunk of x)
+    for a, b in ((x1, x2), (x2, x1)):
+        if getattr(a, _ONES, False) and isinstance(b, da.Array) and \
+                np.broadcast_shapes(a.shape, b.shape) == b.shape and \
+                np.result_type(a.dtype, b.dtype) == b.dtype:
+            return b
+    return compat_dask.multiply(*_aligned((x1, x2)))
 
 
 # the functions whose operands meet elementwise (where a cotangent meets the values)
@@ -286,10 +302,18 @@ class _DaskNamespace:
 
     def __getattr__(self, name):
         fn = getattr(compat_dask, name)
-        if name in _ELEMENTWISE_NARY:
+        if name == "multiply":
+            fn = _multiply
+        elif name in _ELEMENTWISE_NARY:
             fn = _aligning(fn)
         setattr(self, name, fn)   # looked up once
         return fn
+
+    @staticmethod
+    def ones_like(x, /, **kwargs):
+        out = compat_dask.ones_like(x, **kwargs)
+        setattr(out, _ONES, True)   # (see _multiply)
+        return out
 
     @staticmethod
     def broadcast_to(x, /, shape):

@@ -29,7 +29,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 SIZES = {
     # case: (default, --full)
-    "lstsq": (dict(n=4_000_000, chunk=250_000), dict(n=100_000_000, chunk=1_000_000)),
+    "lstsq": (dict(n=4_000_000, chunk=250_000), dict(n=400_000_000, chunk=1_000_000)),
     "sum_xw": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
     "getitem": (dict(n=1_000_000, k=10_000, chunk=250_000), dict(n=1_000_000, k=10_000, chunk=250_000)),
     "sort": (dict(n=1_000_000, k=10_000, chunk=250_000), dict(n=1_000_000, k=10_000, chunk=250_000)),

@@ -156,6 +156,14 @@ def test_building_gradient_graphs_computes_nothing(data):
     np.testing.assert_allclose(t.grad.numpy(), g.compute())
 
 
+def test_numpy_parameter_with_dask_data_stays_lazy(data):
+    Xn, yn, wn, X, y, _ = data
+    with no_compute:
+        g = grad(_least_squares)(wn, X, y)
+    assert isinstance(g, da.Array) and not _rechunks(g)
+    np.testing.assert_allclose(g.compute(), 2 / len(yn) * Xn.T @ (Xn @ wn - yn))
+
+
 def test_repr_shows_shape_dtype_chunks():
     t = ad.tensor(da.ones((4, 3), chunks=2, dtype=np.float32))
     with no_compute:

@@ -4,7 +4,7 @@ Each case runs twice in a fresh subprocess, once as ``arrayad.func.grad`` of the
 the hand-written Dask expression of its gradient, on the same lazily generated inputs (same
 chunks, same seed, same scheduler). A subprocess reports the growth of its peak resident memory
 during ``compute()`` (``ru_maxrss`` after building the graph -> after computing) and the best
-wall time of the computes; the table shows both and arrayad's ratio to the hand-written figure.
+wall time of the computes (``--full``: X of lstsq is 25.6 GB, generated chunk by chunk); the table shows both and arrayad's ratio to the hand-written figure.
 
 Cases (default sizes run in about a minute; ``--full`` for the issue's sizes):
 
@@ -12,7 +12,9 @@ Cases (default sizes run in about a minute; ``--full`` for the issue's sizes):
   sum_xw     grad over w of sum(x * w), x (n, 8)
   getitem    grad of sum(sin(x[idx])), x (n,), k random indices (hand: da.bincount)
   sort       grad of sum(sort(x)[:k] ** 2), x (n,) (hand: argsort + da.bincount)
-  cluster    lstsq on a dask.distributed LocalCluster (2 worker processes, 1 thread each)
+  cluster    lstsq on a dask.distributed LocalCluster (2 worker processes, 1 thread each): both
+             gradients on one cluster, computed alternately; median wall time and the workers'
+             CPU time (no memory figure: both run on the same workers)
 
 Usage: python benchmarks/dask_scaling.py [--full] [--cases lstsq,sum_xw,...] [--repeat N]
 Single-threaded: the scheduler is "threads" with one worker, and BLAS is pinned to one thread.
@@ -87,34 +89,52 @@ def _measure(case, impl, params, repeat):
     import dask
     import numpy as np
 
+    if case == "cluster":
+        return _measure_cluster(params, repeat)
     t0 = time.perf_counter()
     g = _build(case, impl, **params)
     build = time.perf_counter() - t0
-    tasks = len(g.__dask_graph__())
-    client = cluster = None
-    if case == "cluster":
-        from distributed import Client, LocalCluster
-        cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                               host="127.0.0.1", dashboard_address=None)
-        client = Client(cluster)
-    else:
-        dask.config.set(scheduler="threads", num_workers=1)
+    dask.config.set(scheduler="threads", num_workers=1)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        out = client.compute(g, sync=True) if client else g.compute()
+        out = g.compute()
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
-    if client:
-        # the work runs in the workers: their peak resident memory, summed
-        peaks = client.run(lambda: __import__("resource").getrusage(
-            __import__("resource").RUSAGE_SELF).ru_maxrss)
-        peak = sum(peaks.values())
-        client.close()
-        cluster.close()
     return dict(case=case, impl=impl, time_s=min(times), build_s=build, peak_mib=peak / 1024,
-                tasks=tasks, checksum=float(np.sum(out)))
+                tasks=len(g.__dask_graph__()), checksum=float(np.sum(out)))
+
+
+def _worker_usage():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss
+
+
+def _measure_cluster(params, repeat):
+    """Both gradients on one cluster, computed alternately (so that both see the same load):
+    the median wall time and the workers' CPU time (the workers' peak memory would mix the two)."""
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    graphs = {impl: _build("lstsq", impl, **params) for impl in ("hand", "arrayad")}
+    res = {impl: dict(case="cluster", impl=impl, times=[], cpus=[]) for impl in graphs}
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        for _ in range(repeat + 1):   # (the first round warms the workers up)
+            for impl, g in graphs.items():
+                before = client.run(_worker_usage)
+                t0 = time.perf_counter()
+                out = client.compute(g, sync=True)
+                res[impl]["times"].append(time.perf_counter() - t0)
+                after = client.run(_worker_usage)
+                res[impl]["cpus"].append(sum(after[w][0] - before[w][0] for w in after))
+                res[impl]["checksum"] = float(np.sum(out))
+    for impl, r in res.items():
+        r.update(time_s=float(np.median(r.pop("times")[1:])), cpu_s=float(np.median(r.pop("cpus")[1:])),
+                 tasks=len(graphs[impl].__dask_graph__()))
+    return res
 
 
 def _run(case, impl, params, repeat):
@@ -132,7 +152,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--full", action="store_true", help="the issue's sizes (minutes)")
     p.add_argument("--cases", default=",".join(SIZES))
-    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
@@ -142,8 +162,12 @@ def main(argv=None):
     rows = []
     for case in a.cases.split(","):
         params = SIZES[case][1 if a.full else 0]
-        hand = _run(case, "hand", params, a.repeat)
-        mine = _run(case, "arrayad", params, a.repeat)
+        if case == "cluster":
+            both = _run(case, "both", params, a.repeat)
+            hand, mine = both["hand"], both["arrayad"]
+        else:
+            hand = _run(case, "hand", params, a.repeat)
+            mine = _run(case, "arrayad", params, a.repeat)
         if abs(hand["checksum"] - mine["checksum"]) > 1e-6 * max(1.0, abs(hand["checksum"])):
             raise RuntimeError(f"{case}: arrayad's gradient differs from the hand-written one "
                                f"({mine['checksum']} vs {hand['checksum']})")
@@ -154,10 +178,16 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|")
     for case, params, hand, mine in rows:
         size = ", ".join(f"{k}={v:.3g}" if v >= 1e5 else f"{k}={v}" for k, v in params.items())
+        mem = "- | - | -" if case == "cluster" else (
+            f"{hand['peak_mib']:.0f} | {mine['peak_mib']:.0f} | "
+            f"{mine['peak_mib'] / max(hand['peak_mib'], 1):.2f}")
         print(f"| {case} | {size} | {hand['time_s']:.3f} | {mine['time_s']:.3f} | "
-              f"{mine['time_s'] / hand['time_s']:.2f} | {hand['peak_mib']:.0f} | "
-              f"{mine['peak_mib']:.0f} | {mine['peak_mib'] / max(hand['peak_mib'], 1):.2f} | "
-              f"{hand['tasks']} / {mine['tasks']} |")
+              f"{mine['time_s'] / hand['time_s']:.2f} | {mem} | {hand['tasks']} / {mine['tasks']} |")
+    for case, params, hand, mine in rows:
+        if "cpu_s" in hand:
+            print(f"\n{case}: workers' CPU time {hand['cpu_s']:.3f} s by hand, {mine['cpu_s']:.3f} s "
+                  f"with arrayad (ratio {mine['cpu_s'] / hand['cpu_s']:.2f}); times are medians of "
+                  f"{a.repeat} alternating computes on one cluster")
 
 
 if __name__ == "__main__":

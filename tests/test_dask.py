@@ -20,7 +20,9 @@ def _raising_scheduler(*args, **kwargs):
     raise AssertionError("a dask graph was computed while a gradient graph was being built")
 
 
-no_compute = dask.config.set(scheduler=_raising_scheduler)
+def no_compute():
+    # (a function: dask.config.set changes the configuration when it is made, not when entered)
+    return dask.config.set(scheduler=_raising_scheduler)
 
 
 def _layers(a):
@@ -51,7 +53,7 @@ def test_sum_cotangent_is_not_one_chunk(data):
     # grad of sum(x * w) over a chunked x: the cotangent of sum meets x chunk by chunk. Before,
     # it was one (n, d) chunk re-split against x's chunks (the whole array in memory).
     Xn, _, wn, X, _, w = data
-    with no_compute:
+    with no_compute():
         g = grad(lambda w, x: ad.sum(x * w))(w, X)
     assert not _rechunks(g)
     # the hand-written gradient: one sum over the rows (the seed of ones times x is x)
@@ -62,7 +64,7 @@ def test_sum_cotangent_is_not_one_chunk(data):
 
 def test_least_squares_graph_close_to_hand_written(data):
     Xn, yn, wn, X, y, w = data
-    with no_compute:
+    with no_compute():
         g = grad(_least_squares)(w, X, y)
     hand = (2.0 / X.shape[0]) * (X.T @ (X @ w - y))
     assert not _rechunks(g)
@@ -76,7 +78,7 @@ def test_cotangent_of_a_partial_reduction_takes_the_chunks_it_meets():
     rng = np.random.default_rng(1)
     xn = rng.standard_normal((60, 4))
     x = da.from_array(xn, chunks=(7, 2))
-    with no_compute:
+    with no_compute():
         # the cotangent of sum over axis 1 is (60, 1) broadcast to (60, 4); the two cotangents
         # of x add up chunk by chunk
         g = grad(lambda x: ad.sum(ad.sum(x, axis=1) ** 2) + ad.sum(ad.exp(x)))(x)
@@ -110,7 +112,7 @@ def test_index_gradients_match_numpy(name):
     xn = rng.standard_normal((7, 5))
     idx = rng.integers(0, 5, (7, 4)) if name == "take_along_axis" else np.array([0, 3, 3, 6, -1])
     f = GATHERS[name]
-    with no_compute:
+    with no_compute():
         g = grad(f)(da.from_array(xn, chunks=(3, 2)), da.from_array(idx, chunks=2))
     np.testing.assert_allclose(g.compute(), grad(f)(xn, idx))
 
@@ -130,7 +132,7 @@ def test_index_gradient_is_linear_in_n_plus_k():
     n, k = 10 ** 6, 10 ** 4
     x = da.arange(n, dtype=np.float64, chunks=n // 4)
     idx = np.random.default_rng(3).integers(0, n, k)
-    with no_compute:
+    with no_compute():
         g = grad(lambda x: ad.sum(x[da.from_array(idx)] ** 2))(x)
     assert g.chunks == x.chunks
     expected = np.bincount(idx, weights=2.0 * idx, minlength=n)
@@ -141,7 +143,7 @@ def test_index_gradient_is_linear_in_n_plus_k():
 def test_building_gradient_graphs_computes_nothing(data):
     Xn, yn, wn, X, y, w = data
     W = da.from_array(np.random.default_rng(4).standard_normal((2, 3)))
-    with no_compute:
+    with no_compute():
         g = grad(_least_squares)(w, X, y)
         pg = vmap(grad(_least_squares), in_dims=(0, None, None))(W, X, y)
         J = jacrev(lambda w: X @ w)(w)
@@ -158,7 +160,7 @@ def test_building_gradient_graphs_computes_nothing(data):
 
 def test_numpy_parameter_with_dask_data_stays_lazy(data):
     Xn, yn, wn, X, y, _ = data
-    with no_compute:
+    with no_compute():
         g = grad(_least_squares)(wn, X, y)
     assert isinstance(g, da.Array) and not _rechunks(g)
     np.testing.assert_allclose(g.compute(), 2 / len(yn) * Xn.T @ (Xn @ wn - yn))
@@ -166,7 +168,7 @@ def test_numpy_parameter_with_dask_data_stays_lazy(data):
 
 def test_repr_shows_shape_dtype_chunks():
     t = ad.tensor(da.ones((4, 3), chunks=2, dtype=np.float32))
-    with no_compute:
+    with no_compute():
         text = repr(t)
     assert "shape=(4, 3)" in text and "float32" in text and "chunksize=(2, 2)" in text
     assert "backend=dask" in text

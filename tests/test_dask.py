@@ -117,6 +117,25 @@ def test_index_gradients_match_numpy(name):
     np.testing.assert_allclose(g.compute(), grad(f)(xn, idx))
 
 
+TRANSFORMS = {
+    "vmap(grad)": lambda x, i: vmap(grad(lambda x: ad.sum(ad.sin(x[i]) ** 2)))(x),
+    "jacrev": lambda x, i: jacrev(lambda x: ad.sin(x[..., i]))(x),
+    "hessian": lambda x, i: hessian(lambda x: ad.sum(ad.sin(x[i]) ** 2))(x[0]),
+    "jacrev of sort": lambda x, i: jacrev(lambda x: ad.sort(x, axis=-1))(x),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_scatter_add_under_transforms_matches_numpy(name):
+    # batched and nested scatter-adds (their batching rule adds index arrays to the key)
+    xn = np.random.default_rng(6).standard_normal((3, 6))
+    idx = np.array([0, 2, 2, 5])
+    f = TRANSFORMS[name]
+    with no_compute():
+        out = f(da.from_array(xn, chunks=(2, 4)), da.from_array(idx, chunks=3))
+    np.testing.assert_allclose(out.compute(), f(xn, idx))
+
+
 def test_scatter_add_of_complex_values_and_repeats():
     base = da.zeros(6, dtype=np.complex128, chunks=4)
     idx = da.from_array(np.array([1, 1, 5, -1, 0]), chunks=2)

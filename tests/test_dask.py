@@ -87,6 +87,19 @@ def test_cotangent_of_a_partial_reduction_takes_the_chunks_it_meets():
     np.testing.assert_allclose(g.compute(), expected)
 
 
+def test_cotangents_through_python_operators_stay_lazy():
+    # subtract's VJP is -g (a Python operator on the raw cotangent), which then meets x
+    rng = np.random.default_rng(7)
+    xn, yn = rng.standard_normal((60, 4)), rng.standard_normal((60, 4))
+    x, y = da.from_array(xn, chunks=(7, 4)), da.from_array(yn, chunks=(7, 4))
+    w = da.from_array(np.linspace(1, 2, 4))
+    with no_compute():
+        g = grad(lambda w: ad.sum(y - x * w) + ad.sum(ad.exp(x * w) / 2))(w)
+    assert not _rechunks(g)
+    expected = grad(lambda w: ad.sum(yn - xn * w) + ad.sum(ad.exp(xn * w) / 2))(np.linspace(1, 2, 4))
+    np.testing.assert_allclose(g.compute(), expected)
+
+
 def test_lazy_broadcast_left_alone_has_dask_chunks_not_one_whole_chunk():
     big = ad.broadcast_to(da.ones(()), (2 ** 25, 4))   # 1 GiB of float64 if it were one chunk
     assert len(big.chunks[0]) > 1

@@ -12,12 +12,12 @@ input then re-splits that chunk: each piece is a copy, and Dask's scheduler comp
 pieces at once to release the big chunk, so the whole array is held in memory (a loss summed
 over an n x d array was not out of core). A rule cannot say "chunked like x": it sees x's shape
 only (NOTE [saved values] in the core). So a broadcast made here remembers its source
-(``_BROADCAST``); the elementwise functions below, when one operand is such a broadcast and another
-operand of the same extent is chunked differently, broadcast the source again with that
-operand's chunks - no re-split, no copy - or, when the other operands give the result its
-shape anyway, use the source itself, which Dask broadcasts per chunk; the backward pass's seed
-of ones times an array is that array. Left alone, a broadcast's new axes get
-Dask's automatic chunk size rather than one whole-array chunk.
+(``_BROADCAST``), and the namespace's elementwise functions (and Python's operators on it) work on
+that source instead: Dask broadcasts it per chunk against the chunks of the other operands (no
+task, no re-split, no copy), and a result still smaller than the full shape is a lazy broadcast
+again (``-g``, ``g / 2``). Ones (``ones_like``, the seed of a backward pass) times an array is
+that array. Left alone, a broadcast's new axes get Dask's automatic chunk size, never one
+whole-array chunk.
 """
 import collections
 import threading
@@ -35,63 +35,76 @@ _ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backw
                           # their lazy broadcasts: all ones
 
 
-def _broadcast(x, shape, chunks=None):
-    """``x`` broadcast to ``shape`` as a lazy broadcast (NOTE [lazy broadcasts]). ``chunks``:
-    the result's chunks; by default x's on the axes it has, Dask's automatic size on new ones."""
+class _Broadcast(da.Array):
+    """A lazy broadcast. Rules apply Python's operators to raw cotangents (``-g``, ``g / x``): on
+    a lazy broadcast they go through the namespace's functions, as the array API calls do. (A
+    subclass of Dask's Array, so that Python tries its reflected operators first: ``x * g``
+    comes here too. What Dask makes from it is a plain Array, pickles included.)"""
+
+    __slots__ = ()
+
+    def __neg__(self):
+        return _NAMESPACE.negative(self)
+
+    def __add__(self, other):
+        return _NAMESPACE.add(self, other)
+
+    def __radd__(self, other):
+        return _NAMESPACE.add(other, self)
+
+    def __sub__(self, other):
+        return _NAMESPACE.subtract(self, other)
+
+    def __rsub__(self, other):
+        return _NAMESPACE.subtract(other, self)
+
+    def __mul__(self, other):
+        return _NAMESPACE.multiply(self, other)
+
+    def __rmul__(self, other):
+        return _NAMESPACE.multiply(other, self)
+
+    def __truediv__(self, other):
+        return _NAMESPACE.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _NAMESPACE.divide(other, self)
+
+
+def _broadcast(x, shape):
+    """``x`` broadcast to ``shape`` as a lazy broadcast (NOTE [lazy broadcasts]): chunked as x
+    on the axes it has, with Dask's automatic chunk size on the new ones."""
     x = da.asarray(x)
     shape = tuple(shape)
     lead = len(shape) - x.ndim
-    if chunks is None:
-        chunks = normalize_chunks(
-            tuple("auto" if i < lead or x.shape[i - lead] != s else x.chunks[i - lead]
-                  for i, s in enumerate(shape)), shape, dtype=x.dtype)
-    # axes that x has (not of size one) must be chunked as the result
-    src = tuple((1,) if n == 1 else c for n, c in zip(x.shape, chunks[lead:]))
-    if src != x.chunks:
-        x = x.rechunk(src)
+    chunks = normalize_chunks(
+        tuple("auto" if i < lead or x.shape[i - lead] != s else x.chunks[i - lead]
+              for i, s in enumerate(shape)), shape, dtype=x.dtype)
     out = da.broadcast_to(x, shape, chunks=chunks)
+    out = _Broadcast(out.dask, out.name, out.chunks, meta=out._meta)
     setattr(out, _BROADCAST, x)
     if getattr(x, _ONES, False):
         setattr(out, _ONES, True)
     return out
 
 
-def _aligned(args):
-    """``args`` with the lazy broadcasts among them undone where the other operands give the
-    result its shape anyway (Dask broadcasts the source per chunk: no task at all), else
-    chunked like the other dask operands along the axes where they have the same extent
-    (NOTE [lazy broadcasts])."""
-    arrays = [a for a in args if isinstance(a, da.Array)]
-    if len(arrays) < 2 or not any(hasattr(a, _BROADCAST) for a in arrays):
-        return args
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    out = list(args)
-    for i, a in enumerate(args):
-        src = getattr(a, _BROADCAST, None) if isinstance(a, da.Array) else None
-        if src is None:
-            continue
-        others = [b.shape for b in out if isinstance(b, da.Array) and b is not a]
-        if np.broadcast_shapes(src.shape, *others) == shape:
-            out[i] = src
-            continue
-        chunks = list(a.chunks)
-        for p in arrays:
-            if p is a or hasattr(p, _BROADCAST):
-                continue
-            for j in range(1, min(a.ndim, p.ndim) + 1):
-                if p.shape[-j] == a.shape[-j] and a.shape[-j] > 1:
-                    chunks[-j] = p.chunks[-j]
-        if tuple(chunks) != a.chunks:
-            out[i] = _broadcast(src, a.shape, tuple(chunks))
-    return tuple(out)
-
-
-def _aligning(fn):
-    def aligned(*args, **kwargs):
-        return fn(*_aligned(args), **kwargs)
-    aligned.__name__ = getattr(fn, "__name__", "aligned")
-    aligned.__doc__ = fn.__doc__
-    return aligned
+def _lazy(fn):
+    """The elementwise function ``fn`` on the sources of the lazy broadcasts among its
+    arguments: Dask broadcasts them per chunk, against the chunks of the other operands; a
+    result still smaller than the full shape is a lazy broadcast again."""
+    def call(*args, **kwargs):
+        if not any(isinstance(a, _Broadcast) for a in args):
+            return fn(*args, **kwargs)
+        shapes = [tuple(a.shape) for a in args if isinstance(a, (da.Array, np.ndarray))]
+        if any(s != s for shape in shapes for s in shape):   # (unknown sizes: nan)
+            return fn(*args, **kwargs)
+        shape = np.broadcast_shapes(*shapes)
+        out = fn(*(getattr(a, _BROADCAST) if isinstance(a, _Broadcast) else a for a in args),
+                 **kwargs)
+        return out if tuple(out.shape) == shape else _broadcast(out, shape)
+    call.__name__ = getattr(fn, "__name__", "elementwise")
+    call.__doc__ = fn.__doc__
+    return call
 
 
 def _multiply(x1, x2, /):
@@ -102,12 +115,16 @@ def _multiply(x1, x2, /):
                 np.broadcast_shapes(a.shape, b.shape) == b.shape and \
                 np.result_type(a.dtype, b.dtype) == b.dtype:
             return b
-    return compat_dask.multiply(*_aligned((x1, x2)))
+    return _lazy_multiply(x1, x2)
 
 
-# the functions whose operands meet elementwise (where a cotangent meets the values)
-_ELEMENTWISE_NARY = frozenset(
-    "add subtract multiply divide pow maximum minimum atan2 hypot copysign logaddexp "
+_lazy_multiply = _lazy(compat_dask.multiply)
+
+# the elementwise functions that rules apply to cotangents: of one array (and parameters) and
+# of several, where a cotangent meets the values
+_ELEMENTWISE = frozenset(
+    "negative positive conj real imag astype abs square sign "
+    "add subtract divide pow maximum minimum atan2 hypot copysign logaddexp "
     "floor_divide remainder where equal not_equal less less_equal greater greater_equal "
     "nextafter clip".split())
 
@@ -304,8 +321,8 @@ class _DaskNamespace:
         fn = getattr(compat_dask, name)
         if name == "multiply":
             fn = _multiply
-        elif name in _ELEMENTWISE_NARY:
-            fn = _aligning(fn)
+        elif name in _ELEMENTWISE:
+            fn = _lazy(fn)
         setattr(self, name, fn)   # looked up once
         return fn
 
@@ -322,10 +339,13 @@ class _DaskNamespace:
         return _broadcast(x, shape)
 
 
+_NAMESPACE = _DaskNamespace()
+
+
 class DaskBackend(Backend):
     name = "dask"
-    xp = _DaskNamespace()
-    array_types = (da.Array,)
+    xp = _NAMESPACE
+    array_types = (da.Array, _Broadcast)
 
     def _from_numpy(self, a, dtype, device):
         return da.from_array(a.astype(dtype) if dtype is not None else a)

@@ -33,6 +33,7 @@ from . import Backend, _has_negative_step, _is_basic_key, _is_index_array, _nume
 _BROADCAST = "_arrayad_broadcast_of"   # attribute of a lazy broadcast: its source array
 _ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backward pass) and of
                           # their lazy broadcasts: all ones
+_ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
 
 
 class _Broadcast(da.Array):
@@ -333,6 +334,12 @@ class _DaskNamespace:
         return out
 
     @staticmethod
+    def zeros_like(x, /, **kwargs):
+        out = compat_dask.zeros_like(x, **kwargs)
+        setattr(out, _ZEROS, True)   # (see DaskBackend.index_add)
+        return out
+
+    @staticmethod
     def broadcast_to(x, /, shape):
         if tuple(x.shape) == tuple(shape):
             return x
@@ -384,8 +391,9 @@ class DaskBackend(Backend):
             total = added(vals.real) + 1j * added(vals.imag)
         else:
             total = added(vals)
-        total = da.reshape(total.astype(base.dtype), base.shape)
-        return base + total.rechunk(base.chunks)
+        total = da.reshape(total.astype(base.dtype), base.shape).rechunk(base.chunks)
+        # (the gradient of a gather scatters into zeros: no pass to add them)
+        return total if getattr(base, _ZEROS, False) else base + total
 
     def lazy_repr(self, x):
         return repr(x)   # shape, dtype, chunks: Dask's own summary, which computes nothing

@@ -395,6 +395,12 @@ class DaskBackend(Backend):
         # (the gradient of a gather scatters into zeros: no pass to add them)
         return total if getattr(base, _ZEROS, False) else base + total
 
+    def owned(self, x):
+        # a gradient handed out is a plain Dask Array (a lazy broadcast's operators are arrayad's)
+        if isinstance(x, _Broadcast):
+            return da.Array(x.dask, x.name, x.chunks, meta=x._meta)
+        return x
+
     def lazy_repr(self, x):
         return repr(x)   # shape, dtype, chunks: Dask's own summary, which computes nothing
 

@@ -78,6 +78,9 @@ def _concrete(x, what):
         if isinstance(x, Tensor):
             return x._value
         if isinstance(x, BatchTracer):
+            if x.bdim < 0:   # not batched: the same value for every batch element
+                x = x.value
+                continue
             if what == "bool":
                 raise RuntimeError(
                     "vmap: It looks like you're attempting to use a Tensor in some data-dependent "

@@ -61,11 +61,15 @@ def _torch(name):
 
 
 def _torch_polygamma(n, x):
-    # torch.special.polygamma takes a Python int n; SciPy's takes an array of orders:
-    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1.
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1, for orders given as an array (SciPy's
+    # polygamma takes one; torch's a Python int) and because torch's own trigamma is accurate to
+    # 1e-9 only, its zeta to rounding.
     import torch
     if isinstance(n, int) or (isinstance(n, torch.Tensor) and n.numel() == 1):
-        return torch.special.polygamma(int(n), x)
+        n = int(n)
+        if n == 0:
+            return torch.special.digamma(x)
+        return torch.special.zeta(float(n + 1), x) * ((-1) ** (n + 1) * math.factorial(n))
     n = torch.as_tensor(n, device=x.device).to(x.dtype)
     fac = torch.exp(torch.lgamma(n + 1)) * (1 - 2 * torch.remainder(n, 2))
     return torch.where(n == 0, torch.special.digamma(x),
@@ -352,8 +356,10 @@ decl.primitive(
     doc="The polygamma function psi^(n)(x), the n-th derivative of digamma (n an integer).")
 
 # -- logistic function -------------------------------------------------------------------------
-unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans), doc="The logistic sigmoid 1 / (1 + exp(-x)).")
-unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True, doc="log(x / (1 - x)), expit's inverse.")
+unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans),
+      doc="The logistic sigmoid 1 / (1 + exp(-x)).")
+unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True,
+      doc="log(x / (1 - x)), expit's inverse.")
 unary("log_expit", lambda ans, x: ops.special.expit(-x), doc="log(expit(x)), without overflow.")
 
 # -- x log y and entropies ---------------------------------------------------------------------

@@ -125,6 +125,18 @@ def _native(xp, name):
     return _NATIVE[key]
 
 
+def _on_cpu(xp, a):
+    """Whether ``a`` is in CPU memory (DLPack's kDLCPU) on the CPU device of its namespace:
+    array-api-strict's other devices share the memory but stand for accelerators."""
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is None or dev()[0] != 1:
+        return False
+    if "cpu" in str(a.device).lower():
+        return True
+    info = getattr(xp, "__array_namespace_info__", None)
+    return info is not None and a.device == info().default_device()
+
+
 def _host(xp, name, args):
     """SciPy on host copies of ``args`` when they live on the CPU, converted back; else a
     clear error."""
@@ -132,8 +144,7 @@ def _host(xp, name, args):
     arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
     where = "no array"
     for a in arrays:
-        dev = getattr(a, "__dlpack_device__", None)
-        if dev is None or dev()[0] != 1:   # (1: DLPack's kDLCPU)
+        if not _on_cpu(xp, a):
             where = f"device {getattr(a, 'device', '?')}"
             break
     else:
@@ -239,7 +250,7 @@ def _g_ndtr(xp, x):
 
 
 def _g_log_ndtr(xp, x):
-    # log(ndtr(x)) down to x = -10 (ndtr(-10) ~ 7.6e-24 is still normal in float32), and below
+    # log(ndtr(x)) from 0 down to x = -10 (ndtr(-10) ~ 7.6e-24 is still normal in float32), and below
     # the asymptotic series -x^2/2 - log(-x) - log(2 pi)/2 + log(sum_k (-1)^k (2k-1)!! / x^2k)
     # (its first omitted term, 21!!/x^22, is < 2e-12 there).
     (x,) = _float(xp, x)
@@ -252,7 +263,9 @@ def _g_log_ndtr(xp, x):
         term = -term * (2 * k - 1) * z
         s = s + term
     tail = -0.5 * xl * xl - xp.log(-xl) - 0.5 * math.log(2 * math.pi) + xp.log(s)
-    return xp.where(lo, tail, xp.log(_g_ndtr(xp, xh)))
+    # (right of 0, log1p of the small left tail: log of a value near 1 would lose it)
+    mid = xp.where(xh > 0, xp.log1p(-_g_ndtr(xp, -xp.abs(xh))), xp.log(_g_ndtr(xp, xh)))
+    return xp.where(lo, tail, mid)
 
 
 _GENERIC = {"expit": _g_expit, "log_expit": _g_log_expit, "logit": _g_logit,

@@ -183,7 +183,7 @@ def test_off_the_cpu_is_a_clear_error():
     import array_api_strict as xs
     x = xs.asarray([0.5, 1.5], device=xs.Device("device1"))
     with pytest.raises(NotImplementedError, match=r"arrayad.special.gammaln.*array_api_strict"
-                                                  r".*not on the CPU.*move the input"):
+                                                  r".*not the CPU.*move the input"):
         S.gammaln(x)
     out = S.expit(x)
     assert out.device == x.device

@@ -137,31 +137,37 @@ def _on_cpu(xp, a):
     return info is not None and a.device == info().default_device()
 
 
+def _to_host(a):
+    import numpy as np
+    if isinstance(a, PY_SCALARS):
+        return a
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, AttributeError, BufferError, RuntimeError):
+        return np.asarray(a)
+
+
 def _host(xp, name, args):
-    """SciPy on host copies of ``args`` when they live on the CPU, converted back; else a
-    clear error."""
+    """SciPy on host copies of ``args`` when they live on the CPU, converted back with the
+    namespace's ``asarray``; else a clear error."""
     import numpy as np
     arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
-    where = "no array"
-    for a in arrays:
-        if not _on_cpu(xp, a):
-            where = f"device {getattr(a, 'device', '?')}"
-            break
+    off = next((a for a in arrays if not _on_cpu(xp, a)), None)
+    ns = getattr(xp, "__name__", type(xp).__name__)
+    if off is not None:
+        why = (f"its input is on device {getattr(off, 'device', '?')}, not the CPU, where SciPy "
+               f"could compute it; move the input to the CPU first (x.to_device(...))")
     else:
         try:
             import scipy.special  # noqa: F401
         except ImportError:
-            where = "SciPy not installed"
+            why = "SciPy, which would compute it on a host copy, is not installed: install scipy"
         else:
-            host = [a if isinstance(a, PY_SCALARS) else np.from_dlpack(a) for a in args]
-            out = np.asarray(_scipy(name)(*host))
-            device = arrays[0].device if arrays else None
-            return xp.asarray(out, device=device)
+            out = np.asarray(_scipy(name)(*[_to_host(a) for a in args]))
+            return xp.asarray(out, device=arrays[0].device) if arrays else xp.asarray(out)
     raise NotImplementedError(
-        f"arrayad.special.{name}: the {getattr(xp, '__name__', type(xp).__name__)} namespace has "
-        f"no {name} of its own and the input is not on the CPU ({where}), where SciPy could "
-        f"compute it; move the input to the CPU first (x.to_device(...)) or use a backend with "
-        f"special functions (NumPy, torch, CuPy, JAX)")
+        f"arrayad.special.{name}: the {ns} namespace has no {name} of its own and {why}, or use "
+        f"a backend with special functions (NumPy, torch, CuPy, JAX)")
 
 
 def _compute(xp, name, *args):

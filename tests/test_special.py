@@ -258,7 +258,6 @@ def test_softmax_defaults_to_all_axes(backend):
 
 _SCIPY_SCRIPT = textwrap.dedent("""
     import os, sys
-    os.environ["SCIPY_ARRAY_API"] = "1"
     import numpy as np
     import array_api_strict as xs
     import scipy.special as sp
@@ -270,7 +269,12 @@ _SCIPY_SCRIPT = textwrap.dedent("""
               "digamma": (0.2, 4), "psi": (0.2, 4), "expit": (-4, 4), "logit": (0.05, 0.95),
               "entr": (0.1, 3), "sinc": (-3, 3), "i0": (-3, 3), "i0e": (-3, 3), "i1": (-3, 3),
               "i1e": (-3, 3), "logsumexp": (-3, 3), "softmax": (-3, 3), "log_softmax": (-3, 3),
-              "xlogy": (0.1, 3), "xlog1py": (0.1, 3), "rel_entr": (0.1, 3), "polygamma": (0.3, 3)}
+              "xlogy": (0.1, 3), "xlog1py": (0.1, 3), "rel_entr": (0.1, 3), "polygamma": (0.3, 3),
+              "log_expit": (-4, 4)}
+    if not os.environ.get("SCIPY_ARRAY_API"):
+        # SciPy's plain ufuncs, which reach arrayad through __array_ufunc__
+        DOMAIN = {k: v for k, v in DOMAIN.items() if isinstance(getattr(sp, k), np.ufunc)}
+        assert len(DOMAIN) == 20, sorted(DOMAIN)
     CALL = {"xlogy": lambda f, x: f(x, x * 0.5 + 1), "xlog1py": lambda f, x: f(x, x * 0.5 + 1),
             "rel_entr": lambda f, x: f(x, x * 0.5 + 1), "polygamma": lambda f, x: f(1, x),
             "softmax": lambda f, x: f(x)[0], "log_softmax": lambda f, x: f(x)[0]}
@@ -304,14 +308,18 @@ _SCIPY_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_scipy_special_dispatches_to_arrayad():
+@pytest.mark.parametrize("array_api", [True, False], ids=["SCIPY_ARRAY_API", "ufuncs"])
+def test_scipy_special_dispatches_to_arrayad(array_api):
     """With SCIPY_ARRAY_API=1, scipy.special.<name>(tracer) calls arrayad.special.<name> (or,
-    for logsumexp/softmax/log_softmax, SciPy's code on the arrayad namespace): grad, jvp and
+    for logsumexp/softmax/log_softmax, SciPy's code on the arrayad namespace); without it,
+    SciPy's ufuncs reach arrayad through __array_ufunc__ (log_expit always does). grad, jvp and
     vmap of SciPy's functions, on NumPy and array-api-strict inputs, against finite differences
     of SciPy on NumPy data and a loop."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, SCIPY_ARRAY_API="1", PYTHONPATH=root + os.pathsep +
-               os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("SCIPY_ARRAY_API", None)
+    if array_api:
+        env["SCIPY_ARRAY_API"] = "1"
     r = subprocess.run([sys.executable, "-c", _SCIPY_SCRIPT], env=env, cwd=root,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "OK", r.stdout + r.stderr[-3000:]

@@ -48,7 +48,10 @@ _SQRT_HALF = math.sqrt(0.5)
 
 def _scipy(name):
     import scipy.special
-    return getattr(scipy.special, name)
+    fn = getattr(scipy.special, name)
+    # (with SCIPY_ARRAY_API, SciPy's dispatching wrapper around its NumPy function: called on
+    # NumPy arrays only, skip its namespace lookup, 3/4 of the cost of a small call)
+    return getattr(fn, "__wrapped__", fn)
 
 
 def _torch(name):

@@ -259,8 +259,8 @@ def _g_ndtr(xp, x):
 
 
 def _g_log_ndtr(xp, x):
-    # log(ndtr(x)) from 0 down to x = -10 (ndtr(-10) ~ 7.6e-24 is still normal in float32), and below
-    # the asymptotic series -x^2/2 - log(-x) - log(2 pi)/2 + log(sum_k (-1)^k (2k-1)!! / x^2k)
+    # log(ndtr(x)) from 0 down to x = -10 (ndtr(-10) ~ 7.6e-24 is still normal in float32), and
+    # below the asymptotic series -x^2/2 - log(-x) - log(2 pi)/2 + log(sum_k (-1)^k (2k-1)!! / x^2k)
     # (its first omitted term, 21!!/x^22, is < 2e-12 there).
     (x,) = _float(xp, x)
     lo = x < -10

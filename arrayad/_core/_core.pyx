@@ -254,6 +254,12 @@ cdef object _backend_of_args(tuple args):
         if found is None:
             found = b
         elif b is not found:
+            # (Dask accepts NumPy arrays as operands, wrapping them as one chunk: follow its rule)
+            if found.name == "dask" and b.name == "numpy":
+                continue
+            if found.name == "numpy" and b.name == "dask":
+                found = b
+                continue
             raise TypeError(
                 f"arrayad: cannot mix arrays of two backends in one operation: "
                 f"{found.name} and {b.name}. Convert one side first, e.g. with "

@@ -14,7 +14,8 @@ import functools
 from . import _dtypes
 from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
-                          Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
+                          Tensor, dtype_of, interpreters, new_dual, run_backward, shape_of,
+                          topological_order)
 from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
@@ -149,8 +150,17 @@ def _select(args, nums, single):
     return diff[0] if single else diff
 
 
+def _lift_raw(tree):
+    """The raw backend arrays of ``tree`` (arguments that a transform does not differentiate) as
+    constants of the innermost open transform, so that inside the function every value is
+    arrayad (NOTE [everything inside is arrayad] in the core) and in-place updates of them stay
+    inside the function."""
+    top = interpreters()[-1]
+    return tree_map(lambda x: x if isinstance(x, Array) or not _is_array(x) else top.lift(x), tree)
+
+
 def _replace(args, nums, new, single):
-    args = list(args)
+    args = list(args) if len(args) == len(nums) else _lift_raw(list(args))
     new = (new,) if single else new
     for i, v in zip(nums, new):
         args[i] = v
@@ -268,7 +278,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         native = _Native.of_args(args)
 
         def partial(diff):
-            return func(*_replace(args, nums, diff, single), **kwargs)
+            return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
 
         trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux, spread=False)
         out = trace.out
@@ -751,8 +761,9 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     native = _Native(leaves)
     with BatchInterpreter(size, randomness) as interp:
-        wrapped = [x if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
-        out = func(*tree_unflatten(wrapped, spec), **kwargs)
+        wrapped = [(x if isinstance(x, Array) or not _is_array(x) else interp.lift(x))
+                   if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
+        out = func(*tree_unflatten(wrapped, spec), **_lift_raw(kwargs))
         out_leaves, out_spec = tree_flatten(out)
         if isinstance(out_dims, int):
             odims = [out_dims] * len(out_leaves)
@@ -771,6 +782,8 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
 
 def _unbatch(func, interp, o, d, size):
     batched = isinstance(o, BatchTracer) and o.interpreter is interp
+    if batched and o.bdim < 0:   # a value of this level that is not batched
+        o, batched = o.value, False
     if d is None:
         if batched:
             raise ValueError(f"vmap: `{_fname(func)}` can not return a BatchedTensor when out_dim "

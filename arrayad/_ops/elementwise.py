@@ -9,6 +9,7 @@ Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produc
 or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
 """
 
+import cmath
 import math
 
 from ._namespace import ops
@@ -135,7 +136,10 @@ def _pow_d1(ans, x1, x2):
 
 def _pow_d2(ans, x1, x2):
     # ans * log(x1), defined as 0 where x1 == 0 (the limit for x2 > 0), as torch and JAX do.
-    safe = ops.where(x1 == 0, ops.ones_like(ans) if not isinstance(x1, (int, float)) else 1.0, x1)
+    if isinstance(x1, (int, float, complex)):   # (2.0 ** x: the log is a Python number)
+        return ops.zeros_like(ans) if x1 == 0 else ans * cmath.log(x1) if \
+            isinstance(x1, complex) or x1 < 0 else ans * math.log(x1)
+    safe = ops.where(x1 == 0, ops.ones_like(x1), x1)
     return ops.where(x1 == 0, 0.0, ans * ops.log(safe))
 
 

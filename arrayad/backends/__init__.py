@@ -491,6 +491,21 @@ def _resolve(raw):
     return b
 
 
+def backend_of_device(device):
+    """The backend whose device object ``device`` is (a ``torch.device``, an array-api-strict
+    ``Device``, a CuPy device...), or None for a name such as ``"cpu"`` that several backends
+    understand (then the backend of the context decides)."""
+    if device is None or isinstance(device, str):
+        return None
+    name = {"torch": "torch", "array_api_strict": "array_api_strict", "cupy": "cupy",
+            "jax": "jax", "jaxlib": "jax"}.get(_module_root(type(device)))
+    if name is None:
+        raise TypeError(
+            f"arrayad: device={device!r} is not a device of a supported backend; pass a device "
+            f"of the backend the array should live in (x.device), or a name such as 'cpu'.")
+    return get_backend(name)
+
+
 def backend_of(x):
     """The backend adapter of an arrayad Tensor or tracer, or of a raw array."""
     return _core.backend_of(_core.raw_value(x))

@@ -100,6 +100,13 @@ def test_cotangents_through_python_operators_stay_lazy():
     np.testing.assert_allclose(g.compute(), expected)
 
 
+def test_gradients_handed_out_are_plain_dask_arrays():
+    x = da.ones((100, 4), chunks=(10, 4))
+    g = grad(lambda x: ad.sum(x))(x)   # the cotangent of sum itself: a lazy broadcast inside
+    assert type(g) is da.Array
+    np.testing.assert_allclose(g.compute(), np.ones((100, 4)))
+
+
 def test_lazy_broadcast_left_alone_has_dask_chunks_not_one_whole_chunk():
     big = ad.broadcast_to(da.ones(()), (2 ** 25, 4))   # 1 GiB of float64 if it were one chunk
     assert len(big.chunks[0]) > 1

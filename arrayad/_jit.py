@@ -1,0 +1,841 @@
+"""``arrayad.jit``: stage a function once into a program of primitive applications, replay it.
+
+NOTE [staging]
+--------------
+The staging transform is one more interpreter of the core (NOTE [interpreters] in ``_core.pyx``),
+written in Python: ``JitInterpreter.process`` records each primitive applied to its tracers as one
+instruction of a ``Program`` and computes the value one level down with ``bind``, as every
+interpreter does. So tracing runs the function once on the call's own values (the first call's
+result is the tracing's result) and every shape and dtype comes from the values themselves: no
+shape rules are needed. Transforms opened inside the jitted function (``jit(grad(f))``,
+``jit(vmap(grad(f)))``, ``jit(hessian(f))``) bind their primitives on staging tracers too, so the
+forward and the backward pass land in one program.
+
+Called again with the same signature (pytree structure, shapes, dtypes, backend, device, static
+arguments), a jitted function does not run ``func``: with raw arrays (or Tensors that need no
+gradient) it calls the program's generated Python function, one backend call per line, with no
+tracer, level, dispatch or pytree work per operation; with values of outer transforms (tracers,
+Tensors that require grad: ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))``) it binds each
+instruction's primitive on them, so the outer transforms differentiate or batch the program
+itself.
+
+Before replay the program goes through the passes below (``Program.optimized``): constant
+folding, common subexpressions, dead code; the generated replay then writes elementwise results
+into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays as soon as possible.
+"""
+
+import collections
+import inspect
+import os
+import sys
+
+from ._core import _core
+from ._core._core import Array, Interpreter, Tensor, Tracer, bind, fix_scalar
+from ._pytree import tree_flatten, tree_unflatten
+from .backends import backend_of, default_backend, get_rng_state
+
+__all__ = ["jit", "make_program", "Program"]
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------------------------
+# The program: variables, literals, instructions
+
+class Var:
+    """A value of the program: an input, a constant or the result of one instruction."""
+    __slots__ = ("n", "shape", "dtype", "label")
+
+    def __init__(self, n, shape, dtype, label=None):
+        self.n = n
+        self.shape = shape
+        self.dtype = dtype
+        self.label = label   # what the value is, for error messages ("argument x", "sin")
+
+    @property
+    def name(self):
+        return f"v{self.n}"
+
+    def type_str(self):
+        dt = getattr(self.dtype, "name", str(self.dtype))
+        return f"{dt}[{','.join(str(s) for s in self.shape)}]"
+
+    def __repr__(self):
+        return f"{self.name}:{self.type_str()}"
+
+
+class Lit:
+    """A Python value (scalar, None, tuple...) given to a primitive as it is."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def key(self):
+        # 2 and 2.0 and True hash alike but give different dtypes: the type is part of the key
+        return ("lit", type(self.value), self.value)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+class Eqn:
+    """One instruction: ``outs = prim(*ins, **params)``."""
+    __slots__ = ("prim", "ins", "params", "outs")
+
+    def __init__(self, prim, ins, params, outs):
+        self.prim = prim
+        self.ins = ins          # tuple of Var / Lit
+        self.params = params    # dict
+        self.outs = outs        # tuple of Var (one unless prim.multiple_results)
+
+    def __str__(self):
+        lhs = ", ".join(f"{v.name}:{v.type_str()}" for v in self.outs)
+        args = [a.name if isinstance(a, Var) else repr(a) for a in self.ins]
+        args += [f"{k}={_short(v)}" for k, v in self.params.items()]
+        return f"{lhs} = {self.prim.name}({', '.join(args)})"
+
+
+def _short(v):
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+class Program:
+    """A staged function: typed inputs, constants, a flat list of instructions, outputs.
+
+    ``str(program)`` prints one line per instruction; ``program.optimized()`` is the program
+    after the passes; ``program(*args)`` runs it on raw arrays of its signature."""
+
+    def __init__(self, name, in_vars, consts, eqns, outs, in_spec, out_spec, backend,
+                 cacheable=True):
+        self.name = name
+        self.in_vars = in_vars      # list of Var, one per dynamic input leaf
+        self.consts = consts        # Var -> value
+        self.eqns = eqns            # list of Eqn
+        self.outs = outs            # list of Var / Lit, one per output leaf
+        self.in_spec = in_spec      # spec of the dynamic leaves (positional args, kwargs)
+        self.out_spec = out_spec
+        self.backend = backend
+        self.cacheable = cacheable  # False: captured a value of an outer transform
+        self.unoptimized = None     # the program before the passes (set by optimized())
+        self._replay = None
+
+    # -- printing
+    def __str__(self):
+        ins = ", ".join(f"{v.name}:{v.type_str()}" for v in self.in_vars)
+        lines = [f"program {self.name}({ins}) {{"]
+        for v, c in self.consts.items():
+            lines.append(f"  {v.name}:{v.type_str()} = const {_short(_core.raw_value(c))}"
+                         if _is_array(c) else f"  {v.name} = const {_short(c)}")
+        lines += ["  " + str(e) for e in self.eqns]
+        outs = ", ".join(a.name if isinstance(a, Var) else repr(a) for a in self.outs)
+        lines.append(f"  return {outs}")
+        lines.append("}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def primitive_names(self):
+        return [e.prim.name for e in self.eqns]
+
+    # -- the passes
+    def optimized(self):
+        """A new program after constant folding, common subexpressions and dead code."""
+        prog = _dce(_cse(_fold(self)))
+        prog.unoptimized = self
+        return prog
+
+    # -- running
+    def __call__(self, *leaves):
+        if self._replay is None:
+            self._replay = _compile(self)
+        return self._replay(*leaves)
+
+    def evaluate(self, leaves):
+        """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors
+        that require grad...): the outer transforms see, differentiate or batch the program."""
+        env = dict(zip(self.in_vars, leaves))
+        env.update(self.consts)
+        for e in self.eqns:
+            vals = [env[a] if isinstance(a, Var) else a.value for a in e.ins]
+            out = bind(e.prim, *vals, **e.params)
+            if e.prim.multiple_results:
+                env.update(zip(e.outs, out))
+            else:
+                env[e.outs[0]] = out
+        return [env[a] if isinstance(a, Var) else a.value for a in self.outs]
+
+
+def _is_array(x):
+    return isinstance(x, Array) or (not isinstance(x, (bool, int, float, complex, str, type(None),
+                                                       tuple, list, dict, slice))
+                                    and hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The staging transform (NOTE [staging])
+
+class JitTracer(Tracer):
+    """A value while ``jit`` traces: ``value`` one level down (a raw array when jit is the
+    outermost transform) and ``var``, its variable in the program."""
+
+    def __init__(self, interp, value, var):
+        Tracer.__init__(self, interp, value)
+        self.var = var
+
+    def __copy__(self):
+        return JitTracer(self._interp, self.value, self.var)
+
+    def _replace(self, other):
+        # the functional in-place update (x[i] = v, x += 1) rebinds this tracer
+        if not isinstance(other, JitTracer) or other._interp is not self._interp:
+            raise _core.host().inplace_level_error(self, other)
+        self.value = other.value
+        self.var = other.var
+
+    def __repr__(self):
+        return f"JitTracer({self.var.name}:{self.var.type_str()}, {self.var.label})"
+
+    __str__ = __repr__
+
+    def _conversion_error(self, what):
+        return self._interp.conversion_error(self, what)
+
+    def __bool__(self):
+        raise self._conversion_error("bool")
+
+    def __float__(self):
+        raise self._conversion_error("float")
+
+    def __int__(self):
+        raise self._conversion_error("int")
+
+    def __complex__(self):
+        raise self._conversion_error("complex")
+
+    def __index__(self):
+        raise self._conversion_error("index")
+
+    def item(self):
+        raise self._conversion_error("item")
+
+    def tolist(self):
+        raise self._conversion_error("tolist")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._conversion_error("numpy.asarray")
+
+    def __format__(self, spec):
+        if spec:
+            raise self._conversion_error("format")
+        return repr(self)
+
+
+class JitInterpreter(Interpreter):
+    """Records the primitives applied to its tracers (NOTE [staging])."""
+
+    name = "jit"
+
+    def __init__(self, fname):
+        self.fname = fname
+        self.count = 0
+        self.eqns = []
+        self.consts = {}      # Var -> value
+        self._const_of = {}   # id(value) -> (value, Var): one variable per captured object
+        self.cacheable = True
+
+    def new_var(self, value, label):
+        self.count += 1
+        return Var(self.count, _core.shape_of(value), _core.dtype_of(value), label)
+
+    def new_input(self, value, label):
+        return JitTracer(self, value, self.new_var(value, label))
+
+    def const(self, value):
+        hit = self._const_of.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        var = self.new_var(value, "constant")
+        self.consts[var] = value
+        self._const_of[id(value)] = (value, var)
+        return var
+
+    def _atom(self, a):
+        """(value one level down, atom) of one argument of a primitive."""
+        if isinstance(a, JitTracer) and a._interp is self:
+            return a.value, a.var
+        if isinstance(a, Tensor) and not a.requires_grad:
+            return a._value, self.const(a._value)
+        if isinstance(a, Array):
+            # a value of an outer transform (or a Tensor that requires grad) captured by the
+            # function: right for this call, but not a constant of a cached program
+            self.cacheable = False
+            return a, self.const(a)
+        if _is_array(a):
+            return a, self.const(a)
+        return a, Lit(a)
+
+    def process(self, prim, args, params):
+        vals, atoms = [], []
+        for a in args:
+            v, atom = self._atom(a)
+            vals.append(v)
+            atoms.append(atom)
+        out = bind(prim, *vals, **params)
+        if prim.keeps_level and not prim.multiple_results and not isinstance(out, Array):
+            # zeros_like & co. depend on their argument's shape and dtype only, which the
+            # program fixes: the result is a constant (folded further by the passes)
+            return JitTracer(self, out, self.const(out))
+        if prim.multiple_results:
+            outs = tuple(self.new_var(o, prim.name) for o in out)
+            self.eqns.append(Eqn(prim, tuple(atoms), dict(params), outs))
+            return tuple(JitTracer(self, o, v) for o, v in zip(out, outs))
+        var = self.new_var(out, prim.name)
+        self.eqns.append(Eqn(prim, tuple(atoms), dict(params), (var,)))
+        return JitTracer(self, out, var)
+
+    def lift(self, value):
+        v, atom = self._atom(value)
+        return JitTracer(self, v, atom)
+
+    def output(self, x):
+        """(atom, value one level down) of one output leaf of the traced function."""
+        if isinstance(x, JitTracer) and x._interp is self:
+            return x.var, x.value
+        if _is_array(x):
+            v, atom = self._atom(x)
+            return atom, v
+        return Lit(x), x
+
+    def conversion_error(self, tracer, what):
+        var = tracer.var
+        where = _user_frame()
+        what_value = ("the function's " + var.label if var.label.startswith("argument")
+                      else f"the result of {var.label}" if var.label != "constant"
+                      else "a constant")
+        call = "bool() (an if/while on an array)" if what == "bool" else f"{what}()"
+        return RuntimeError(
+            f"jit({self.fname}): {call} of a traced value: {var.name}:{var.type_str()}, "
+            f"{what_value}{where}. While jit traces the function, array values are not known "
+            f"(the program must work for every value of this shape and dtype). Fixes: pass the "
+            f"argument as static (jit(f, static_argnums=(i,)) or static_argnames=('name',)), "
+            f"select elementwise with arrayad.where(cond, a, b) instead of Python control "
+            f"flow, keep the value an array, or call the function without jit.")
+
+
+def _user_frame():
+    """', at file:line' of the innermost frame outside arrayad (where the user's code is)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR + os.sep):
+            return f", at {fn}:{f.f_lineno}"
+        f = f.f_back
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The passes
+
+def _substitute(atom, sub):
+    return sub.get(atom, atom) if isinstance(atom, Var) else atom
+
+
+def _rebuild(prog, consts, eqns, outs):
+    return Program(prog.name, prog.in_vars, consts, eqns, outs, prog.in_spec, prog.out_spec,
+                   prog.backend, prog.cacheable)
+
+
+def _fold(prog):
+    """Constant folding: an instruction whose inputs are all constants is computed now."""
+    consts = dict(prog.consts)
+    eqns = []
+    for e in prog.eqns:
+        if all(not isinstance(a, Var) or a in consts for a in e.ins):
+            vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
+            if not any(isinstance(v, Array) for v in vals):   # raw values only
+                out = bind(e.prim, *vals, **e.params)
+                for var, o in zip(e.outs, out if e.prim.multiple_results else (out,)):
+                    consts[var] = o
+                continue
+        eqns.append(e)
+    outs = list(prog.outs)
+    return _dce_consts(_rebuild(prog, consts, eqns, outs))
+
+
+def _hkey(v):
+    """A hashable key for a parameter value that tells 2 from 2.0, or None."""
+    if isinstance(v, (tuple, list)):
+        ks = tuple(_hkey(x) for x in v)
+        return None if any(k is None for k in ks) else (type(v), ks)
+    try:
+        hash(v)
+    except TypeError:
+        return None
+    return (type(v), v)
+
+
+def _cse(prog):
+    """Common subexpressions: an instruction equal to an earlier one (same primitive, same
+    inputs, same parameters) reuses its results."""
+    sub = {}
+    seen = {}
+    eqns = []
+    for e in prog.eqns:
+        ins = tuple(_substitute(a, sub) for a in e.ins)
+        key = [e.prim]
+        for a in ins:
+            key.append(("var", a.n) if isinstance(a, Var) else _hkey(a.value))
+        for k in sorted(e.params):
+            key.append((k, _hkey(e.params[k])))
+        key = tuple(key)
+        if not any(k is None or (isinstance(k, tuple) and k[-1] is None) for k in key[1:]):
+            hit = seen.get(key)
+            if hit is not None:
+                sub.update(zip(e.outs, hit.outs))
+                continue
+            e = Eqn(e.prim, ins, e.params, e.outs)
+            seen[key] = e
+        else:
+            e = Eqn(e.prim, ins, e.params, e.outs)
+        eqns.append(e)
+    outs = [_substitute(a, sub) for a in prog.outs]
+    return _rebuild(prog, dict(prog.consts), eqns, outs)
+
+
+def _dce(prog):
+    """Dead code: instructions none of whose results reach an output are dropped."""
+    live = {a for a in prog.outs if isinstance(a, Var)}
+    kept = []
+    for e in reversed(prog.eqns):
+        if any(v in live for v in e.outs):
+            kept.append(e)
+            live.update(a for a in e.ins if isinstance(a, Var))
+    kept.reverse()
+    return _dce_consts(_rebuild(prog, dict(prog.consts), kept, list(prog.outs)))
+
+
+def _dce_consts(prog):
+    used = {a for e in prog.eqns for a in e.ins if isinstance(a, Var)}
+    used.update(a for a in prog.outs if isinstance(a, Var))
+    prog.consts = {v: c for v, c in prog.consts.items() if v in used}
+    return prog
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: generated Python, one backend call per instruction
+
+# Below glibc's threshold for serving allocations by mmap, a fresh array is cheap and writing
+# into a dead one (out=) costs more than it saves (the same threshold as the core's NOTE
+# [consumed cotangents]).
+_REUSE_BYTES = 1 << 17
+
+
+def _nbytes(var):
+    n = 1
+    for s in var.shape:
+        n *= s
+    return n * getattr(var.dtype, "itemsize", 8)
+
+
+def _numpy_ufunc(eqn):
+    """The NumPy ufunc computing ``eqn`` (accepts ``out=``), or None."""
+    prim = eqn.prim
+    if not prim.elementwise or prim.xp_name is None or eqn.params or prim.multiple_results:
+        return None
+    import numpy as np
+    u = getattr(np, prim.xp_name, None)
+    return u if isinstance(u, np.ufunc) else None
+
+
+def _callable(prim, b):
+    """(function, takes xp first) that ``_call_impl`` of the core would call for ``prim``."""
+    fast = getattr(b, "fast", {})
+    if prim.xp_name is not None:
+        return fast.get(prim.xp_name) or getattr(b.xp, prim.xp_name), False
+    fn = fast.get(prim.name)
+    if fn:
+        return fn, False
+    return prim.impl, True
+
+
+def _compile(prog):
+    """The replay function of ``prog``: generated Python source, compiled once."""
+    b = prog.backend
+    ns = {"_fix": fix_scalar, "_xp": b.xp}
+    names = {}
+    for i, v in enumerate(prog.in_vars):
+        names[v] = f"a{i}"
+    for v, c in prog.consts.items():
+        names[v] = f"c{v.n}"
+        ns[names[v]] = c
+    outs_set = {a for a in prog.outs if isinstance(a, Var)}
+
+    def name(a):
+        if isinstance(a, Var):
+            return names.setdefault(a, a.name)
+        key = f"k{len(ns)}"
+        ns[key] = a.value
+        return key
+
+    # last use of every variable, and which ones only elementwise ufuncs read (their buffers
+    # are never viewed by another value: NumPy only)
+    last, only_ufunc_reads, fresh = {}, {}, set()
+    numpy_backend = b.name == "numpy"
+    ufuncs = [(_numpy_ufunc(e) if numpy_backend else None) for e in prog.eqns]
+    for k, e in enumerate(prog.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                last[a] = k
+                only_ufunc_reads[a] = only_ufunc_reads.get(a, True) and ufuncs[k] is not None
+        if ufuncs[k] is not None:
+            fresh.update(e.outs)
+    inputs = set(prog.in_vars) | set(prog.consts)
+
+    lines = [f"def replay({', '.join(names[v] for v in prog.in_vars)}):"]
+    for k, e in enumerate(prog.eqns):
+        args = [name(a) for a in e.ins]
+        out = e.outs[0]
+        u = ufuncs[k]
+        target = None
+        if u is not None and _nbytes(out) >= _REUSE_BYTES:
+            for a in e.ins:
+                if (isinstance(a, Var) and a in fresh and a not in inputs and a not in outs_set
+                        and last[a] == k and only_ufunc_reads[a] and a.shape == out.shape
+                        and a.dtype is out.dtype):
+                    target = a
+                    break
+        if target is not None:
+            fname = f"u{k}"
+            ns[fname] = u
+            call = f"{fname}({', '.join(args)}, out={name(target)})"
+        else:
+            fn, takes_xp = _callable(e.prim, b)
+            fname = f"f{k}"
+            ns[fname] = fn
+            kw = []
+            for pk, pv in e.params.items():
+                pname = f"p{k}_{len(kw)}"
+                ns[pname] = pv
+                kw.append(f"{pk}={pname}" if pk.isidentifier() else None)
+            if any(x is None for x in kw):   # (a parameter name that is no identifier)
+                pname = f"p{k}"
+                ns[pname] = dict(e.params)
+                kw = [f"**{pname}"]
+            call = f"{fname}({', '.join((['_xp'] if takes_xp else []) + args + kw)})"
+        if e.prim.multiple_results:
+            lhs = ", ".join(name(v) for v in e.outs)
+            lines.append(f"    {lhs}, = {call}" if len(e.outs) == 1 else f"    {lhs} = {call}")
+            for v in e.outs:
+                if v.shape == ():
+                    lines.append(f"    {name(v)} = _fix({name(v)})")
+        elif out.shape == ():
+            lines.append(f"    {name(out)} = _fix({call})")
+        else:
+            lines.append(f"    {name(out)} = {call}")
+        # free large dead arrays now (the next allocation may reuse their memory)
+        dead = [a for a in dict.fromkeys(e.ins) if isinstance(a, Var) and last.get(a) == k
+                and a not in inputs and a not in outs_set and _nbytes(a) >= _REUSE_BYTES
+                and a is not target]
+        if dead:
+            lines.append(f"    del {', '.join(name(a) for a in dead)}")
+    # (a constant handed out is copied: the caller may write into it, the next call reuses it)
+    ns["_copy"] = lambda c: b.xp.asarray(c, copy=True)
+    outs = [f"_copy({name(a)})" if a in prog.consts else name(a) for a in prog.outs]
+    if prog.out_spec_is_leaf:
+        lines.append(f"    return {outs[0]}")
+    elif prog.out_spec_is_flat_tuple:
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    else:
+        ns["_unflatten"] = tree_unflatten
+        ns["_spec"] = prog.out_spec
+        lines.append(f"    return _unflatten([{', '.join(outs)}], _spec)")
+    src = "\n".join(lines) + "\n"
+    code = compile(src, f"<arrayad.jit program {prog.name}>", "exec")
+    exec(code, ns)
+    fn = ns["replay"]
+    fn.source = src
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# jit
+
+_leaf_spec = tree_flatten(0)[1]
+
+
+def _spec_shape(spec, n):
+    """(is a leaf, is a flat tuple of n leaves)."""
+    if spec == _leaf_spec:
+        return True, False
+    return False, spec == tree_flatten(tuple(range(n)))[1]
+
+
+class _Signature:
+    """What a call's arguments are: the dynamic leaves, their spec, the static parts, the key."""
+    __slots__ = ("leaves", "spec", "key", "mode", "static")
+
+
+def _leaf_key(x):
+    if isinstance(x, Tracer) or isinstance(x, Tensor):
+        raw = _core.raw_value(x)
+        b = _core.backend_of(raw)
+        return ("array", tuple(x.shape), x.dtype, b.name, str(b.device_of(raw)))
+    b = _core.backend_of(x)
+    return ("array", tuple(_core.shape_of(x)), x.dtype, b.name, str(b.device_of(x)))
+
+
+class _Jitted:
+    """The function ``jit`` returns (see ``jit``)."""
+
+    def __init__(self, func, static_argnums=(), static_argnames=(), cache_size=64):
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        if isinstance(static_argnames, str):
+            static_argnames = (static_argnames,)
+        self.func = func
+        self.static_argnums = tuple(static_argnums)
+        self.static_argnames = tuple(static_argnames)
+        self.cache_size = cache_size
+        self._cache = collections.OrderedDict()
+        self._fast_ok = not self.static_argnums and not self.static_argnames
+        self.__name__ = getattr(func, "__name__", "function")
+        self.__qualname__ = getattr(func, "__qualname__", self.__name__)
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.__wrapped__ = func
+        try:
+            self._params = list(inspect.signature(func).parameters)
+        except (TypeError, ValueError):
+            self._params = []
+        self.traces = 0   # how many times func was traced (a changed signature traces again)
+
+    def __repr__(self):
+        return f"<arrayad.jit of {self.__qualname__}>"
+
+    def __get__(self, obj, objtype=None):   # (a method: bind like a function)
+        if obj is None:
+            return self
+        import functools
+        return functools.partial(self, obj)
+
+    # -- the call
+    def __call__(self, *args, **kwargs):
+        # fast path: positional raw NumPy arrays only (the optimisation-loop case)
+        if self._fast_ok and not kwargs:
+            key = []
+            for a in args:
+                if type(a) is not _ndarray:
+                    break
+                key.append((a.shape, a.dtype))
+            else:
+                prog = self._cache.get(tuple(key))
+                if prog is not None:
+                    return prog._replay(*args)
+        return self._call(args, kwargs)
+
+    def _signature(self, args, kwargs):
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        for i in self.static_argnums:
+            if not -nargs <= i < nargs:
+                raise ValueError(f"jit({self.__name__}): static_argnums {i} is out of range for a "
+                                 f"call with {nargs} positional arguments")
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        static = tuple((i, args[i]) for i in sorted(static_nums)) + tuple(
+            sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        for where, v in static:
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(
+                    f"jit({self.__name__}): static argument {where!r} must be hashable (it is part "
+                    f"of the cache key), got {type(v).__name__}. Pass a tuple instead of a list, "
+                    f"or pass the value as an array (not static).") from None
+        leaves, spec = tree_flatten((dyn_args, dyn_kwargs))
+        lkeys, dyn = [], []
+        mode = "raw"
+        for x in leaves:
+            if _is_array(x):
+                lkeys.append(_leaf_key(x))
+                dyn.append(x)
+                if isinstance(x, Tracer) or (isinstance(x, Tensor) and x.requires_grad
+                                             and _core.is_grad_enabled()):
+                    mode = "bind"
+                elif isinstance(x, Tensor) and mode == "raw":
+                    mode = "tensor"
+            else:
+                lkeys.append(("static", type(x), x))   # Python values: part of the key
+        sig = _Signature()
+        sig.leaves = leaves
+        sig.spec = spec
+        sig.static = static
+        sig.mode = mode
+        try:
+            sig.key = (spec, tuple(lkeys), static)
+            hash(sig.key)
+        except TypeError:
+            raise TypeError(f"jit({self.__name__}): an argument that is no array must be hashable "
+                            f"(it is part of the cache key)") from None
+        return sig
+
+    def _call(self, args, kwargs):
+        sig = self._signature(args, kwargs)
+        prog = self._cache.get(sig.key)
+        if prog is None:
+            prog, out_values = self._trace(args, kwargs, sig)
+            if prog.cacheable:
+                self._store(sig.key, prog)
+                if self._fast_ok and not kwargs and sig.mode == "raw" and all(
+                        type(a) is _ndarray for a in args):
+                    self._store(tuple((a.shape, a.dtype) for a in args), prog)
+            return self._native(tree_unflatten(out_values, prog.out_spec), sig.mode)
+        self._cache.move_to_end(sig.key)
+        dyn = [x for x in sig.leaves if _is_array(x)]
+        if sig.mode == "bind":
+            outs = prog.evaluate(dyn)
+            return tree_unflatten(outs, prog.out_spec)
+        if sig.mode == "tensor":
+            dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
+        out = prog._replay(*dyn)
+        return self._native(out, sig.mode)
+
+    def _store(self, key, prog):
+        self._cache[key] = prog
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    @staticmethod
+    def _native(out, mode):
+        if mode != "tensor":
+            return out
+        return tree_unflatten([Tensor(x) if _is_array(x) and not isinstance(x, Array) else x
+                               for x in tree_flatten(out)[0]], tree_flatten(out)[1])
+
+    # -- tracing
+    def _labels(self, args, kwargs, sig):
+        """A label per dynamic leaf: 'argument x', 'argument x[1]'..."""
+        labels = []
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        for i, a in enumerate(args):
+            if i in static_nums:
+                continue
+            nm = self._params[i] if i < len(self._params) else f"args[{i}]"
+            n = len(tree_flatten(a)[0])
+            labels += [f"argument {nm}" if n == 1 else f"argument {nm} (leaf {j})"
+                       for j in range(n)]
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                continue
+            n = len(tree_flatten(v)[0])
+            labels += [f"argument {k}" if n == 1 else f"argument {k} (leaf {j})" for j in range(n)]
+        return labels
+
+    def _trace(self, args, kwargs, sig):
+        """Run ``func`` under a staging interpreter: (optimized program, this call's outputs)."""
+        labels = self._labels(args, kwargs, sig)
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        rng_before = get_rng_state()
+        backend = None
+        with JitInterpreter(self.__name__) as interp:
+            in_vars, new_leaves = [], []
+            for x, label in zip(sig.leaves, labels):
+                if not _is_array(x):
+                    new_leaves.append(x)
+                    continue
+                if isinstance(x, Tensor) and not (x.requires_grad and _core.is_grad_enabled()):
+                    x = x._value
+                if backend is None:
+                    backend = backend_of(x)
+                t = interp.new_input(x, label)
+                in_vars.append(t.var)
+                new_leaves.append(t)
+            dyn_args, dyn_kwargs = tree_unflatten(new_leaves, sig.spec)
+            dyn_iter = iter(dyn_args)
+            call_args = [args[i] if i in static_nums else next(dyn_iter) for i in range(nargs)]
+            call_kwargs = dict(dyn_kwargs)
+            call_kwargs.update({k: v for k, v in kwargs.items() if k in self.static_argnames})
+            self.traces += 1
+            out = self.func(*call_args, **call_kwargs)
+            out_leaves, out_spec = tree_flatten(out)
+            outs, values = [], []
+            for o in out_leaves:
+                atom, v = interp.output(o)
+                outs.append(atom)
+                values.append(v)
+        if get_rng_state() != rng_before:
+            raise RuntimeError(
+                f"jit({self.__name__}): the function draws random numbers. Under jit they would "
+                f"be drawn once, while tracing, and the same numbers replayed on every call. Draw "
+                f"them outside the jitted function and pass them as an argument.")
+        prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
+                       sig.spec, out_spec, backend or default_backend(), interp.cacheable)
+        prog = prog.optimized()
+        _finish(prog, len(outs))
+        return prog, values
+
+    def lower(self, *args, **kwargs):
+        """The program ``func`` stages to for these arguments (after the passes; its
+        ``unoptimized`` attribute holds the one before)."""
+        sig = self._signature(args, kwargs)
+        prog = self._cache.get(sig.key)
+        if prog is None:
+            prog, _ = self._trace(args, kwargs, sig)
+        return prog
+
+
+def _finish(prog, n_out):
+    prog.out_spec_is_leaf, prog.out_spec_is_flat_tuple = _spec_shape(prog.out_spec, n_out)
+    if prog.unoptimized is not None:
+        prog.unoptimized.out_spec_is_leaf = prog.out_spec_is_leaf
+        prog.unoptimized.out_spec_is_flat_tuple = prog.out_spec_is_flat_tuple
+    prog._replay = _compile(prog)
+
+
+try:
+    import numpy as _np
+    _ndarray = _np.ndarray
+except ImportError:   # pragma: no cover
+    _ndarray = None
+
+
+def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
+    """Stage ``func`` into a program of backend calls on its first call, replay it after.
+
+    The first call with a given signature (pytree structure, shapes, dtypes, backend and device
+    of the array arguments; the values of static arguments and of Python scalars) runs ``func``
+    under a staging transform that records every primitive into a program; the program is
+    optimised (constant folding, common subexpressions, dead code) and compiled to one Python
+    function calling the backend directly. Later calls with that signature run it without
+    calling ``func``: side effects of ``func`` (prints, appends) happen while tracing only. A
+    new signature traces again; the last ``cache_size`` programs are kept (least recently used
+    dropped).
+
+    ``static_argnums``/``static_argnames``: arguments passed as they are (hashable; part of the
+    cache key), e.g. a flag that Python control flow depends on.
+
+    It composes: ``jit(grad(f))`` stages forward and backward pass into one program;
+    ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))`` bind the program's primitives on the
+    outer transform's values. ``jit(f).lower(*args)`` returns the program (it prints one line
+    per instruction). Usable as a decorator, with or without arguments.
+    """
+    if func is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             cache_size=cache_size)
+    if not callable(func):
+        raise TypeError(f"jit: expected a function, got {type(func).__name__}")
+    return _Jitted(func, static_argnums, static_argnames, cache_size)
+
+
+def make_program(func, static_argnums=(), static_argnames=()):
+    """``make_program(f)(*args)``: the program ``jit(f)`` stages for these arguments (printable,
+    optimised; ``.unoptimized`` is the program before the passes)."""
+    j = _Jitted(func, static_argnums, static_argnames)
+
+    def lower(*args, **kwargs):
+        return j.lower(*args, **kwargs)
+
+    return lower

@@ -598,7 +598,8 @@ class _Jitted:
         self.static_argnums = tuple(static_argnums)
         self.static_argnames = tuple(static_argnames)
         self.cache_size = cache_size
-        self._cache = collections.OrderedDict()
+        self._cache = collections.OrderedDict()   # full signature -> program (LRU)
+        self._fast = collections.OrderedDict()    # (shape, dtype) of NumPy args -> program
         self._fast_ok = not self.static_argnums and not self.static_argnames
         self.__name__ = getattr(func, "__name__", "function")
         self.__qualname__ = getattr(func, "__qualname__", self.__name__)
@@ -629,8 +630,10 @@ class _Jitted:
                     break
                 key.append((a.shape, a.dtype))
             else:
-                prog = self._cache.get(tuple(key))
+                key = tuple(key)
+                prog = self._fast.get(key)
                 if prog is not None:
+                    self._fast.move_to_end(key)
                     return prog._replay(*args)
         return self._call(args, kwargs)
 
@@ -686,10 +689,10 @@ class _Jitted:
         if prog is None:
             prog, out_values = self._trace(args, kwargs, sig)
             if prog.cacheable:
-                self._store(sig.key, prog)
+                self._store(self._cache, sig.key, prog)
                 if self._fast_ok and not kwargs and sig.mode == "raw" and all(
                         type(a) is _ndarray for a in args):
-                    self._store(tuple((a.shape, a.dtype) for a in args), prog)
+                    self._store(self._fast, tuple((a.shape, a.dtype) for a in args), prog)
             return self._native(tree_unflatten(out_values, prog.out_spec), sig.mode)
         self._cache.move_to_end(sig.key)
         dyn = [x for x in sig.leaves if _is_array(x)]
@@ -701,10 +704,10 @@ class _Jitted:
         out = prog._replay(*dyn)
         return self._native(out, sig.mode)
 
-    def _store(self, key, prog):
-        self._cache[key] = prog
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+    def _store(self, cache, key, prog):
+        cache[key] = prog
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
 
     @staticmethod
     def _native(out, mode):
@@ -766,7 +769,7 @@ class _Jitted:
                 atom, v = interp.output(o)
                 outs.append(atom)
                 values.append(v)
-        if get_rng_state() != rng_before:
+        if not _same_state(get_rng_state(), rng_before):
             raise RuntimeError(
                 f"jit({self.__name__}): the function draws random numbers. Under jit they would "
                 f"be drawn once, while tracing, and the same numbers replayed on every call. Draw "
@@ -785,6 +788,20 @@ class _Jitted:
         if prog is None:
             prog, _ = self._trace(args, kwargs, sig)
         return prog
+
+
+def _same_state(a, b):
+    """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and a.keys() == b.keys()
+                and all(_same_state(a[k], b[k]) for k in a))
+    if isinstance(a, (tuple, list)):
+        return (isinstance(b, (tuple, list)) and len(a) == len(b)
+                and all(_same_state(x, y) for x, y in zip(a, b)))
+    if _is_array(a):
+        import numpy as np
+        return _is_array(b) and np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
 
 
 def _finish(prog, n_out):

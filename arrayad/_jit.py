@@ -119,7 +119,8 @@ class Program:
         self.backend = backend
         self.cacheable = cacheable  # False: captured a value of an outer transform
         self.unoptimized = None     # the program before the passes (set by optimized())
-        self._replay = None
+        self._replay = None         # generated: backend calls on raw arrays
+        self._bound = None          # generated: bind() of each primitive (outer transforms)
 
     # -- printing
     def __str__(self):
@@ -142,7 +143,7 @@ class Program:
     # -- the passes
     def optimized(self):
         """A new program after constant folding, common subexpressions and dead code."""
-        prog = _dce(_cse(_fold(self)))
+        prog = _dce(_cse(_identities(_fold(self))))
         prog.unoptimized = self
         return prog
 
@@ -154,17 +155,11 @@ class Program:
 
     def evaluate(self, leaves):
         """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors
-        that require grad...): the outer transforms see, differentiate or batch the program."""
-        env = dict(zip(self.in_vars, leaves))
-        env.update(self.consts)
-        for e in self.eqns:
-            vals = [env[a] if isinstance(a, Var) else a.value for a in e.ins]
-            out = bind(e.prim, *vals, **e.params)
-            if e.prim.multiple_results:
-                env.update(zip(e.outs, out))
-            else:
-                env[e.outs[0]] = out
-        return [env[a] if isinstance(a, Var) else a.value for a in self.outs]
+        that require grad...): the outer transforms see, differentiate or batch the program.
+        Returns the outputs in their structure."""
+        if self._bound is None:
+            self._bound = _compile(self, bound=True)
+        return self._bound(*leaves)
 
 
 def _is_array(x):
@@ -364,6 +359,37 @@ def _fold(prog):
     return _dce_consts(_rebuild(prog, consts, eqns, outs))
 
 
+def _is_identity(e):
+    """Whether ``e`` hands back its (only) array input unchanged: a reshape to the same shape,
+    an identity permutation, a concat of one array. (The program never writes into a value, so
+    the input itself can stand for the result.)"""
+    name = e.prim.name
+    if len(e.outs) != 1 or not e.ins or not isinstance(e.ins[0], Var):
+        return False
+    x, out = e.ins[0], e.outs[0]
+    if x.shape != out.shape or x.dtype is not out.dtype:
+        return False
+    if name == "reshape":
+        return len(e.ins) == 1 and not e.params.get("copy")
+    if name == "permute_dims":
+        return tuple(e.params.get("axes", ())) == tuple(range(len(x.shape)))
+    if name == "concat":
+        return len(e.ins) == 1
+    return False
+
+
+def _identities(prog):
+    """Instructions that hand back their input are dropped (the input stands for them)."""
+    sub, eqns = {}, []
+    for e in prog.eqns:
+        e = Eqn(e.prim, tuple(_substitute(a, sub) for a in e.ins), e.params, e.outs)
+        if _is_identity(e):
+            sub[e.outs[0]] = e.ins[0]
+            continue
+        eqns.append(e)
+    return _rebuild(prog, dict(prog.consts), eqns, [_substitute(a, sub) for a in prog.outs])
+
+
 def _hkey(v):
     """A hashable key for a parameter value that tells 2 from 2.0, or None."""
     if isinstance(v, (tuple, list)):
@@ -460,10 +486,11 @@ def _callable(prim, b):
     return prim.impl, True
 
 
-def _compile(prog):
-    """The replay function of ``prog``: generated Python source, compiled once."""
+def _compile(prog, bound=False):
+    """The replay function of ``prog``: generated Python source, compiled once. With ``bound``,
+    each line binds the primitive instead (``Program.evaluate``)."""
     b = prog.backend
-    ns = {"_fix": fix_scalar, "_xp": b.xp}
+    ns = {"_fix": fix_scalar, "_xp": b.xp, "_bind": bind}
     names = {}
     for i, v in enumerate(prog.in_vars):
         names[v] = f"a{i}"
@@ -482,7 +509,7 @@ def _compile(prog):
     # last use of every variable, and which ones only elementwise ufuncs read (their buffers
     # are never viewed by another value: NumPy only)
     last, only_ufunc_reads, fresh = {}, {}, set()
-    numpy_backend = b.name == "numpy"
+    numpy_backend = b.name == "numpy" and not bound
     ufuncs = [(_numpy_ufunc(e) if numpy_backend else None) for e in prog.eqns]
     for k, e in enumerate(prog.eqns):
         for a in e.ins:
@@ -511,9 +538,15 @@ def _compile(prog):
             ns[fname] = u
             call = f"{fname}({', '.join(args)}, out={name(target)})"
         else:
-            fn, takes_xp = _callable(e.prim, b)
-            fname = f"f{k}"
-            ns[fname] = fn
+            if bound:
+                fn, takes_xp = e.prim, False
+                args.insert(0, f"f{k}")
+                ns[f"f{k}"] = fn
+                fname = "_bind"
+            else:
+                fn, takes_xp = _callable(e.prim, b)
+                fname = f"f{k}"
+                ns[fname] = fn
             kw = []
             for pk, pv in e.params.items():
                 pname = f"p{k}_{len(kw)}"
@@ -528,9 +561,9 @@ def _compile(prog):
             lhs = ", ".join(name(v) for v in e.outs)
             lines.append(f"    {lhs}, = {call}" if len(e.outs) == 1 else f"    {lhs} = {call}")
             for v in e.outs:
-                if v.shape == ():
+                if v.shape == () and not bound:
                     lines.append(f"    {name(v)} = _fix({name(v)})")
-        elif out.shape == ():
+        elif out.shape == () and not bound:
             lines.append(f"    {name(out)} = _fix({call})")
         else:
             lines.append(f"    {name(out)} = {call}")
@@ -542,7 +575,8 @@ def _compile(prog):
             lines.append(f"    del {', '.join(name(a) for a in dead)}")
     # (a constant handed out is copied: the caller may write into it, the next call reuses it)
     ns["_copy"] = lambda c: b.xp.asarray(c, copy=True)
-    outs = [f"_copy({name(a)})" if a in prog.consts else name(a) for a in prog.outs]
+    outs = [f"_copy({name(a)})" if a in prog.consts and not bound else name(a)
+            for a in prog.outs]
     if prog.out_spec_is_leaf:
         lines.append(f"    return {outs[0]}")
     elif prog.out_spec_is_flat_tuple:
@@ -578,12 +612,24 @@ class _Signature:
 
 
 def _leaf_key(x):
-    if isinstance(x, Tracer) or isinstance(x, Tensor):
-        raw = _core.raw_value(x)
-        b = _core.backend_of(raw)
-        return ("array", tuple(x.shape), x.dtype, b.name, str(b.device_of(raw)))
-    b = _core.backend_of(x)
-    return ("array", tuple(_core.shape_of(x)), x.dtype, b.name, str(b.device_of(x)))
+    """(array type, shape, dtype[, device]) of an array argument (the type of the raw array
+    under a Tensor or tracer names the backend; the shape is the tracer's own)."""
+    raw = _core.raw_value(x)
+    t = type(raw)
+    if t is _ndarray:   # (one device)
+        return (t, _core.shape_of(x), _core.dtype_of(x))
+    return (t, _core.shape_of(x), _core.dtype_of(x), str(_core.backend_of(raw).device_of(raw)))
+
+
+_positional_specs = {}
+
+
+def _positional_spec(n):
+    """The spec of ``(args, {})`` for ``n`` positional array arguments."""
+    spec = _positional_specs.get(n)
+    if spec is None:
+        spec = _positional_specs[n] = tree_flatten((tuple(range(n)), {}))[1]
+    return spec
 
 
 class _Jitted:
@@ -638,6 +684,28 @@ class _Jitted:
         return self._call(args, kwargs)
 
     def _signature(self, args, kwargs):
+        if self._fast_ok and not kwargs:   # (positional arrays only: no pytree work)
+            keys, mode = [], "raw"
+            for a in args:
+                if isinstance(a, Array):
+                    if isinstance(a, Tensor):
+                        if a.requires_grad and _core.is_grad_enabled():
+                            mode = "bind"
+                        elif mode == "raw":
+                            mode = "tensor"
+                    else:
+                        mode = "bind"
+                elif not _is_array(a):
+                    break
+                keys.append(_leaf_key(a))
+            else:
+                sig = _Signature()
+                sig.leaves = list(args)
+                sig.spec = _positional_spec(len(args))
+                sig.static = ()
+                sig.mode = mode
+                sig.key = (sig.spec, tuple(keys), ())
+                return sig
         nargs = len(args)
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
         for i in self.static_argnums:
@@ -697,8 +765,7 @@ class _Jitted:
         self._cache.move_to_end(sig.key)
         dyn = [x for x in sig.leaves if _is_array(x)]
         if sig.mode == "bind":
-            outs = prog.evaluate(dyn)
-            return tree_unflatten(outs, prog.out_spec)
+            return prog.evaluate(dyn)
         if sig.mode == "tensor":
             dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
         out = prog._replay(*dyn)

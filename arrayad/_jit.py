@@ -227,6 +227,11 @@ class JitTracer(Tracer):
         return repr(self)
 
 
+# Primitives whose output shape depends on the values of the input (their vmap rule refuses
+# too): a program cannot fix it, so tracing refuses them by name.
+_VALUE_SHAPED = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
+
+
 class JitInterpreter(Interpreter):
     """Records the primitives applied to its tracers (NOTE [staging])."""
 
@@ -277,6 +282,14 @@ class JitInterpreter(Interpreter):
             v, atom = self._atom(a)
             vals.append(v)
             atoms.append(atom)
+        if prim.name in _VALUE_SHAPED or (prim.name == "getitem" and any(
+                _is_array(v) and _core.dtype_of(v).kind == "b" for v in vals[1:])):
+            raise RuntimeError(
+                f"jit({self.fname}): {prim.name} returns an array whose shape depends on the "
+                f"values of its input{' (a boolean mask)' if prim.name == 'getitem' else ''}"
+                f"{_user_frame()}, and a staged program fixes every shape by the signature. "
+                f"Use a fixed-size alternative (arrayad.where(mask, x, 0) to select "
+                f"elementwise), or call it outside the jitted function and pass its result in.")
         out = bind(prim, *vals, **params)
         if prim.keeps_level and not prim.multiple_results and not isinstance(out, Array):
             # zeros_like & co. depend on their argument's shape and dtype only, which the

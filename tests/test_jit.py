@@ -372,3 +372,97 @@ def test_large_elementwise_results_reuse_dead_buffers():
     assert "out=" in src and "del " in src
     close(ad.jit(grad(chain))(X), grad(chain)(X))
     assert "out=" not in ad.jit(grad(chain)).lower(X)._replay.source
+
+
+# -- every function of the operator database under jit ----------------------------------------
+
+import opdb  # noqa: E402
+
+FIRST = [c for c in opdb.all_cases() if c.i == 0 and c.s0.args]
+FIRST_DIFF = [c for c in FIRST if c.op.differentiable and c.s0.diff_indices()]
+
+
+def _closure(case, arrays):
+    s = case.s0
+    idx = s.diff_indices()
+
+    def f(*d):
+        full = list(arrays)
+        for i, v in zip(idx, d):
+            full[i] = v
+        return opdb.call_sample(case.op, s, full)
+    f.__name__ = case.op.name.replace(".", "_")
+    return f, [arrays[i] for i in idx]
+
+
+def _np_leaves(out):
+    return [to_numpy(x) for x in ad.func.tree_flatten(out)[0]]
+
+
+def _same(got, want, what):
+    got, want = _np_leaves(got), _np_leaves(want)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, what
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=what)
+
+
+@pytest.mark.parametrize("case", FIRST, ids=[c.id for c in FIRST])
+def test_every_function_forward_under_jit(case):
+    s = case.s0
+    args = [a for a in s.args]
+    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+
+    def f(*arrs):
+        full = list(args)
+        for i, v in zip(arrays, arrs):
+            full[i] = v
+        return opdb.call_sample(case.op, s, full)
+
+    f.__name__ = case.op.name.replace(".", "_")
+    inputs = [args[i] for i in arrays]
+    want = f(*inputs)
+    j = ad.jit(f)
+    if not s.vmap:   # the output's shape depends on the values: refused by name
+        with pytest.raises(RuntimeError, match=r"shape depends on the\s+values"):
+            j(*inputs)
+        return
+    _same(j(*inputs), want, f"jit({case.op.name}) traced")
+    _same(j(*inputs), want, f"jit({case.op.name}) replayed")
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "array_api_strict"])
+@pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
+def test_every_function_vjp_and_jvp_under_jit(case, backend_name):
+    be = Backend(backend_name)
+    arrays = [be(a) if isinstance(a, np.ndarray) else a for a in case.s0.args]
+    f, diff = _closure(case, arrays)
+    out, vjp_fn = vjp(f, *diff)
+    rng = np.random.default_rng(5)
+    cts = ad.func.tree_map(lambda o: be(rng.standard_normal(to_numpy(o).shape).astype(
+        to_numpy(o).dtype) if to_numpy(o).dtype.kind == "f" else to_numpy(o)), out)
+    tangents = [be(rng.standard_normal(to_numpy(d).shape).astype(to_numpy(d).dtype)) for d in diff]
+
+    n = len(diff)
+    ct_leaves, ct_spec = ad.func.tree_flatten(cts)
+
+    def pull(*xs):   # (the cotangents are arguments too: values of the program)
+        return vjp(f, *xs[:n])[1](ad.func.tree_unflatten(list(xs[n:]), ct_spec))
+
+    def push(*xs):
+        return jvp(f, tuple(xs[:n]), tuple(xs[n:]))
+
+    for g, name, extra in ((pull, "vjp", ct_leaves), (push, "jvp", tangents)):
+        want = g(*diff, *extra)
+        j = ad.jit(g)
+        _same(j(*diff, *extra), want, f"jit({name}({case.op.name})) traced")
+        _same(j(*diff, *extra), want, f"jit({name}({case.op.name})) replayed")
+    # and the other way round: derivatives of the jitted function, against finite differences
+    check_grads(ad.jit(f), diff, order=1, modes=("fwd", "rev"), rtol=case.op.rtol,
+                atol=case.op.atol)
+
+
+def test_boolean_mask_indexing_is_refused_with_the_fix():
+    with pytest.raises(RuntimeError, match=r"getitem returns .* boolean mask.*where"):
+        ad.jit(lambda x: x[x > 0])(X)
+    close(ad.jit(lambda x: ad.where(x > 0, x, 0.0))(X), np.where(X > 0, X, 0.0))

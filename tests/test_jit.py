@@ -466,3 +466,24 @@ def test_boolean_mask_indexing_is_refused_with_the_fix():
     with pytest.raises(RuntimeError, match=r"getitem returns .* boolean mask.*where"):
         ad.jit(lambda x: x[x > 0])(X)
     close(ad.jit(lambda x: ad.where(x > 0, x, 0.0))(X), np.where(X > 0, X, 0.0))
+
+
+def test_a_registered_fuser_replaces_elementwise_chains():
+    pytest.importorskip("numexpr")
+    from arrayad import _jit
+    x = np.random.default_rng(4).standard_normal(40_000)
+    saved = dict(_jit.FUSERS)
+    _jit.register_fuser("numpy", _jit.numexpr_fuser)
+    try:
+        j = ad.jit(grad(chain))
+        prog = j.lower(x)
+        assert prog.fused is not None
+        assert any(n.startswith("fused[") for n in prog.fused.primitive_names())
+        assert len(prog.fused.eqns) < len(prog.eqns)
+        for _ in range(2):
+            close(j(x), grad(chain)(x))
+        t = np.ones_like(x)   # an outer transform binds the unfused program
+        close(jvp(j, (x,), (t,))[1], jvp(grad(chain), (x,), (t,))[1])
+    finally:
+        _jit.FUSERS.clear()
+        _jit.FUSERS.update(saved)

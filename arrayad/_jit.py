@@ -144,7 +144,7 @@ class Program:
     # -- the passes
     def optimized(self):
         """A new program after constant folding, common subexpressions and dead code."""
-        prog = _dce(_cse(_identities(_fold(self))))
+        prog = _dce(_negations(_cse(_identities(_fold(self)))))
         prog.unoptimized = self
         return prog
 
@@ -402,6 +402,59 @@ def _identities(prog):
             continue
         eqns.append(e)
     return _rebuild(prog, dict(prog.consts), eqns, [_substitute(a, sub) for a in prog.outs])
+
+
+def _negations(prog):
+    """Negations folded into their one consumer (backward passes are full of them): ``a +
+    (-b)`` is ``a - b``, ``(-a) * c`` is ``a * (-c)`` for a number ``c``, ``a * (-b)`` is ``-(a *
+    b)`` (then folded further). Exact in IEEE arithmetic and in integer wrap-around alike."""
+    prims = {e.prim.name: e.prim for e in prog.eqns}
+    if "negative" not in prims:
+        return prog
+    uses = collections.Counter(a for e in prog.eqns for a in e.ins if isinstance(a, Var))
+    uses.update(a for a in prog.outs if isinstance(a, Var))
+    neg_of = {}   # var -> the var it negates (single-use negations only)
+    for e in prog.eqns:
+        if e.prim.name == "negative" and isinstance(e.ins[0], Var) and uses[e.outs[0]] == 1:
+            neg_of[e.outs[0]] = e.ins[0]
+    if not neg_of:
+        return prog
+    neg_p = prims["negative"]
+    add_p, sub_p, mul_p = (_core_prim("add"), _core_prim("subtract"), _core_prim("multiply"))
+    fresh = max([v.n for e in prog.eqns for v in e.outs] + [v.n for v in prog.in_vars]
+                + [v.n for v in prog.consts])
+    eqns = []
+    for e in prog.eqns:
+        name, ins = e.prim.name, e.ins
+        if name == "add" and len(ins) == 2 and ins[1] in neg_of and _same_type(ins[1], e):
+            e = Eqn(sub_p, (ins[0], neg_of[ins[1]]), e.params, e.outs)
+        elif name == "add" and len(ins) == 2 and ins[0] in neg_of and _same_type(ins[0], e):
+            e = Eqn(sub_p, (ins[1], neg_of[ins[0]]), e.params, e.outs)
+        elif (name == "multiply" and len(ins) == 2 and ins[0] in neg_of and isinstance(ins[1], Lit)
+              and type(ins[1].value) in (int, float) and _same_type(ins[0], e)):
+            e = Eqn(mul_p, (neg_of[ins[0]], Lit(-ins[1].value)), e.params, e.outs)
+        elif (name == "multiply" and len(ins) == 2 and ins[1] in neg_of and isinstance(ins[0], Var)
+              and ins[0].shape == e.outs[0].shape and _same_type(ins[1], e)
+              and uses[e.outs[0]] == 1):
+            # a * (-b) -> -(a * b): a negation the next add/subtract absorbs
+            fresh += 1
+            m = Var(fresh, e.outs[0].shape, e.outs[0].dtype, "multiply")
+            eqns.append(Eqn(mul_p, (ins[0], neg_of[ins[1]]), e.params, (m,)))
+            e = Eqn(neg_p, (m,), {}, e.outs)
+            neg_of[e.outs[0]] = m
+        eqns.append(e)
+    return _rebuild(prog, dict(prog.consts), eqns, list(prog.outs))
+
+
+def _core_prim(name):
+    return _core._primitive_by_name(name)
+
+
+def _same_type(neg_var, e):
+    """Whether the negated value has the result's shape and dtype (no broadcasting or promotion
+    for the rewrite to change)."""
+    out = e.outs[0]
+    return neg_var.shape == out.shape and neg_var.dtype is out.dtype
 
 
 def _hkey(v):

@@ -487,3 +487,21 @@ def test_a_registered_fuser_replaces_elementwise_chains():
     finally:
         _jit.FUSERS.clear()
         _jit.FUSERS.update(saved)
+
+
+def test_negations_fold_into_their_consumer():
+    prog = make_program(lambda x, y: x + (-ad.sin(y)) + (-x) * 2)(X, X)
+    assert "negative" in prog.unoptimized.primitive_names()
+    assert "negative" not in prog.primitive_names()
+    close(ad.jit(lambda x, y: x + (-ad.sin(y)) + (-x) * 2)(X, X), X - np.sin(X) - 2 * X)
+
+
+def test_outputs_that_are_not_traced():
+    j = ad.jit(lambda x: (x * 2, None, 3, ad.zeros_like(x)))
+    for _ in range(2):
+        a, none, three, z = j(X)
+        close(a, 2 * X)
+        assert none is None and three == 3
+        close(z, np.zeros(6))
+    z[0] = 5.0   # the caller may write into a result: the next call is unaffected
+    close(j(X)[3], np.zeros(6))

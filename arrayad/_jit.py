@@ -636,8 +636,9 @@ def _compile(prog, bound=False):
             lines.append(f"    {name(out)} = {call}")
         # free large dead arrays now (the next allocation may reuse their memory)
         dead = [a for a in dict.fromkeys(e.ins) if isinstance(a, Var) and last.get(a) == k
-                and a not in inputs and a not in outs_set and _nbytes(a) >= _REUSE_BYTES
-                and a is not target]
+                and a not in inputs and a not in outs_set and _nbytes(a) >= _REUSE_BYTES]
+        # (the buffer of an ``out=`` target lives on under the result's name: its own name
+        # is deleted, or it would keep the buffer alive after the result dies)
         if dead:
             lines.append(f"    del {', '.join(name(a) for a in dead)}")
     # (a constant handed out is copied: the caller may write into it, the next call reuses it)
@@ -796,9 +797,10 @@ def _leaf_key(x):
     under a Tensor or tracer names the backend; the shape is the tracer's own)."""
     raw = _core.raw_value(x)
     t = type(raw)
+    # (the backend's own dtype: NumPy's hashes in C, a cheaper lookup than arrayad's DType)
     if t is _ndarray:   # (one device)
-        return (t, _core.shape_of(x), _core.dtype_of(x))
-    return (t, _core.shape_of(x), _core.dtype_of(x), str(_core.backend_of(raw).device_of(raw)))
+        return (t, _core.shape_of(x), raw.dtype)
+    return (t, _core.shape_of(x), raw.dtype, str(_core.backend_of(raw).device_of(raw)))
 
 
 _positional_specs = {}
@@ -880,11 +882,11 @@ class _Jitted:
                 keys.append(_leaf_key(a))
             else:
                 sig = _Signature()
-                sig.leaves = list(args)
+                sig.leaves = args
                 sig.spec = _positional_spec(len(args))
                 sig.static = ()
                 sig.mode = mode
-                sig.key = (sig.spec, tuple(keys), ())
+                sig.key = ("args", tuple(keys))   # (no TreeSpec to hash: a cheaper lookup)
                 return sig
         nargs = len(args)
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
@@ -943,7 +945,7 @@ class _Jitted:
                     self._store(self._fast, tuple((a.shape, a.dtype) for a in args), prog)
             return self._native(tree_unflatten(out_values, prog.out_spec), sig.mode)
         self._cache.move_to_end(sig.key)
-        dyn = [x for x in sig.leaves if _is_array(x)]
+        dyn = sig.leaves if sig.key[0] == "args" else [x for x in sig.leaves if _is_array(x)]
         if sig.mode == "bind":
             return prog.evaluate(dyn)
         if sig.mode == "tensor":

@@ -122,6 +122,7 @@ class Program:
         self._replay = None         # generated: backend calls on raw arrays
         self._bound = None          # generated: bind() of each primitive (outer transforms)
         self.fused = None           # the program the replay runs, when a fuser applied
+        self._primitive = None      # NOTE [program primitive]
 
     # -- printing
     def __str__(self):
@@ -153,6 +154,15 @@ class Program:
         if self._replay is None:
             self._replay = _compile(self)
         return self._replay(*leaves)
+
+    def as_primitive(self):
+        """The program as one primitive (NOTE [program primitive]), or None where it cannot be
+        (outputs that are no arrays, a program not cached)."""
+        if self._primitive is None:
+            ok = (self.cacheable and self.outs and self.in_vars
+                  and all(isinstance(a, Var) for a in self.outs))
+            self._primitive = _ProgramPrimitive(self) if ok else False
+        return self._primitive or None
 
     def evaluate(self, leaves):
         """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors
@@ -553,9 +563,10 @@ def _callable(prim, b):
     return prim.impl, True
 
 
-def _compile(prog, bound=False):
+def _compile(prog, bound=False, flat=False):
     """The replay function of ``prog``: generated Python source, compiled once. With ``bound``,
-    each line binds the primitive instead (``Program.evaluate``)."""
+    each line binds the primitive instead (``Program.evaluate``); with ``flat`` it returns the
+    tuple of output leaves instead of their structure."""
     b = prog.backend
     ns = {"_fix": fix_scalar, "_xp": b.xp, "_bind": bind}
     names = {}
@@ -645,7 +656,9 @@ def _compile(prog, bound=False):
     ns["_copy"] = lambda c: b.xp.asarray(c, copy=True)
     outs = [f"_copy({name(a)})" if a in prog.consts and not bound else name(a)
             for a in prog.outs]
-    if prog.out_spec_is_leaf:
+    if flat:
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    elif prog.out_spec_is_leaf:
         lines.append(f"    return {outs[0]}")
     elif prog.out_spec_is_flat_tuple:
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
@@ -659,6 +672,103 @@ def _compile(prog, bound=False):
     fn = ns["replay"]
     fn.source = src
     return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# NOTE [program primitive]
+# ------------------------
+# Called with values of outer transforms (``grad(jit(f))``, ``vmap(jit(f))``, Tensors that
+# require grad), a cached program is applied as one primitive whose rules come from transforming
+# the program itself: its impl is the replay on raw arrays; its VJP is ``jit`` of the program's
+# pullback, its JVP ``jit`` of its pushforward, its batching rule ``jit`` of its vmap (each
+# staged once per signature, like any jitted function). On raw arrays every one of them replays
+# at backend speed; on values of further transforms (hessian(jit(f)): the VJP rule sees grad
+# tracers) the jitted rule binds its own program's primitives, so every order composes.
+
+class _ProgramPrimitive(_core.Primitive):
+    def __init__(self, prog):
+        super().__init__(f"jit[{prog.name}]", self._impl, multiple_results=True)
+        self.prog = prog
+        self.vjp = self._vjp
+        self.jvp = self._jvp
+        self.batch = self._batch
+        self.node_name = f"Jit{prog.name}Backward"
+        self._flat_replay = None
+        self._flat_eval = _compile(prog, bound=True, flat=True)
+        self._inexact_in = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.in_vars]
+        self._inexact_out = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.outs]
+        self._pullback = self._pushforward = None
+        self._batched = {}
+
+    def _impl(self, xp, *raw):
+        if self._flat_replay is None:
+            self._flat_replay = _compile(self.prog.fused or self.prog, flat=True)
+        return self._flat_replay(*raw)
+
+    def _split(self, args):
+        """(function of the inexact args, those args): the others stay fixed."""
+        idx = [i for i, ok in enumerate(self._inexact_in) if ok]
+
+        def with_diff(*d):
+            full = list(args)
+            for i, v in zip(idx, d):
+                full[i] = v
+            return full
+        return idx, with_diff
+
+    def _vjp(self, g, ans, *args):
+        if self._pullback is None:
+            from .func import vjp   # (func imports this module)
+            n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
+
+            def pullback(*xs):
+                args, cts = xs[:n], xs[n:]
+                idx, full = self._split(args)
+                _, fn = vjp(lambda *d: [o for o, ok in zip(evaluate(*full(*d)), outs_ok) if ok],
+                            *[args[i] for i in idx])
+                got = fn(list(cts))
+                out = [None] * n
+                for i, c in zip(idx, got):
+                    out[i] = c
+                return tuple(out)
+            pullback.__name__ = f"vjp_{self.prog.name}"
+            self._pullback = jit(pullback)
+        if len(self._inexact_out) == 1:   # (the engine hands one output's cotangent bare)
+            g = (g,)
+        cts = [c for c, ok in zip(g, self._inexact_out) if ok]
+        return list(self._pullback(*args, *cts))
+
+    def _jvp(self, tangents, ans, *args):
+        if self._pushforward is None:
+            from .func import jvp
+            n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
+
+            def pushforward(*xs):
+                args, ts = xs[:n], xs[n:]
+                idx, full = self._split(args)
+                _, out_t = jvp(lambda *d: [o for o, ok in zip(evaluate(*full(*d)), outs_ok) if ok],
+                               tuple(args[i] for i in idx), tuple(ts))
+                return tuple(out_t)
+            pushforward.__name__ = f"jvp_{self.prog.name}"
+            self._pushforward = jit(pushforward)
+        from ._ops._namespace import ops
+        ts = [ops.zeros_like(a) if t is None else t
+              for a, t, ok in zip(args, tangents, self._inexact_in) if ok]
+        got = iter(self._pushforward(*args, *ts))
+        return tuple(next(got) if ok else None for ok in self._inexact_out)
+
+    def _batch(self, args, dims):
+        dims = tuple(dims)
+        fn = self._batched.get(dims)
+        if fn is None:
+            from .func import vmap
+            evaluate = self._flat_eval
+
+            def batched(*xs):
+                return vmap(lambda *a: tuple(evaluate(*a)), in_dims=dims)(*xs)
+            batched.__name__ = f"vmap_{self.prog.name}"
+            fn = self._batched[dims] = jit(batched)
+        return tuple(fn(*args)), (0,) * len(self.prog.outs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -947,7 +1057,10 @@ class _Jitted:
         self._cache.move_to_end(sig.key)
         dyn = sig.leaves if sig.key[0] == "args" else [x for x in sig.leaves if _is_array(x)]
         if sig.mode == "bind":
-            return prog.evaluate(dyn)
+            prim = prog.as_primitive()
+            if prim is None:
+                return prog.evaluate(dyn)
+            return tree_unflatten(list(bind(prim, *dyn)), prog.out_spec)
         if sig.mode == "tensor":
             dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
         out = prog._replay(*dyn)

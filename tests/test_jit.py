@@ -505,3 +505,23 @@ def test_outputs_that_are_not_traced():
         close(z, np.zeros(6))
     z[0] = 5.0   # the caller may write into a result: the next call is unaffected
     close(j(X)[3], np.zeros(6))
+
+
+def test_a_cached_program_is_one_primitive_to_outer_transforms():
+    def f(x, k):   # an integer argument and an integer output beside the float ones
+        return x * k, k + 1, ad.sum(x ** 2)
+
+    j = ad.jit(f)
+    k = np.arange(6)
+    j(X, k)   # traced (the outer transforms below then use the cached program)
+    t = ad.tensor(X, requires_grad=True)
+    out = j(t, k)
+    assert "Jit" in out[0].grad_fn.name()   # one node for the whole program
+    (ad.sum(out[0]) + out[2]).backward()
+    close(t.grad, k + 2 * X)
+    close(grad(lambda x: ad.sum(j(x, k)[0]) + j(x, k)[2])(X), k + 2 * X)
+    close(jvp(lambda x: j(x, k)[0], (X,), (np.ones(6),))[1], k.astype(float))
+    close(vmap(lambda x: j(x, k)[2])(XS), np.sum(XS ** 2, axis=1))
+    close(hessian(lambda x: j(x, k)[2])(X), 2 * np.eye(6))
+    _, k1, _ = j(t, k)
+    close(k1, k + 1)

@@ -685,6 +685,12 @@ def _compile(prog, bound=False, flat=False):
 # at backend speed; on values of further transforms (hessian(jit(f)): the VJP rule sees grad
 # tracers) the jitted rule binds its own program's primitives, so every order composes.
 
+def _func():
+    # (arrayad.func imports this module: looked up, not imported, so that the import graph
+    # keeps one direction)
+    return sys.modules["arrayad.func"]
+
+
 class _ProgramPrimitive(_core.Primitive):
     def __init__(self, prog):
         super().__init__(f"jit[{prog.name}]", self._impl, multiple_results=True)
@@ -718,7 +724,7 @@ class _ProgramPrimitive(_core.Primitive):
 
     def _vjp(self, g, ans, *args):
         if self._pullback is None:
-            from .func import vjp   # (func imports this module)
+            vjp = _func().vjp
             n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
 
             def pullback(*xs):
@@ -740,7 +746,7 @@ class _ProgramPrimitive(_core.Primitive):
 
     def _jvp(self, tangents, ans, *args):
         if self._pushforward is None:
-            from .func import jvp
+            jvp = _func().jvp
             n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
 
             def pushforward(*xs):
@@ -761,7 +767,7 @@ class _ProgramPrimitive(_core.Primitive):
         dims = tuple(dims)
         fn = self._batched.get(dims)
         if fn is None:
-            from .func import vmap
+            vmap = _func().vmap
             evaluate = self._flat_eval
 
             def batched(*xs):

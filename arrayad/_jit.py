@@ -692,6 +692,9 @@ def _func():
 
 
 class _ProgramPrimitive(_core.Primitive):
+    """A cached program as one primitive (NOTE [program primitive]); its rules act on the
+    floating-point inputs and outputs (the others get no cotangent or tangent)."""
+
     def __init__(self, prog):
         super().__init__(f"jit[{prog.name}]", self._impl, multiple_results=True)
         self.prog = prog
@@ -712,7 +715,8 @@ class _ProgramPrimitive(_core.Primitive):
         return self._flat_replay(*raw)
 
     def _split(self, args):
-        """(function of the inexact args, those args): the others stay fixed."""
+        """(indices of the floating-point args, a function rebuilding all the args from
+        new values of those): the others stay as they are."""
         idx = [i for i, ok in enumerate(self._inexact_in) if ok]
 
         def with_diff(*d):

@@ -981,7 +981,10 @@ class _Jitted:
                 key = tuple(key)
                 prog = self._fast.get(key)
                 if prog is not None:
-                    self._fast.move_to_end(key)
+                    try:
+                        self._fast.move_to_end(key)
+                    except KeyError:   # (evicted by another thread meanwhile: still valid)
+                        pass
                     return prog._replay(*args)
         return self._call(args, kwargs)
 
@@ -1064,7 +1067,10 @@ class _Jitted:
                         type(a) is _ndarray for a in args):
                     self._store(self._fast, tuple((a.shape, a.dtype) for a in args), prog)
             return self._native(tree_unflatten(out_values, prog.out_spec), sig.mode)
-        self._cache.move_to_end(sig.key)
+        try:
+            self._cache.move_to_end(sig.key)
+        except KeyError:   # (evicted by another thread meanwhile: the program is still valid)
+            pass
         dyn = sig.leaves if sig.key[0] == "args" else [x for x in sig.leaves if _is_array(x)]
         if sig.mode == "bind":
             prim = prog.as_primitive()

@@ -525,3 +525,25 @@ def test_a_cached_program_is_one_primitive_to_outer_transforms():
     close(hessian(lambda x: j(x, k)[2])(X), 2 * np.eye(6))
     _, k1, _ = j(t, k)
     close(k1, k + 1)
+
+
+def test_threads_share_a_jitted_function():
+    import threading
+    j = ad.jit(grad(chain), cache_size=2)
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for n in (3, 4, 5, 6) * 5:   # more signatures than the cache holds
+                x = rng.standard_normal(n)
+                np.testing.assert_allclose(j(x), grad(chain)(x), rtol=1e-12)
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -892,8 +892,6 @@ def numexpr_fuser(prog):
     return _rebuild(prog, dict(prog.consts), eqns, list(prog.outs))
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # jit
 

@@ -863,7 +863,8 @@ def write_plot(path, results, workloads, libs):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"numpy-fwd": "#7f7f7f", "arrayad": "#d62728", "arrayad.jit": "#8c564b", "torch.func": "#ff7f0e",
+    colors = {"numpy-fwd": "#7f7f7f", "arrayad": "#d62728", "arrayad.jit": "#8c564b",
+              "torch.func": "#ff7f0e",
               "autograd": "#2ca02c", "jax": "#1f77b4", "jax.jit": "#17becf", "mygrad": "#9467bd"}
     nlib = len(libs)
     width = 0.8 / max(nlib, 1)

@@ -83,7 +83,8 @@ def test_replay_uses_the_new_values_not_the_traced_ones(be):
 
 def test_several_arguments_pytrees_and_kwargs():
     rng = np.random.default_rng(2)
-    w1, w2, x = rng.standard_normal((4, 5)), rng.standard_normal((5, 2)), rng.standard_normal((3, 4))
+    w1, w2 = rng.standard_normal((4, 5)), rng.standard_normal((5, 2))
+    x = rng.standard_normal((3, 4))
     f = grad(mlp, argnums=(0, 1))
     j = ad.jit(f)
     for _ in range(2):

@@ -52,7 +52,8 @@ class JitMLP:
 
     def setup(self, backend):
         common.get_backend(backend)
-        self.x, self.w1, self.w2, self.y = common.data(backend, "mlp_x", "mlp_w1", "mlp_w2", "mlp_y")
+        self.x, self.w1, self.w2, self.y = common.data(backend, "mlp_x", "mlp_w1", "mlp_w2",
+                                                       "mlp_y")
         args = (self.x, self.w1, self.w2, self.y)
         in_dims = (None, None, 0, 0)
         self.grad = _jitted(func.grad(mlp_loss, argnums=(1, 2)), *args)

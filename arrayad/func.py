@@ -14,7 +14,8 @@ import functools
 from . import _dtypes
 from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
-                          Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
+                          Tensor, dtype_of, interpreters, new_dual, run_backward, shape_of,
+                          topological_order)
 from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
@@ -150,8 +151,17 @@ def _select(args, nums, single):
     return diff[0] if single else diff
 
 
+def _lift_raw(tree):
+    """The raw backend arrays of ``tree`` (arguments that a transform does not differentiate) as
+    constants of the innermost open transform, so that inside the function every value is
+    arrayad (NOTE [everything inside is arrayad] in the core) and in-place updates of them stay
+    inside the function."""
+    top = interpreters()[-1]
+    return tree_map(lambda x: x if isinstance(x, Array) or not _is_array(x) else top.lift(x), tree)
+
+
 def _replace(args, nums, new, single):
-    args = list(args)
+    args = list(args) if len(args) == len(nums) else _lift_raw(list(args))
     new = (new,) if single else new
     for i, v in zip(nums, new):
         args[i] = v
@@ -237,6 +247,17 @@ class _ReverseTrace:
 _ONES = {}
 
 
+def _owned(g):
+    """A gradient handed to the caller: an array they own and may update in place (not a
+    read-only broadcast view, not the cached unit cotangent)."""
+    if g is None or isinstance(g, Array) and not isinstance(g, Tensor):
+        return g
+    if isinstance(g, Tensor):
+        v = backend_of(g).owned(g._value)
+        return g if v is g._value else Tensor(v)
+    return backend_of(g).owned(g)
+
+
 def _unit_cotangent(value):
     """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
     engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
@@ -269,7 +290,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         native = _Native.of_args(args)
 
         def partial(diff):
-            return func(*_replace(args, nums, diff, single), **kwargs)
+            return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
 
         trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux, spread=False)
         out = trace.out
@@ -283,7 +304,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         value = trace.outs[0][0]
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
-        grads = [ops.asarray(g, copy=True) if g is one else g for g in grads]
+        grads = [_owned(g) for g in grads]
         g = tree_unflatten(grads, trace.in_spec)
         if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
             g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
@@ -349,7 +370,8 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        result = tree_unflatten(trace.backprop(list(ct_leaves)), trace.in_spec)
+        result = tree_unflatten([_owned(g) for g in trace.backprop(list(ct_leaves))],
+                                trace.in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
 
@@ -752,8 +774,9 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     native = _Native(leaves)
     with BatchInterpreter(size, randomness) as interp:
-        wrapped = [x if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
-        out = func(*tree_unflatten(wrapped, spec), **kwargs)
+        wrapped = [(x if isinstance(x, Array) or not _is_array(x) else interp.lift(x))
+                   if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
+        out = func(*tree_unflatten(wrapped, spec), **_lift_raw(kwargs))
         out_leaves, out_spec = tree_flatten(out)
         if isinstance(out_dims, int):
             odims = [out_dims] * len(out_leaves)
@@ -772,6 +795,8 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
 
 def _unbatch(func, interp, o, d, size):
     batched = isinstance(o, BatchTracer) and o.interpreter is interp
+    if batched and o.bdim < 0:   # a value of this level that is not batched
+        o, batched = o.value, False
     if d is None:
         if batched:
             raise ValueError(f"vmap: `{_fname(func)}` can not return a BatchedTensor when out_dim "

@@ -243,6 +243,11 @@ class JitTracer(Tracer):
 _VALUE_SHAPED = {"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"}
 
 
+# Primitives whose result depends on their argument's shape and dtype only: constants of a
+# program, whose signature fixes both.
+_SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "full_like"}
+
+
 class JitInterpreter(Interpreter):
     """Records the primitives applied to its tracers (NOTE [staging])."""
 
@@ -261,6 +266,8 @@ class JitInterpreter(Interpreter):
         return Var(self.count, _core.shape_of(value), _core.dtype_of(value), label)
 
     def new_input(self, value, label):
+        if self.frame is None:   # (where arrays made inside belong: NOTE [everything inside
+            self.frame = value   # is arrayad] in the core)
         return JitTracer(self, value, self.new_var(value, label))
 
     def const(self, value):
@@ -302,7 +309,7 @@ class JitInterpreter(Interpreter):
                 f"Use a fixed-size alternative (arrayad.where(mask, x, 0) to select "
                 f"elementwise), or call it outside the jitted function and pass its result in.")
         out = bind(prim, *vals, **params)
-        if prim.keeps_level and not prim.multiple_results and not isinstance(out, Array):
+        if prim.name in _SHAPE_ONLY and not isinstance(out, Array):
             # zeros_like & co. depend on their argument's shape and dtype only, which the
             # program fixes: the result is a constant (folded further by the passes)
             return JitTracer(self, out, self.const(out))

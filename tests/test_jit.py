@@ -548,3 +548,16 @@ def test_threads_share_a_jitted_function():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_arrays_made_inside_are_constants_of_the_program(be):
+    def f(x):
+        out = ad.zeros(6, dtype=x.dtype)   # made on x's backend, a value of the program
+        out[1:] = x[:-1] * ad.arange(5, dtype=x.dtype)
+        return out
+
+    j = ad.jit(f)
+    for _ in range(2):
+        close(j(be(X)), np.concatenate([[0.0], X[:-1] * np.arange(5)]))
+    loss = grad(lambda x: ad.sum(f(x) ** 2))   # (under grad, zeros is made on x's backend too)
+    close(ad.jit(loss)(be(X)), loss(be(X)))

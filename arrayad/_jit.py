@@ -334,6 +334,13 @@ class JitInterpreter(Interpreter):
             return atom, v
         return Lit(x), x
 
+    def random_error(self):
+        """What the random functions raise inside a jitted function."""
+        return RuntimeError(
+            f"jit({self.fname}): the function draws random numbers{_user_frame()}. Under jit they "
+            f"would be drawn once, while tracing, and the same numbers replayed on every call. "
+            f"Draw them outside the jitted function and pass them as an argument.")
+
     def conversion_error(self, tracer, what):
         var = tracer.var
         where = _user_frame()
@@ -1152,11 +1159,8 @@ class _Jitted:
                 atom, v = interp.output(o)
                 outs.append(atom)
                 values.append(v)
-        if not _same_state(get_rng_state(), rng_before):
-            raise RuntimeError(
-                f"jit({self.__name__}): the function draws random numbers. Under jit they would "
-                f"be drawn once, while tracing, and the same numbers replayed on every call. Draw "
-                f"them outside the jitted function and pass them as an argument.")
+        if not _same_state(get_rng_state(), rng_before):   # (a backend's generator used directly)
+            raise interp.random_error()
         prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
                        sig.spec, out_spec, backend or default_backend(), interp.cacheable)
         prog = prog.optimized()

@@ -284,6 +284,10 @@ def test_control_flow_under_grad_inside_jit_raises_the_jit_error():
 def test_random_numbers_inside_jit_are_refused():
     with pytest.raises(RuntimeError, match="draws random numbers"):
         ad.jit(lambda x: x + ad.randn(6))(X)
+    g = ad.Generator(backend="numpy") if hasattr(ad, "Generator") else None
+    if g is not None:   # a generator of its own: refused the same way
+        with pytest.raises(RuntimeError, match="draws random numbers"):
+            ad.jit(lambda x: x + ad.randn(6, generator=g))(X)
 
 
 def test_an_escaped_tracer_fails_loudly():

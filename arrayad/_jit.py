@@ -416,6 +416,29 @@ def _is_identity(e):
     return False
 
 
+def _is_one(atom, consts):
+    """Whether ``atom`` is the number 1 or a NumPy constant of ones (x * 1 and x ** 1 are x,
+    exactly, also for inf, nan and -0.0)."""
+    if isinstance(atom, Lit):
+        return type(atom.value) in (int, float) and atom.value == 1
+    c = consts.get(atom)
+    return type(c) is _ndarray and c.size > 0 and bool((c == 1).all())
+
+
+def _unit_operand(e, consts):
+    """The operand that ``e`` hands back unchanged: ``x * 1``, ``1 * x``, ``x ** 1`` with the
+    result's shape and dtype; else None."""
+    name, ins, out = e.prim.name, e.ins, e.outs[0] if len(e.outs) == 1 else None
+    if out is None or e.params or len(ins) != 2 or name not in ("multiply", "pow"):
+        return None
+    pairs = ((ins[0], ins[1]), (ins[1], ins[0])) if name == "multiply" else ((ins[0], ins[1]),)
+    for x, one in pairs:
+        if (isinstance(x, Var) and x.shape == out.shape and x.dtype is out.dtype
+                and _is_one(one, consts)):
+            return x
+    return None
+
+
 def _identities(prog):
     """Instructions that hand back their input are dropped (the input stands for them)."""
     sub, eqns = {}, []
@@ -423,6 +446,10 @@ def _identities(prog):
         e = Eqn(e.prim, tuple(_substitute(a, sub) for a in e.ins), e.params, e.outs)
         if _is_identity(e):
             sub[e.outs[0]] = e.ins[0]
+            continue
+        x = _unit_operand(e, prog.consts)
+        if x is not None:
+            sub[e.outs[0]] = x
             continue
         eqns.append(e)
     return _rebuild(prog, dict(prog.consts), eqns, [_substitute(a, sub) for a in prog.outs])

@@ -565,3 +565,14 @@ def test_arrays_made_inside_are_constants_of_the_program(be):
         close(j(be(X)), np.concatenate([[0.0], X[:-1] * np.arange(5)]))
     loss = grad(lambda x: ad.sum(f(x) ** 2))   # (under grad, zeros is made on x's backend too)
     close(ad.jit(loss)(be(X)), loss(be(X)))
+
+
+def test_multiplications_by_one_are_dropped():
+    # the gradient of sum((x - y) ** 2): 2 * (x - y) ** 1 * ones
+    f = grad(lambda x, y: ad.sum((x - y) ** 2))
+    prog = make_program(f)(X, XS[0])
+    assert "pow" in prog.unoptimized.primitive_names() and "pow" not in prog.primitive_names()
+    assert prog.primitive_names().count("multiply") == 1
+    close(ad.jit(f)(X, XS[0]), 2 * (X - XS[0]))
+    xi = np.arange(6)   # integer arrays: x * 1 keeps the dtype, so it goes too
+    close(ad.jit(lambda x: x * 1 + x ** 1)(xi), 2 * xi)

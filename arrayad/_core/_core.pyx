@@ -459,6 +459,11 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     cdef object fn
     if b is None:
         # Only Python scalars: the default backend's namespace function decides.
+        for a in args:
+            if a is not None:
+                break
+        else:
+            raise TypeError(f"arrayad: {prim.name} expects an array, got None")
         b = _host.resolve_backend(None)
         if prim.xp_name is not None:
             return fix_scalar(getattr(b.xp, prim.xp_name)(*args, **params))
@@ -1962,6 +1967,12 @@ cdef class Tensor(Array):
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
+                try:
+                    backend_of(value)
+                except TypeError:
+                    raise TypeError(f"assigned grad expected to be a Tensor (or an array of the "
+                                    f"tensor's backend) or None but got grad of type "
+                                    f"{type(value).__name__}") from None
                 value = Tensor(value)
             if value.shape != self.shape:
                 raise RuntimeError(

@@ -109,6 +109,10 @@ def _concrete(x, what):
 @decl.glue
 def _to_scalar(x, what):
     """A Python number from a one-element array (``float(x)``, ``x.item()``...)."""
+    if what == "index" and not ops.isdtype(x.dtype, "integral"):
+        # (as torch: [10, 20, 30][tensor(1.7)] must not silently pick element 1)
+        raise TypeError(f"only integer arrays of a single element can be converted to an "
+                        f"index, got dtype {x.dtype}; convert it first (int(x) or x.astype(int64)).")
     v = _concrete(x, what)
     item = getattr(v, "item", None)
     if item is None:  # array-api-strict has no item(): go through NumPy

@@ -10,7 +10,7 @@ there. The ``*_like`` functions are primitives without derivative: they follow t
 
 from ._namespace import ops
 
-from .._dtypes import to_backend
+from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
 from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
@@ -100,7 +100,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         kw["device"] = dev
     if copy is not None:
         kw["copy"] = copy
-    return _made(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw), interp)
+    raw = b.xp.asarray(obj, dtype=_dt(dtype, b), **kw)
+    from_backend(raw.dtype)   # (refuses float16, object... here rather than at first use)
+    return _made(raw, interp)
 
 
 _copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,

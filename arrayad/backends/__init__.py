@@ -475,6 +475,8 @@ class Generator:
 
 def manual_seed(seed):
     """Seed the random generators of every backend, in the calling thread."""
+    if isinstance(seed, bool) or not isinstance(seed, int) and not hasattr(seed, "__index__"):
+        raise TypeError(f"manual_seed(seed): seed must be an int, got {type(seed).__name__}")
     st = _core.thread_state()
     st.seed = int(seed)
     st.rngs.clear()   # (remade from the seed on first use, also for backends loaded later)

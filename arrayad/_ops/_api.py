@@ -151,6 +151,9 @@ def _concrete(x, what):
                     f"x.detach() first.")
             x = x.value
             continue
+        error = getattr(x, "_conversion_error", None)   # (a staging tracer: arrayad.jit)
+        if error is not None:
+            raise error(what)
         return x
 
 

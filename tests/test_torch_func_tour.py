@@ -1,16 +1,34 @@
 """The examples of the torch.func tour (grad, vmap, per-sample gradients, vjp, jvp,
 jacrev/jacfwd/hessian), verbatim but for the imports (``import arrayad as torch``), with
-independent checks of the numbers it prints (NumPy formulas, or torch.func itself)."""
+independent checks of the numbers it prints (NumPy formulas, or torch.func itself).
+
+Every example runs with each backend as the default one (``arrayad.backend``): ``torch.randn``
+and ``torch.ones`` then make that backend's arrays, and the tour's text stays as it is."""
 import numpy as np
 import pytest
 
 import arrayad as torch
 from arrayad.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
+from conftest import BACKENDS, Backend, to_numpy
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def default_backend(request):
+    with torch.backend(request.param):
+        yield Backend(request.param)
+
+
+def _on_default_backend(t):
+    assert torch.backends.backend_of(torch.asarray(t)).name == \
+        torch.backends.default_backend().name
+
 
 def test_grad_and_second_order():
     x = torch.randn([])
+    _on_default_backend(x)
     cos_x = grad(lambda x: torch.sin(x))(x)
+    _on_default_backend(cos_x)
     assert torch.allclose(cos_x, x.cos())
 
     # Second-order gradients
@@ -109,9 +127,10 @@ def test_jacrev_jacfwd_hessian():
         np.testing.assert_allclose(h.numpy(), expected, atol=1e-12)
 
 
-def test_matches_torch_func():
+def test_matches_torch_func(default_backend):
     real_torch = pytest.importorskip("torch")
-    x = np.random.default_rng(1).standard_normal((4, 5))
+    x_np = np.random.default_rng(1).standard_normal((4, 5))
+    x = default_backend(x_np)
 
     def f_ad(x):
         return torch.sum(torch.tanh(x) ** 2, axis=-1)
@@ -120,8 +139,9 @@ def test_matches_torch_func():
         return (real_torch.tanh(x) ** 2).sum(-1)
 
     ours = vmap(grad(lambda r: f_ad(r)))(x)
-    theirs = real_torch.func.vmap(real_torch.func.grad(f_t))(real_torch.tensor(x))
-    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-12)
-    ours_h = hessian(lambda r: torch.sum(torch.sin(r) * r[0]))(x[0])
-    theirs_h = real_torch.func.hessian(lambda r: (real_torch.sin(r) * r[0]).sum())(real_torch.tensor(x[0]))
-    np.testing.assert_allclose(ours_h, theirs_h.numpy(), rtol=1e-10, atol=1e-12)
+    theirs = real_torch.func.vmap(real_torch.func.grad(f_t))(real_torch.tensor(x_np))
+    np.testing.assert_allclose(to_numpy(ours), theirs.numpy(), rtol=1e-12)
+    x0 = default_backend(x_np[0])
+    ours_h = hessian(lambda r: torch.sum(torch.sin(r) * r[0]))(x0)
+    theirs_h = real_torch.func.hessian(lambda r: (real_torch.sin(r) * r[0]).sum())(real_torch.tensor(x_np[0]))
+    np.testing.assert_allclose(to_numpy(ours_h), theirs_h.numpy(), rtol=1e-10, atol=1e-12)

@@ -299,10 +299,10 @@ def test_family_against_finite_differences(case, backend):
 # -- eager tape ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("style", ["setup_context", "ctx_in_forward"])
-def test_family_eager_backward_and_double_backward(case, style):
+def test_family_eager_backward_and_double_backward(case, style, backend):
     build, args, _ = CASES[case]
     fam = AD2 if style == "setup_context" else AD1
-    ours = [ad.tensor(a, requires_grad=True) for a in args]
+    ours = [backend.tensor(a, requires_grad=True) for a in args]
     theirs = [torch.tensor(a, requires_grad=True) for a in args]
     for xs, F, lib in ((ours, fam, ad), (theirs, TT, torch)):
         out = build(F, lib)(*xs)
@@ -326,6 +326,16 @@ def test_grad_fn_names_and_eager_outputs():
     # NumPy in, NumPy out; plain Tensor in, Tensor out
     assert isinstance(AD2["Exp"].apply(X), np.ndarray)
     assert isinstance(AD2["Exp"].apply(ad.tensor(X)), ad.Tensor)
+
+
+def test_raw_arrays_in_raw_arrays_out(backend):
+    x = backend(X)
+    y = AD2["Exp"].apply(x)
+    assert type(y) is type(x)
+    np.testing.assert_allclose(to_numpy(y), np.exp(X))
+    e, fl, i = AD2["ExpFloor"].apply(x)
+    assert type(fl) is type(x) and type(i) is type(x)
+    np.testing.assert_array_equal(to_numpy(i), np.argmax(X))
 
 
 def test_multiple_output_jvp_and_nondifferentiable_tangents(backend):
@@ -587,8 +597,8 @@ def test_ctx_misuse_and_legacy_calls():
 
 
 # -- forward_ad ------------------------------------------------------------------------------------
-def test_forward_ad_with_builtins_and_functions():
-    x, t = ad.tensor(X), ad.tensor(Y)
+def test_forward_ad_with_builtins_and_functions(backend):
+    x, t = backend.tensor(X), backend.tensor(Y)
     tx, tt = torch.tensor(X), torch.tensor(Y)
     import torch.autograd.forward_ad as tfw
     with tfw.dual_level():

@@ -152,5 +152,6 @@ def test_matches_torch_func(default_backend):
     assert_close(to_numpy(ours), theirs.numpy(), rtol=1e-12)
     x0 = default_backend(x_np[0])
     ours_h = hessian(lambda r: torch.sum(torch.sin(r) * r[0]))(x0)
-    theirs_h = real_torch.func.hessian(lambda r: (real_torch.sin(r) * r[0]).sum())(real_torch.tensor(x_np[0]))
+    theirs_h = real_torch.func.hessian(lambda r: (real_torch.sin(r) * r[0]).sum())(
+        real_torch.tensor(x_np[0]))
     assert_close(to_numpy(ours_h), theirs_h.numpy(), rtol=1e-10, atol=1e-12)

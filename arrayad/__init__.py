@@ -36,6 +36,7 @@ from ._ops._api import stop_gradient  # noqa: E402,F401
 from ._info import __array_namespace_info__  # noqa: E402,F401
 
 from . import linalg, fft  # noqa: E402,F401
+from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _ops/special)
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
 from . import autograd, func, testing  # noqa: E402,F401

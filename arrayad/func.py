@@ -246,6 +246,17 @@ class _ReverseTrace:
 _ONES = {}
 
 
+def _owned(g):
+    """A gradient handed to the caller: an array they own and may update in place (not a
+    read-only broadcast view, not the cached unit cotangent)."""
+    if g is None or isinstance(g, Array) and not isinstance(g, Tensor):
+        return g
+    if isinstance(g, Tensor):
+        v = backend_of(g).owned(g._value)
+        return g if v is g._value else Tensor(v)
+    return backend_of(g).owned(g)
+
+
 def _unit_cotangent(value):
     """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
     engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
@@ -292,7 +303,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         value = trace.outs[0][0]
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
-        grads = [ops.asarray(g, copy=True) if g is one else g for g in grads]
+        grads = [_owned(g) for g in grads]
         g = tree_unflatten(grads, trace.in_spec)
         if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
             g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
@@ -358,7 +369,8 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        result = tree_unflatten(trace.backprop(list(ct_leaves)), trace.in_spec)
+        result = tree_unflatten([_owned(g) for g in trace.backprop(list(ct_leaves))],
+                                trace.in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
 

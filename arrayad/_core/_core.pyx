@@ -960,12 +960,19 @@ cdef void _accumulate_grad(Tensor t, object g) except *:
 
 
 cdef object _as_grad(object g, bint create_graph):
-    """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``."""
+    """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``, whose
+    value the caller owns (a read-only broadcast view is copied: ``x.grad *= 0.1`` works)."""
     if isinstance(g, Array):
         if not create_graph and isinstance(g, Tensor):
-            return _new_tensor((<Tensor>g)._value, None, 0)
+            return _new_tensor(_owned((<Tensor>g)._value), None, 0)
         return g
-    return _new_tensor(fix_scalar(g), None, 0)
+    return _new_tensor(_owned(fix_scalar(g)), None, 0)
+
+
+cdef object _owned(object raw):
+    if type(raw) is _inplace_type and raw.flags.writeable:   # (NumPy's common case, in C)
+        return raw
+    return backend_of(raw).owned(raw)
 
 
 cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=False):

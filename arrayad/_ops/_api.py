@@ -212,7 +212,8 @@ def _on_numpy(name, call, args, kwargs):
 @decl.glue
 def _array_ufunc(ufunc, method, inputs, kwargs):
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
-    fn = getattr(ops, name, None)
+    # (scipy.special's ufuncs too: scipy.special.erf(tracer) without SCIPY_ARRAY_API)
+    fn = getattr(ops, name, None) or getattr(ops.special, name, None)
     if method != "__call__" or kwargs or fn is None:
         what = f"numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "")
         return _on_numpy(what, getattr(ufunc, method), inputs, kwargs)

@@ -245,7 +245,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     f"The differentiated Tensor at index {i} appears to not have been used in the "
                     f"graph. Set allow_unused=True if this is the desired behavior.")
         elif not isinstance(g, Tensor):
-            g = Tensor(g)
+            g = Tensor(backend_of(g).owned(g))   # (the caller's to update in place)
         result.append(g)
     return tuple(result)
 

@@ -159,6 +159,11 @@ class Backend:
         """Ones shaped like the raw array ``x`` (the seed cotangent of a backward pass)."""
         return self.xp.ones_like(x)
 
+    def owned(self, x):
+        """``x``, or a copy of it when the caller could not write into it (a gradient handed
+        out must be an array the caller owns: ``g *= 0.1`` works, as in torch)."""
+        return x
+
     # -- conversions
     def to_numpy(self, x):
         import numpy as np
@@ -353,6 +358,12 @@ def generic_getitem(xp, x, key):
 
 class NumpyLikeBackend(Backend):
     """NumPy and CuPy: native indexing, and a copy for the functional ``x[key] = v``."""
+
+    def owned(self, x):
+        # (broadcast_to's zero-stride views, read-only in NumPy; CuPy has no writeable flag)
+        if getattr(x.flags, "writeable", True) and not (x.size > 1 and 0 in x.strides):
+            return x
+        return x.copy()
 
     def getitem(self, x, key):
         return x[key]

@@ -16,6 +16,10 @@ class TorchBackend(Backend):
     def new_generator(self, seed):
         return torch.Generator().manual_seed(seed)
 
+    def owned(self, x):
+        # (an expanded tensor - broadcast_to - refuses in-place updates: clone it)
+        return x.clone() if 0 in x.stride() and x.numel() > 1 else x
+
     def get_rng_state(self):
         return self.generator().get_state()
 

@@ -11,7 +11,8 @@ from ._core._core import Tensor, bind, is_grad_enabled  # noqa: F401
 from . import _dtypes
 from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
                       int32, int64, uint8, uint16, uint32, uint64)
-from .backends import available_backends, backend, get_backend, set_backend  # noqa: F401
+from .backends import (Generator, available_backends, backend, get_backend,  # noqa: F401
+                       set_backend)
 
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"

@@ -10,10 +10,10 @@ there. The ``*_like`` functions are primitives without derivative: they follow t
 
 from ._namespace import ops
 
-from .._dtypes import to_backend
+from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
-from ..backends import backend_of, backend_of_device, default_backend, get_backend
+from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
 from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
 from ..backends import set_rng_state as _set_rng_state
 from ._rules import LINEAR, Declarations, per_primitive
@@ -100,7 +100,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         kw["device"] = dev
     if copy is not None:
         kw["copy"] = copy
-    return _made(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw), interp)
+    raw = b.xp.asarray(obj, dtype=_dt(dtype, b), **kw)
+    from_backend(raw.dtype)   # (refuses float16, object... here rather than at first use)
+    return _made(raw, interp)
 
 
 _copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,
@@ -274,18 +276,38 @@ def _random(draw, shape, requires_grad, interp):
     return out
 
 
+def _source(generator, b, fn):
+    """What ``fn`` draws from: the thread's generator of backend ``b``, or ``generator``'s."""
+    if generator is None:
+        return b.generator()
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{fn}: generator= must be an arrayad.Generator, got "
+                        f"{type(generator).__name__}")
+    if generator.backend is not b:
+        raise ValueError(
+            f"{fn}: generator= draws {generator.backend.name} numbers but the array is made on "
+            f"{b.name}. Make the generator for that backend: arrayad.Generator(device=x.device) "
+            f"or arrayad.Generator(backend='{b.name}').")
+    return generator._impl
+
+
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
+    """Standard normal samples of shape ``size`` (ints or one list), from the default backend
+    (inside a transform, the inputs'), drawn from ``generator`` if one is given."""
     b, device, interp = _placement(device)
-    return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad, interp)
+    g = _source(generator, b, "randn")
+    return _random(lambda s: b.normal(g, s, _dt(dtype, b), device), _size_args(size),
+                   requires_grad, interp)
 
 
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform samples on [0, 1)."""
     b, device, interp = _placement(device)
-    return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad, interp)
+    g = _source(generator, b, "rand")
+    return _random(lambda s: b.uniform(g, s, _dt(dtype, b), device), _size_args(size),
+                   requires_grad, interp)
 
 
 @decl.export(traced=False)
@@ -294,7 +316,9 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
     if high is None:
         low, high = 0, low
     b, device, interp = _placement(device)
-    return _random(lambda s: b.integers(low, high, s, _dt(dtype, b), device), _shape(size), False, interp)
+    g = _source(generator, b, "randint")
+    return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), _shape(size),
+                   False, interp)
 
 
 def manual_seed(seed):

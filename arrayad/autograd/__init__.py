@@ -103,6 +103,9 @@ class set_grad_enabled(_GradMode):
 
     def __init__(self, mode):
         super().__init__()
+        if not isinstance(mode, bool) and type(mode).__name__ != "bool_":
+            raise TypeError(f"set_grad_enabled(mode): mode must be a bool, got "
+                            f"{type(mode).__name__}")
         self._mode = bool(mode)
         self._creation_prev = _core.set_grad_enabled_flag(self._mode)
 

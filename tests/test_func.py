@@ -331,16 +331,14 @@ def test_numpy_ufuncs_route_to_arrayad(backend):
     np.testing.assert_allclose(to_numpy(g), 2 * np.cos(X))
 
 
-def test_numpy_scalars_mix_with_every_backend(backend, request):
-    # np.float64 subclasses float; torch takes it as a Python scalar (array-api-strict refuses it,
-    # but inside a transform the namespace is arrayad's)
-    if backend.name in ("array_api_strict", "torch"):
-        request.applymarker(pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-            "the core's _backend_of_args counts a NumPy scalar (np.float64) as a NumPy array: "
-            "'cannot mix arrays of two backends' with a strict/torch value, eagerly and inside "
-            "transforms")))
+def test_numpy_scalars_mix_with_every_backend(backend):
+    # np.float64 subclasses float; torch takes it as a Python scalar, and so does arrayad on
+    # every backend (array-api-strict itself refuses it; arrayad converts it first)
     g = grad(lambda x: ad.sum(ad.sin(x) * np.float64(2.0)))(backend(X))
     np.testing.assert_allclose(to_numpy(g), 2 * np.cos(X))
+    out = ad.multiply(ad.asarray(backend(X)), np.float32(3.0)) + np.int64(1)
+    np.testing.assert_allclose(to_numpy(out), 3 * X + 1)
+    assert ad.backends.backend_of(out).name == backend.name
 
 
 def test_backward_inside_transform_raises(backend):

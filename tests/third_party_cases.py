@@ -29,8 +29,8 @@ import zlib
 import numpy as np
 from array_api_compat import array_namespace, device as _device
 
-__all__ = ["CASES", "CASES_BY_ID", "Case", "FAMILIES", "TRANSFORMS", "ARRAYAD_BACKENDS", "LIBRARIES",
-           "Outcome", "run", "reference"]
+__all__ = ["CASES", "CASES_BY_ID", "Case", "FAMILIES", "TRANSFORMS", "ARRAYAD_BACKENDS",
+           "LIBRARIES", "Outcome", "run", "reference"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,10 +227,12 @@ def _signal():
         "savgol_filter": lambda x: sg.savgol_filter(x, 5, 2),
         "hilbert.abs": lambda x: array_namespace(x).abs(sg.hilbert(x)),
         "envelope": lambda x: sg.envelope(x),
-        "resample": lambda x: sg.resample(x, 9), "resample_poly": lambda x: sg.resample_poly(x, 2, 1),
+        "resample": lambda x: sg.resample(x, 9),
+        "resample_poly": lambda x: sg.resample_poly(x, 2, 1),
         "decimate": lambda x: sg.decimate(x, 2, ftype="fir", n=4),
         "cspline1d": sg.cspline1d, "qspline1d": sg.qspline1d,
-        "gauss_spline": lambda x: sg.gauss_spline(x, 2), "periodogram": lambda x: sg.periodogram(x)[1],
+        "gauss_spline": lambda x: sg.gauss_spline(x, 2),
+        "periodogram": lambda x: sg.periodogram(x)[1],
         "welch": lambda x: sg.welch(x, nperseg=4)[1],
         "wiener": lambda x: sg.wiener(x, 3), "medfilt": lambda x: sg.medfilt(x, 3),
         "chirp": lambda t: sg.chirp(t, 1.0, 1.0, 3.0),
@@ -290,7 +292,7 @@ def _interpolate():
     import scipy.interpolate as ip
     fam = "scipy.interpolate"
     grid = lambda y: _const(y, [0.0, 0.5, 1.2, 2.0, 2.6, 3.0])     # noqa: E731  (the knots)
-    at = lambda y: _const(y, [0.25, 1.0, 1.7, 2.8])                  # noqa: E731  (where to evaluate)
+    at = lambda y: _const(y, [0.25, 1.0, 1.7, 2.8])                  # noqa: E731  (where to look)
     for name in ("CubicSpline", "PchipInterpolator", "Akima1DInterpolator"):
         cls = getattr(ip, name)
         case(f"interpolate.{name}", fam, lambda y, c=cls: c(grid(y), y)(at(y)), (V,), (SYM,))
@@ -345,7 +347,8 @@ def _sklearn_cases():
         "r2_score": mt.r2_score, "explained_variance_score": mt.explained_variance_score,
         "root_mean_squared_error": mt.root_mean_squared_error,
         "mean_absolute_percentage_error": mt.mean_absolute_percentage_error,
-        "mean_pinball_loss": mt.mean_pinball_loss, "median_absolute_error": mt.median_absolute_error,
+        "mean_pinball_loss": mt.mean_pinball_loss,
+        "median_absolute_error": mt.median_absolute_error,
         "d2_absolute_error_score": mt.d2_absolute_error_score,
         "d2_pinball_score": mt.d2_pinball_score,
     }
@@ -464,8 +467,8 @@ def _einops():
         case(f"{tag}.rearrange[split]", fam,
              lambda x, m=mod: m.rearrange(x, "a b (c d) -> a b c d", d=2), (X,), (SYM,))
         for red in ("sum", "mean", "max", "min", "prod"):
-            case(f"{tag}.reduce[{red}]", fam, lambda x, m=mod, r=red: m.reduce(x, "a b c -> a c", r),
-                 (X,), (SYM,))
+            case(f"{tag}.reduce[{red}]", fam,
+                 lambda x, m=mod, r=red: m.reduce(x, "a b c -> a c", r), (X,), (SYM,))
         case(f"{tag}.repeat", fam, lambda x, m=mod: m.repeat(x, "a b c -> a b c r", r=2), (X,),
              (SYM,))
         case(f"{tag}.pack", fam, lambda x, y, m=mod: m.pack([x, y], "a *")[0], ((2, 3), (2,)),

@@ -11,7 +11,8 @@ from ._core._core import Tensor, bind, is_grad_enabled  # noqa: F401
 from . import _dtypes
 from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
                       int32, int64, uint8, uint16, uint32, uint64)
-from .backends import available_backends, backend, get_backend, set_backend  # noqa: F401
+from .backends import (Generator, available_backends, backend, get_backend,  # noqa: F401
+                       set_backend)
 
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
@@ -36,6 +37,7 @@ from ._ops._api import stop_gradient  # noqa: E402,F401
 from ._info import __array_namespace_info__  # noqa: E402,F401
 
 from . import linalg, fft  # noqa: E402,F401
+from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _ops/special)
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
 from . import autograd, func, testing  # noqa: E402,F401

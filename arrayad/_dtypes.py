@@ -92,7 +92,12 @@ def from_backend(dt):
         try:
             name = numpy.dtype(dt).name
         except (TypeError, ValueError):
-            raise KeyError(f"arrayad: unsupported dtype {dt!r}") from None
+            name = None
+    if name not in _BY_NAME:
+        raise TypeError(
+            f"arrayad: unsupported dtype {dt!r}. arrayad has the array API standard's dtypes "
+            f"({', '.join(_BY_NAME)}); convert first, e.g. x.astype(numpy.float32) for float16 "
+            f"data.")
     result = _BY_NAME[name]
     _FROM_BACKEND[key] = result
     return result

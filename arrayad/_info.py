@@ -1,12 +1,19 @@
-"""``__array_namespace_info__``: what the namespace supports, for the default backend."""
+"""``__array_namespace_info__``: what the namespace supports, for the default backend, and
+inside transforms what works there: array-api-extra and scipy read ``capabilities()`` to choose
+between a masked path and a ``where`` path."""
 
+from ._core._core import BatchInterpreter, interpreters
 from ._dtypes import by_name, complex128, float64, int64
 from .backends import default_backend
 
 
 class _Info:
     def capabilities(self):
-        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+        # Under vmap a boolean mask selects a different number of elements per batch element:
+        # the result would have a data-dependent, ragged shape, which vmap refuses.
+        batched = any(isinstance(f, BatchInterpreter) for f in interpreters())
+        return {"boolean indexing": not batched, "data-dependent shapes": not batched,
+                "max dimensions": 64}
 
     def default_device(self):
         return default_backend().default_device()

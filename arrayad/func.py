@@ -14,7 +14,8 @@ import functools
 from . import _dtypes
 from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
-                          Tensor, dtype_of, new_dual, run_backward, shape_of, topological_order)
+                          Tensor, dtype_of, interpreters, new_dual, run_backward, shape_of,
+                          topological_order)
 from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
@@ -47,6 +48,19 @@ def _as_array(x, api, what="Thing passed to transform API"):
         raise ValueError(f"{api}: {what} must be an array (ops.Tensor, NumPy, torch, ...), got "
                          f"{type(x)}")
     return x
+
+
+def _check_same_backend(x, like, what, of):
+    bx, bl = backend_of(x), backend_of(like)
+    if bx is not bl and not (bx.name == "numpy" and bl.name == "dask"):
+        raise ValueError(f"{what} is a {bx.name} array but {of} is {bl.name}: pass it on the "
+                         f"same backend (arrayad.asarray(t, device=x.device)).")
+
+
+def _check_callable(func, name):
+    if not callable(func):
+        raise TypeError(f"{name}(func, ...): func must be a callable (the function to "
+                        f"transform), got {type(func).__name__}")
 
 
 def _check_float(x, api, where):
@@ -149,8 +163,17 @@ def _select(args, nums, single):
     return diff[0] if single else diff
 
 
+def _lift_raw(tree):
+    """The raw backend arrays of ``tree`` (arguments that a transform does not differentiate) as
+    constants of the innermost open transform, so that inside the function every value is
+    arrayad (NOTE [everything inside is arrayad] in the core) and in-place updates of them stay
+    inside the function."""
+    top = interpreters()[-1]
+    return tree_map(lambda x: x if isinstance(x, Array) or not _is_array(x) else top.lift(x), tree)
+
+
 def _replace(args, nums, new, single):
-    args = list(args)
+    args = list(args) if len(args) == len(nums) else _lift_raw(list(args))
     new = (new,) if single else new
     for i, v in zip(nums, new):
         args[i] = v
@@ -236,6 +259,17 @@ class _ReverseTrace:
 _ONES = {}
 
 
+def _owned(g):
+    """A gradient handed to the caller: an array they own and may update in place (not a
+    read-only broadcast view, not the cached unit cotangent)."""
+    if g is None or isinstance(g, Array) and not isinstance(g, Tensor):
+        return g
+    if isinstance(g, Tensor):
+        v = backend_of(g).owned(g._value)
+        return g if v is g._value else Tensor(v)
+    return backend_of(g).owned(g)
+
+
 def _unit_cotangent(value):
     """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
     engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
@@ -256,6 +290,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     Returns ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux`` (torch.func's order).
     It is ``vjp`` of ``func`` pulled back from a cotangent of one.
     """
+    _check_callable(func, "grad_and_value")
     api = "grad_and_value(f)(*args)"
     single = isinstance(argnums, int)
     nums_by_nargs = {}
@@ -268,7 +303,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         native = _Native.of_args(args)
 
         def partial(diff):
-            return func(*_replace(args, nums, diff, single), **kwargs)
+            return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
 
         trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux, spread=False)
         out = trace.out
@@ -280,9 +315,14 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
                 f"instead?")
         value = trace.outs[0][0]
+        if dtype_of(value).kind == "c":
+            raise RuntimeError(
+                f"{api}: grad can be implicitly created only for real scalar outputs, but f "
+                f"returned a complex one. Differentiate a real function of it (ad.real(out), "
+                f"ad.abs(out) ** 2), or use vjp with a complex cotangent.")
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
-        grads = [ops.asarray(g, copy=True) if g is one else g for g in grads]
+        grads = [_owned(g) for g in grads]
         g = tree_unflatten(grads, trace.in_spec)
         if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
             g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
@@ -299,6 +339,7 @@ def grad(func, argnums=0, has_aux=False):
 
     With ``has_aux``, ``func`` returns ``(output, aux)`` and the result is ``(grad, aux)``.
     """
+    _check_callable(func, "grad")
     gv = grad_and_value(func, argnums, has_aux)
 
     @functools.wraps(func)
@@ -311,6 +352,7 @@ def grad(func, argnums=0, has_aux=False):
 
 def value_and_grad(func, argnums=0, has_aux=False):
     """JAX's spelling: ``(value, grad)``, or ``((value, aux), grad)`` with ``has_aux``."""
+    _check_callable(func, "value_and_grad")
     gv = grad_and_value(func, argnums, has_aux)
 
     @functools.wraps(func)
@@ -324,6 +366,7 @@ def value_and_grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one cotangent per primal and
     may be called any number of times (also under other transforms: ``vmap(vjp_fn)``)."""
+    _check_callable(func, "vjp")
     api = "vjp(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
     trace = _ReverseTrace(func, primals, api, has_aux)
@@ -344,11 +387,17 @@ def vjp(func, *primals, has_aux=False):
                 f"structure of outputs to the function. cotangents: {ct_spec}, primal output: "
                 f"{out_spec}")
         for i, (c, v) in enumerate(zip(ct_leaves, values)):
+            if not _is_array(c):
+                raise RuntimeError(
+                    f"vjp_fn: grad_output[{i}] must be an array of output[{i}]'s shape "
+                    f"{shape_of(v)}, got {type(c).__name__}")
+            _check_same_backend(c, v, f"vjp_fn: grad_output[{i}]", f"output[{i}]")
             if shape_of(c) != shape_of(v):
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        result = tree_unflatten(trace.backprop(list(ct_leaves)), trace.in_spec)
+        result = tree_unflatten([_owned(g) for g in trace.backprop(list(ct_leaves))],
+                                trace.in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
 
@@ -378,6 +427,7 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
         p = _as_array(p, api, "primal")
         t = _as_array(t, api, "tangent")
         _check_float(p, api, "primal")
+        _check_same_backend(t, p, f"{api}: a tangent", "its primal")
         if shape_of(p) != shape_of(t):
             raise RuntimeError(
                 f"{api}: Trying to set a forward gradient that has a different size than that of "
@@ -388,6 +438,7 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J @ tangents)``: forward-mode automatic differentiation."""
+    _check_callable(func, "jvp")
     api = "jvp(f, primals, tangents)"
     native = _Native(tree_flatten(primals)[0])
     with JvpInterpreter() as interp:
@@ -414,6 +465,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 def linearize(func, *primals):
     """``(func(*primals), jvp_fn)``, evaluating ``func`` once: the forward pass is recorded and
     ``jvp_fn(*tangents)`` pushes tangents through the recorded graph with the JVP rules."""
+    _check_callable(func, "linearize")
     api = "linearize(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
     # (keep_saved: jvp_fn replays the JVP rules, which read every input)
@@ -505,6 +557,7 @@ def _check_chunk_size(chunk_size, api):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """Jacobian of ``func`` by reverse mode: ``vmap(vjp_fn)`` over the output basis. Each block
     has shape ``out.shape + in.shape``; indexed ``[output][argnum]`` for pytrees."""
+    _check_callable(func, "jacrev")
     _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
@@ -554,6 +607,7 @@ def _zero_rows(leaf, n):
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
     """Jacobian of ``func`` by forward mode: ``vmap(jvp)`` over the input basis."""
+    _check_callable(func, "jacfwd")
     _check_chunk_size(chunk_size, "jacfwd")
 
     @functools.wraps(func)
@@ -638,6 +692,12 @@ class _LazyText:
         return format(self.make(*self.args), spec)
 
 
+def _valid_dims(d):
+    if d is None or (isinstance(d, int) and not isinstance(d, bool)):
+        return True
+    return isinstance(d, (tuple, list)) and all(_valid_dims(e) for e in d)
+
+
 def _flat_in_dims(in_dims, args, n_leaves):
     """``in_dims`` itself when every argument is a single array leaf and every entry an int or
     None (the common call); None otherwise, for the general pytree-prefix matching."""
@@ -652,10 +712,14 @@ def _flat_in_dims(in_dims, args, n_leaves):
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """``func`` mapped over a dimension of its inputs (0 by default), with the batch dimension
     placed at ``out_dims`` of the outputs. kwargs are passed through unbatched."""
+    _check_callable(func, "vmap")
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
     _check_chunk_size(chunk_size, "vmap")
+    if not _valid_dims(out_dims):
+        raise ValueError(f"vmap: out_dims must be an int, None, or a (nested) tuple of them "
+                         f"matching the outputs, got {out_dims!r}")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -751,8 +815,9 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     native = _Native(leaves)
     with BatchInterpreter(size, randomness) as interp:
-        wrapped = [x if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
-        out = func(*tree_unflatten(wrapped, spec), **kwargs)
+        wrapped = [(x if isinstance(x, Array) or not _is_array(x) else interp.lift(x))
+                   if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
+        out = func(*tree_unflatten(wrapped, spec), **_lift_raw(kwargs))
         out_leaves, out_spec = tree_flatten(out)
         if isinstance(out_dims, int):
             odims = [out_dims] * len(out_leaves)
@@ -771,6 +836,8 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
 
 def _unbatch(func, interp, o, d, size):
     batched = isinstance(o, BatchTracer) and o.interpreter is interp
+    if batched and o.bdim < 0:   # a value of this level that is not batched
+        o, batched = o.value, False
     if d is None:
         if batched:
             raise ValueError(f"vmap: `{_fname(func)}` can not return a BatchedTensor when out_dim "

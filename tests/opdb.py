@@ -1,5 +1,5 @@
 """The operator database: sample inputs for every public function of ``arrayad`` (the namespace,
-``ad.linalg`` and ``ad.fft``), drawn inside each function's domain.
+``ad.linalg``, ``ad.fft`` and ``ad.special``), drawn inside each function's domain.
 
 An ``OpInfo`` names a public function (``"sin"``, ``"linalg.inv"``), says whether it is
 differentiable, and makes its samples. A ``Sample`` holds NumPy data (float64; the tests cast it
@@ -667,6 +667,42 @@ op("fft.fftfreq", lambda rng: [Sample((), call=lambda fn: fn(5, d=0.5)), Sample(
 op("fft.rfftfreq", lambda rng: [Sample((), call=lambda fn: fn(5, d=0.5)), Sample((), call=lambda fn: fn(4))],
    differentiable=False)
 
+# -- special (scipy.special's functions; references: SciPy, and torch.special for torch.func)
+def _prob(rng, shape):                     # inside (0, 1), away from the ends
+    return rng.uniform(0.1, 0.9, shape)
+
+
+def _torch_special(name):
+    def f(*args, **kw):
+        import torch
+        return getattr(torch.special, name)(*args, **kw)
+    return f if _torch_fn("special") is not None else None
+
+
+SPECIAL_SHAPES = [(2, 3), ()]
+for _n, _d in [("erf", real), ("erfc", real), ("erfinv", unit), ("ndtr", real), ("log_ndtr", real),
+               ("ndtri", _prob), ("gammaln", pos), ("digamma", pos),
+               ("expit", real), ("logit", _prob), ("log_expit", real), ("entr", pos),
+               ("sinc", real), ("i0", real), ("i1", real), ("i0e", away0), ("i1e", away0)]:
+    # (torch has no log_expit, and its digamma's derivative, trigamma, is accurate to 1e-9 only)
+    op(f"special.{_n}", unary_samples(_d, SPECIAL_SHAPES),
+       torch=None if _n in ("log_expit", "digamma") else _torch_special(_n))
+for _n, _d1, _d2 in [("xlogy", real, pos), ("xlog1py", real, pos), ("rel_entr", pos, pos)]:
+    op(f"special.{_n}", binary_samples(_d1, _d2, [((2, 3), (3,)), ((), (2,))], scalar=2.0),
+       torch=None if _n == "rel_entr" else _torch_special(_n))
+op("special.polygamma", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, x: fn(1, x)),
+                                     Sample((pos(rng, ()),), call=lambda fn, x: fn(2, x))],
+   torch=None)
+op("special.logsumexp", lambda rng: [
+    Sample((real(rng, (2, 3)),), _kw(axis=1)), Sample((real(rng, (2, 3)),)),
+    Sample((real(rng, (2, 3)), pos(rng, (3,))), call=lambda fn, a, b, **k: fn(a, b=b, axis=-1),
+           desc="b")], torch=None)
+op("special.softmax", lambda rng: [Sample((real(rng, (2, 3)),)),
+                                   Sample((real(rng, (2, 3)),), _kw(axis=0))], torch=None)
+op("special.log_softmax", lambda rng: [Sample((real(rng, (2, 3)),)),
+                                       Sample((real(rng, (2, 3)),), _kw(axis=1))], torch=None)
+
+
 
 def _softmax_ref(x, axis=-1):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -687,6 +723,10 @@ REFS = {
     "empty_like": np.zeros_like,     # arrayad's is zeros (reproducible); NumPy's is garbage
 }
 for _o in OPS:
+    if _o.name.startswith("special."):
+        import scipy.special
+        _o.ref = getattr(scipy.special, _o.name[len("special."):])
+        continue
     _o.ref = REFS.get(_o.name) or _np_ref(_o.name)
 
 

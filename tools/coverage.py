@@ -1,5 +1,5 @@
 """Generate ``docs/coverage.md``: every public function of arrayad (the namespace, ``linalg``,
-``fft``) with how it is differentiated and batched, and how many operator-database samples
+``fft``, ``special``) with how it is differentiated and batched, and how many operator-database samples
 (``tests/opdb.py``) exercise it.
 
     python tools/coverage.py            # rewrite docs/coverage.md
@@ -17,7 +17,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "coverage.md")
 
-_SECTIONS = {"arrayad": "namespace", "arrayad.linalg": "linalg", "arrayad.fft": "fft"}
+_SECTIONS = {"arrayad": "namespace", "arrayad.linalg": "linalg", "arrayad.fft": "fft",
+             "arrayad.special": "special"}
+_ORDER = {"namespace": 0, "linalg": 1, "fft": 2, "special": 3}
 
 
 def declarations():
@@ -47,7 +49,7 @@ def _kinds():
 
 
 def public_functions():
-    """``[(section, qualified name, function)]``: the namespace, then linalg, then fft."""
+    """``[(section, qualified name, function)]``: the namespace, then linalg, fft, special."""
     out = {}
     for d in declarations():
         section = _SECTIONS[d.namespace.__name__]
@@ -57,7 +59,7 @@ def public_functions():
                 qual = name if section == "namespace" else f"{section}.{name}"
                 out.setdefault(qual, (section, qual, fn))
     return sorted(out.values(),
-                  key=lambda r: ({"namespace": 0, "linalg": 1, "fft": 2}[r[0]], r[1]))
+                  key=lambda r: (_ORDER[r[0]], r[1]))
 
 
 def classify(qualname, fn, kinds=None):
@@ -123,9 +125,9 @@ def render():
         "",
     ]
     titles = {"namespace": "Namespace (`arrayad`)", "linalg": "`arrayad.linalg`",
-              "fft": "`arrayad.fft`"}
+              "fft": "`arrayad.fft`", "special": "`arrayad.special`"}
     all_rows = rows()
-    for section in ("namespace", "linalg", "fft"):
+    for section in _ORDER:
         sec = [r for r in all_rows if r[0] == section]
         if not sec:
             continue

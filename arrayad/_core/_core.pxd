@@ -21,7 +21,6 @@ cdef class Primitive:
     cdef public object batch
     cdef public bint multiple_results
     cdef public bint differentiable
-    cdef public bint keeps_level
     cdef public dict _direct
     cdef public str xp_name
     cdef public tuple vjp_reads
@@ -33,6 +32,7 @@ cdef class Primitive:
 cdef class Interpreter:
     cdef readonly int level
     cdef readonly bint alive
+    cdef public object frame
     cdef void _enter(self, ThreadState st) except *
     cdef void _exit(self, ThreadState st) except *
     cpdef object process(self, Primitive prim, tuple args, dict params)

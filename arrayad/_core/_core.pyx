@@ -40,6 +40,23 @@ overriding ``process`` (and ``lift`` if constants must become tracers); its Pyth
 opens it with ``with`` and unwraps the outputs. ``bind`` and the other interpreters need no
 change: ``process`` is a virtual (cpdef) method, so the new class may even be written in Python.
 
+NOTE [everything inside is arrayad]
+-----------------------------------
+Inside a transformed function every value is an arrayad value of the transform's inputs' backend,
+so that library code written against the array API sees one namespace and operators never hand a
+tracer to a backend that refuses it (array-api-strict, torch):
+
+* an operation on a tracer of a level returns a tracer of that level, also when it is not
+  differentiable (``x > 0``, ``floor``, ``argsort``) or computes on constants of the level only:
+  a *constant* of the level (a ``GradTracer`` without a node, a ``DualTracer`` without a tangent,
+  a ``BatchTracer`` with ``bdim`` ``UNBATCHED``);
+* arrays created inside without an array argument (``zeros``, ``arange``, ``asarray([...])``, the
+  random functions) are made in the backend and on the device of the innermost transform's inputs
+  (its ``frame``: an input it was given, held only while it is open) and lifted to constants of
+  that level, as are the non-differentiated arguments; so writing a traced value into them
+  (``out = zeros(n); out[i] = x``) updates them functionally, under vmap too (an unbatched value of
+  the level becomes batched when a batched value is written into it).
+
 NOTE [thread state]
 -------------------
 Everything that changes what an operation computes and that a caller can set lives in one
@@ -254,6 +271,12 @@ cdef object _backend_of_args(tuple args):
         if found is None:
             found = b
         elif b is not found:
+            # (Dask accepts NumPy arrays as operands, wrapping them as one chunk: follow its rule)
+            if found.name == "dask" and b.name == "numpy":
+                continue
+            if found.name == "numpy" and b.name == "dask":
+                found = b
+                continue
             raise TypeError(
                 f"arrayad: cannot mix arrays of two backends in one operation: "
                 f"{found.name} and {b.name}. Convert one side first, e.g. with "
@@ -386,10 +409,6 @@ cdef class Primitive:
     jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
     batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args.
 
-    ``keeps_level``: a non-differentiable primitive whose result should stay a value of the
-    transform it was called in (zeros_like & co.), so that writing a traced value into it in
-    place (``y = zeros_like(x); y[0] = x[1]``) updates a tracer, not a raw array.
-
     ``vjp_reads``: which saved values the VJP rule of each argument reads, one bit mask per
     argument (bit 0: the output, bit k: argument k-1); None means all. See NOTE [saved values].
 
@@ -410,7 +429,6 @@ cdef class Primitive:
         self.batch = None
         self.multiple_results = multiple_results
         self.differentiable = differentiable
-        self.keeps_level = False
         self._direct = {}
         self.vjp_reads = None
         self.reuses = None
@@ -441,6 +459,11 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     cdef object fn
     if b is None:
         # Only Python scalars: the default backend's namespace function decides.
+        for a in args:
+            if a is not None:
+                break
+        else:
+            raise TypeError(f"arrayad: {prim.name} expects an array, got None")
         b = _host.resolve_backend(None)
         if prim.xp_name is not None:
             return fix_scalar(getattr(b.xp, prim.xp_name)(*args, **params))
@@ -942,12 +965,19 @@ cdef void _accumulate_grad(Tensor t, object g) except *:
 
 
 cdef object _as_grad(object g, bint create_graph):
-    """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``."""
+    """A cotangent as the ``.grad`` of a tensor: a Tensor, detached unless ``create_graph``, whose
+    value the caller owns (a read-only broadcast view is copied: ``x.grad *= 0.1`` works)."""
     if isinstance(g, Array):
         if not create_graph and isinstance(g, Tensor):
-            return _new_tensor((<Tensor>g)._value, None, 0)
+            return _new_tensor(_owned((<Tensor>g)._value), None, 0)
         return g
-    return _new_tensor(fix_scalar(g), None, 0)
+    return _new_tensor(_owned(fix_scalar(g)), None, 0)
+
+
+cdef object _owned(object raw):
+    if type(raw) is _inplace_type and raw.flags.writeable:   # (NumPy's common case, in C)
+        return raw
+    return backend_of(raw).owned(raw)
 
 
 cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=False):
@@ -1149,6 +1179,7 @@ cdef class Interpreter:
             if not isinstance(top, Interpreter):
                 continue
             (<Interpreter>top).alive = False
+            (<Interpreter>top).frame = None   # (an input's value: not kept past the call)
             (<Interpreter>top)._exit(st)
             if top is self:
                 return
@@ -1197,6 +1228,8 @@ cdef class GradInterpreter(Interpreter):
 
     def new_input(self, value):
         """A differentiated input: a tracer of ``value`` with a fresh leaf node."""
+        if self.frame is None:
+            self.frame = value
         return _new_grad_tracer(self, value, leaf_node(None), 0)
 
     def output(self, x):
@@ -1231,12 +1264,13 @@ cdef class GradInterpreter(Interpreter):
         cdef tuple tvals = tuple(vals)
         out = _bind(prim, tvals, params)
         if not (record and prim.differentiable and _state().grad_enabled):
-            if prim.keeps_level:
-                return _new_grad_tracer(self, out, None, 0)
-            return out
+            # a constant of this level (NOTE [everything inside is arrayad])
+            if prim.multiple_results:
+                return tuple([_new_grad_tracer(self, o, None, 0) for o in out])
+            return _new_grad_tracer(self, out, None, 0)
         if prim.multiple_results:
             node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
-            return tuple([_new_grad_tracer(self, o, node, i) if _is_inexact(o) else o
+            return tuple([_new_grad_tracer(self, o, node if _is_inexact(o) else None, i)
                           for i, o in enumerate(out)])
         if prim.vjp_reads is not None and not self.keep_saved:   # NOTE [saved values]
             saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
@@ -1296,20 +1330,18 @@ cdef class JvpInterpreter(Interpreter):
                 tangents.append(None)
         cdef tuple tprimals = tuple(primals)
         out = _bind(prim, tprimals, params)
-        if not (any_tangent and prim.differentiable):
-            if prim.keeps_level:
-                return _new_dual(self, out, None)
-            return out
-        for t in tangents:
-            if t is not None:
-                break
-        else:   # only constants of this level (tangent None)
-            return out
-        tout = prim.jvp(tangents, out, *tprimals, **params)
+        tout = None
+        if prim.differentiable:
+            for t in tangents:
+                if t is not None:   # (else only constants of this level: no tangent)
+                    tout = prim.jvp(tangents, out, *tprimals, **params)
+                    break
+        # (results without a tangent stay constants of this level: NOTE [everything inside is
+        # arrayad])
         if prim.multiple_results:
-            return tuple([o if t is None else _new_dual(self, o, t) for o, t in zip(out, tout)])
-        if tout is None:
-            return out
+            if tout is None:
+                tout = (None,) * len(out)
+            return tuple([_new_dual(self, o, t) for o, t in zip(out, tout)])
         return _new_dual(self, out, tout)
 
 
@@ -1322,6 +1354,8 @@ cdef inline DualTracer _new_dual(Interpreter interp, object primal, object tange
 
 
 def new_dual(JvpInterpreter interp not None, primal, tangent):
+    if interp.frame is None:
+        interp.frame = primal
     return _new_dual(interp, primal, tangent)
 
 
@@ -1353,6 +1387,10 @@ cdef bint _lined_up(list vals, list dims, int* out_dim):
     return True
 
 
+# The bdim of a BatchTracer whose value is not batched (NOTE [everything inside is arrayad])
+DEF UNBATCHED = -1
+
+
 cdef class BatchInterpreter(Interpreter):
     """Runs primitives on whole batches (``BatchTracer``: a value with a batch dimension at
     ``bdim``) with their batching rules. ``size`` is the batch size, ``randomness`` vmap's."""
@@ -1364,21 +1402,35 @@ cdef class BatchInterpreter(Interpreter):
         self.randomness = randomness
 
     def new_input(self, value, int bdim):
+        if self.frame is None:
+            self.frame = value
         return _new_batch(self, value, bdim)
+
+    cpdef object lift(self, object value):
+        return _new_batch(self, value, UNBATCHED)
 
     cpdef object process(self, Primitive prim, tuple args, dict params):
         cdef int out_dim_c = 0
+        cdef bint batched = False
         cdef list vals = []
         cdef list dims = []
         for a in args:
             if isinstance(a, BatchTracer) and (<BatchTracer>a)._interp is self:
                 vals.append((<BatchTracer>a).value)
-                dims.append((<BatchTracer>a).bdim)
+                # (bdim < 0: a value of this level that is not batched, NOTE [everything
+                # inside is arrayad])
+                if (<BatchTracer>a).bdim >= 0:
+                    dims.append((<BatchTracer>a).bdim)
+                    batched = True
+                else:
+                    dims.append(None)
             else:
                 vals.append(a)
                 dims.append(None)
         rule = prim.batch
-        if prim.elementwise and _lined_up(vals, dims, &out_dim_c):
+        if not batched:   # only unbatched values of this level: one call for the whole batch
+            out, out_dim = _bind(prim, tuple(vals), params), None
+        elif prim.elementwise and _lined_up(vals, dims, &out_dim_c):
             out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
         elif rule is None:
             out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
@@ -1387,10 +1439,9 @@ cdef class BatchInterpreter(Interpreter):
         if prim.multiple_results:
             if not isinstance(out_dim, (tuple, list)):
                 out_dim = (out_dim,) * len(out)
-            return tuple([o if d is None else _new_batch(self, o, d) for o, d in zip(out, out_dim)])
-        if out_dim is None:
-            return out
-        return _new_batch(self, out, out_dim)
+            return tuple([_new_batch(self, o, UNBATCHED if d is None else d)
+                          for o, d in zip(out, out_dim)])
+        return _new_batch(self, out, UNBATCHED if out_dim is None else out_dim)
 
 
 cdef inline BatchTracer _new_batch(Interpreter interp, object value, int bdim):
@@ -1916,6 +1967,12 @@ cdef class Tensor(Array):
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
+                try:
+                    backend_of(value)
+                except TypeError:
+                    raise TypeError(f"assigned grad expected to be a Tensor (or an array of the "
+                                    f"tensor's backend) or None but got grad of type "
+                                    f"{type(value).__name__}") from None
                 value = Tensor(value)
             if value.shape != self.shape:
                 raise RuntimeError(
@@ -2100,6 +2157,8 @@ cdef class BatchTracer(Tracer):
     @property
     def shape(self):
         s = shape_of(self.value)
+        if self.bdim < 0:
+            return s
         return s[:self.bdim] + s[self.bdim + 1:]
 
     def _replace(self, BatchTracer other not None):

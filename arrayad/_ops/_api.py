@@ -78,6 +78,9 @@ def _concrete(x, what):
         if isinstance(x, Tensor):
             return x._value
         if isinstance(x, BatchTracer):
+            if x.bdim < 0:   # not batched: the same value for every batch element
+                x = x.value
+                continue
             if what == "bool":
                 raise RuntimeError(
                     "vmap: It looks like you're attempting to use a Tensor in some data-dependent "
@@ -103,6 +106,10 @@ def _concrete(x, what):
 @decl.glue
 def _to_scalar(x, what):
     """A Python number from a one-element array (``float(x)``, ``x.item()``...)."""
+    if what == "index" and not ops.isdtype(x.dtype, "integral"):
+        # (as torch: [10, 20, 30][tensor(1.7)] must not silently pick element 1)
+        raise TypeError(f"only integer arrays of a single element can be converted to an "
+                        f"index, got dtype {x.dtype}; convert it first (int(x) or x.astype(int64)).")
     v = _concrete(x, what)
     item = getattr(v, "item", None)
     if item is None:  # array-api-strict has no item(): go through NumPy
@@ -148,16 +155,72 @@ def _from_numpy_scalar(v):
     return v
 
 
+def _arrays_in(obj, found):
+    """The arrayad arrays in ``obj`` (nested lists, tuples and dicts of arguments)."""
+    if isinstance(obj, Array):
+        found.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            _arrays_in(o, found)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _arrays_in(o, found)
+    return found
+
+
+def _numpy_values(obj):
+    if isinstance(obj, Tensor):
+        return backend_of(obj).to_numpy(obj._value)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_numpy_values(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _numpy_values(v) for k, v in obj.items()}
+    return obj
+
+
+def _back_to(b, out):
+    if isinstance(out, (np.ndarray, np.generic)):
+        if b.name == "numpy":
+            return Tensor(np.asarray(out))
+        return Tensor(b.xp.asarray(np.asarray(out)))
+    if isinstance(out, (list, tuple)) and not hasattr(out, "_fields"):
+        return type(out)(_back_to(b, o) for o in out)
+    return out
+
+
+def _on_numpy(name, call, args, kwargs):
+    """A NumPy function that arrayad does not implement, on eager arrays that need no gradient:
+    NumPy computes on the data and the arrays it returns come back as arrayad arrays of the
+    inputs' backend. Where a derivative would be lost (a tensor that requires grad, a value
+    inside a transform) it refuses by name."""
+    arrays = _arrays_in((args, kwargs), [])
+    for a in arrays:
+        if not isinstance(a, Tensor):
+            raise TypeError(
+                f"arrayad: {name} has no arrayad version, and on an array inside a transform "
+                f"({type(a).__name__}) computing it with NumPy would silently drop the "
+                f"derivative or the batch dimension. Write it with arrayad functions.")
+        if a.requires_grad and _core.is_grad_enabled():
+            raise TypeError(
+                f"arrayad: {name} has no arrayad version, and computing it with NumPy would "
+                f"drop the gradient of a tensor that requires grad. Write it with arrayad "
+                f"functions, or call it on x.detach() if no gradient should flow.")
+    if any(isinstance(o, Array) for o in _arrays_in(kwargs.get("out", ()), [])):
+        raise TypeError(f"arrayad: {name} with out= an arrayad array is not supported: "
+                        f"arrayad arrays are updated functionally; use the returned array.")
+    b = backend_of(arrays[0]) if arrays else None
+    out = call(*_numpy_values(list(args)), **_numpy_values(kwargs))
+    return out if b is None else _back_to(b, out)
+
+
 @decl.glue
 def _array_ufunc(ufunc, method, inputs, kwargs):
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
-    fn = getattr(ops, name, None)
+    # (scipy.special's ufuncs too: scipy.special.erf(tracer) without SCIPY_ARRAY_API)
+    fn = getattr(ops, name, None) or getattr(ops.special, name, None)
     if method != "__call__" or kwargs or fn is None:
-        raise TypeError(
-            f"arrayad: numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "") +
-            (f" with {sorted(kwargs)}" if kwargs else "") +
-            " is not supported on arrayad arrays (converting would silently drop derivatives); "
-            "use the arrayad function instead.")
+        what = f"numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "")
+        return _on_numpy(what, getattr(ufunc, method), inputs, kwargs)
     return fn(*[_from_numpy_scalar(v) for v in inputs])
 
 
@@ -251,10 +314,7 @@ def _array_function(func, types, args, kwargs):
     elif sub:
         fn = getattr(getattr(ops, sub), func.__name__, None)
     if fn is None or not callable(fn) or isinstance(fn, type):
-        raise TypeError(
-            f"arrayad: {module or 'numpy'}.{func.__name__} is not supported on arrayad arrays "
-            f"(converting to NumPy would silently drop derivatives); use arrayad functions "
-            f"instead.")
+        return _on_numpy(f"{module or 'numpy'}.{func.__name__}", func, args, kwargs)
     args = [_from_numpy_scalar(a) for a in args]
     return fn(*args, **kwargs)
 

@@ -10,7 +10,8 @@ time every module has been imported (``arrayad/_ops/__init__`` imports them all)
 
 ``ops`` holds every public function of the namespace, the glue the core calls
 (``_getitem``, ``_setitem``, ``_inplace``, ``_repr``...), the dtypes, and the sub-namespaces
-``ops.linalg`` and ``ops.fft``. ``arrayad/__init__`` only re-exports what is declared here.
+``ops.linalg``, ``ops.fft`` and ``ops.special``. ``arrayad/__init__`` only re-exports what is
+declared here.
 """
 
 from .._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
@@ -30,6 +31,7 @@ class Namespace:
 ops = Namespace("arrayad")
 ops.linalg = Namespace("arrayad.linalg")
 ops.fft = Namespace("arrayad.fft")
+ops.special = Namespace("arrayad.special")
 for _dt in (bool, complex64, complex128, float32, float64, int8, int16, int32, int64, uint8,
             uint16, uint32, uint64):
     setattr(ops, _dt.name, _dt)

@@ -127,7 +127,7 @@ class Declarations:
 
     def primitive(self, name, impl=None, *, xp_name=None, vjp=None, variadic_vjp=None,
                   reads=None, jvp=None, full_jvp=None, batch=None, multiple_results=False,
-                  differentiable=None, keeps_level=False, api=None, args=None, omit_none=(),
+                  differentiable=None, api=None, args=None, omit_none=(),
                   public=None, key=None, doc=None):
         """Create, register and return a primitive with all its rules.
 
@@ -146,7 +146,6 @@ class Declarations:
           ``args``, are the primitive's arguments, the rest its keyword parameters), or
           ``public`` a hand-written function (normalizing its arguments before ``bind``);
           ``omit_none``: keyword parameters left out of the call when None (``dtype``);
-        * ``keeps_level``: see ``Primitive`` in the core (``zeros_like``...);
         * ``key``: the name in ``PRIMS`` when it differs from ``name``.
         """
         if differentiable is None:
@@ -164,8 +163,6 @@ class Declarations:
             p.jvp = full_jvp
         if batch is not None:
             p.batch = _rule(batch, p)
-        if keeps_level:
-            p.keeps_level = True
         self.prims[key or name] = p
         DECLARED[name] = p
         if api is not None:

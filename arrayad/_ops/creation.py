@@ -1,17 +1,19 @@
 """Creation functions (the standard's and torch's: tensor, randn, rand, randint, manual_seed).
 
-New arrays come from the default backend (``arrayad.set_backend``) and are returned as eager
-``Tensor``s. The ``*_like`` functions are primitives without derivative: they follow their
-argument (a raw array stays raw, a batched value stays batched, so that writing a batched value
-into ``zeros_like(x)`` under vmap works).
+Outside transforms, new arrays come from the default backend (``arrayad.set_backend``) and are
+eager ``Tensor``s. Inside a transform they are made in the backend and on the device of the
+transform's inputs and are constants of the innermost transform (NOTE [everything inside is
+arrayad] in the core), so that ``out = zeros(n); out[i] = traced`` updates functionally and strict
+or torch inputs never meet a NumPy array. ``device=`` with a backend's device object routes
+there. The ``*_like`` functions are primitives without derivative: they follow their argument.
 """
 
 from ._namespace import ops
 
-from .._dtypes import to_backend
+from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
-from ..backends import backend_of, default_backend, get_backend
+from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
 from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
 from ..backends import set_rng_state as _set_rng_state
 from ._rules import LINEAR, Declarations, per_primitive
@@ -19,19 +21,43 @@ from ._rules import LINEAR, Declarations, per_primitive
 decl = Declarations(globals())
 
 
-def _backend(device=None):
-    return default_backend()
+def _frame():
+    """The innermost open transform that new arrays belong to, or None (eagerly, and in a
+    ``forward_ad.dual_level`` block, which is eager code)."""
+    for interp in reversed(_core.interpreters()):
+        if not getattr(interp, "dual_level", False):
+            return interp
+    return None
 
 
-def _dt(dtype, b):
-    return to_backend(dtype, b.xp)
+def _placement(device):
+    """(backend, device, transform) of a new array: ``device``'s backend if it names one, else
+    the backend and device of the innermost transform's inputs, else the default backend."""
+    interp = _frame()
+    b = backend_of_device(device)
+    if b is not None:
+        return b, device, interp
+    if interp is not None:
+        for f in reversed(_core.interpreters()):
+            if f.frame is not None:
+                raw = _core.raw_value(f.frame)
+                b = backend_of(raw)
+                return b, b.device_of(raw) if device is None else device, interp
+    return default_backend(), device, interp
 
 
-def _wrap(raw, requires_grad=False):
+def _made(raw, interp, requires_grad=False):
+    """A new array: a constant of ``interp`` inside a transform, else a Tensor."""
+    if interp is not None:
+        return interp.lift(raw)
     t = Tensor(raw)
     if requires_grad:
         t.requires_grad = True
     return t
+
+
+def _dt(dtype, b):
+    return to_backend(dtype, b.xp)
 
 
 def _shape(shape):
@@ -63,19 +89,20 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
         out = ops.stack([asarray(o) for o in obj])
         return out if dtype is None else ops.astype(out, dtype)
-    if isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple)):
-        b = _backend()
-    else:
+    b, dev, interp = _placement(device)
+    if not (isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple))):
         try:
-            b = backend_of(obj)
+            b, dev = backend_of(obj), device   # (a backend array keeps its backend)
         except TypeError:
-            b = _backend()
+            pass
     kw = {}
-    if device is not None:
-        kw["device"] = device
+    if dev is not None:
+        kw["device"] = dev
     if copy is not None:
         kw["copy"] = copy
-    return Tensor(b.xp.asarray(obj, dtype=_dt(dtype, b), **kw))
+    raw = b.xp.asarray(obj, dtype=_dt(dtype, b), **kw)
+    from_backend(raw.dtype)   # (refuses float16, object... here rather than at first use)
+    return _made(raw, interp)
 
 
 _copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,
@@ -91,7 +118,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         t = data.detach() if isinstance(data, Tensor) else data
     else:
         t = asarray(data, dtype=dtype, device=device, copy=True)
-    if requires_grad:
+    if requires_grad and isinstance(t, Tensor):
         t.requires_grad = True
     return t
 
@@ -100,15 +127,15 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 @decl.export(traced=False)
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros."""
-    b = _backend(device)
-    return Tensor(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device))
+    b, device, interp = _placement(device)
+    return _made(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
 def ones(shape, *, dtype=None, device=None):
     """An array of ones."""
-    b = _backend(device)
-    return Tensor(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device))
+    b, device, interp = _placement(device)
+    return _made(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
@@ -123,8 +150,8 @@ def full(shape, fill_value, *, dtype=None, device=None):
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
         return bind(_copy_p, ops.broadcast_to(value, _shape(shape))) if _shape(shape) else value
-    b = _backend(device)
-    return Tensor(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device))
+    b, device, interp = _placement(device)
+    return _made(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device), interp)
 
 
 def _like(name, **public):
@@ -133,8 +160,7 @@ def _like(name, **public):
         if device is not None:
             args["device"] = device
         return getattr(xp, name)(x, **kw, **args)
-    # (keeps_level: see Primitive, in-place writes into the result must work)
-    return decl.primitive(name, impl, keeps_level=True, **public, batch=per_primitive(
+    return decl.primitive(name, impl, **public, batch=per_primitive(
         lambda p: lambda args, dims, **params: (bind(p, args[0], **params), dims[0])))
 
 
@@ -164,23 +190,23 @@ full_like_p = _like("full_like", public=full_like)
 @decl.export(traced=False)
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``."""
-    b = _backend(device)
-    return Tensor(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device))
+    b, device, interp = _placement(device)
+    return _made(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``."""
-    b = _backend(device)
-    return Tensor(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
-                                endpoint=endpoint))
+    b, device, interp = _placement(device)
+    return _made(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
+                               endpoint=endpoint), interp)
 
 
 @decl.export(traced=False)
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A matrix with ones on diagonal ``k``."""
-    b = _backend(device)
-    return Tensor(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device))
+    b, device, interp = _placement(device)
+    return _made(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.composite
@@ -215,7 +241,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
             continue
         if isinstance(x, b.array_types):
             return Tensor(b.xp.from_dlpack(x))
-    return Tensor(_backend().xp.from_dlpack(x))
+    return Tensor(default_backend().xp.from_dlpack(x))
 
 
 # -- random numbers (torch-style) ------------------------------------------------------------------
@@ -225,7 +251,7 @@ def _size_args(size):
     return tuple(size)
 
 
-def _random(draw, shape, requires_grad):
+def _random(draw, shape, requires_grad, interp):
     """Draw random numbers, honouring the ``randomness`` mode of every enclosing vmap:
     'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
     different = []
@@ -240,24 +266,48 @@ def _random(draw, shape, requires_grad):
             if mode == "different":
                 different.append(f)
     full_shape = tuple(f.size for f in different) + tuple(shape)
-    out = _wrap(draw(full_shape), requires_grad and not different)
-    for f in different:
+    if interp is None:
+        return _made(draw(full_shape), None, requires_grad)
+    out = draw(full_shape)
+    for f in different:   # (outermost first: each batch dim is the next axis of the draw)
         out = _core.new_batch(f, out, 0)
+    if not (different and different[-1] is interp):
+        out = interp.lift(out)
     return out
+
+
+def _source(generator, b, fn):
+    """What ``fn`` draws from: the thread's generator of backend ``b``, or ``generator``'s."""
+    if generator is None:
+        return b.generator()
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{fn}: generator= must be an arrayad.Generator, got "
+                        f"{type(generator).__name__}")
+    if generator.backend is not b:
+        raise ValueError(
+            f"{fn}: generator= draws {generator.backend.name} numbers but the array is made on "
+            f"{b.name}. Make the generator for that backend: arrayad.Generator(device=x.device) "
+            f"or arrayad.Generator(backend='{b.name}').")
+    return generator._impl
 
 
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Standard normal samples of shape ``size`` (ints or one list), from the default backend."""
-    b = _backend(device)
-    return _random(lambda s: b.normal(s, _dt(dtype, b), device), _size_args(size), requires_grad)
+    """Standard normal samples of shape ``size`` (ints or one list), from the default backend
+    (inside a transform, the inputs'), drawn from ``generator`` if one is given."""
+    b, device, interp = _placement(device)
+    g = _source(generator, b, "randn")
+    return _random(lambda s: b.normal(g, s, _dt(dtype, b), device), _size_args(size),
+                   requires_grad, interp)
 
 
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform samples on [0, 1)."""
-    b = _backend(device)
-    return _random(lambda s: b.uniform(s, _dt(dtype, b), device), _size_args(size), requires_grad)
+    b, device, interp = _placement(device)
+    g = _source(generator, b, "rand")
+    return _random(lambda s: b.uniform(g, s, _dt(dtype, b), device), _size_args(size),
+                   requires_grad, interp)
 
 
 @decl.export(traced=False)
@@ -265,8 +315,10 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
     """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
     if high is None:
         low, high = 0, low
-    b = _backend(device)
-    return _random(lambda s: b.integers(low, high, s, _dt(dtype, b), device), _shape(size), False)
+    b, device, interp = _placement(device)
+    g = _source(generator, b, "randint")
+    return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), _shape(size),
+                   False, interp)
 
 
 def manual_seed(seed):

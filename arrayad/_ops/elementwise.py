@@ -9,6 +9,7 @@ Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produc
 or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
 """
 
+import cmath
 import math
 
 from ._namespace import ops
@@ -122,7 +123,17 @@ binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
        full_jvp=SumJVP(negate=True))
 
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
-binary("divide", lambda ans, x1, x2: 1.0 / x2, lambda ans, x1, x2: -ans / x2)
+def _over(x, y):
+    # x / y for a Python scalar divisor too: IEEE's 1 / 0 = inf, as the array backends (and
+    # torch's gradient of x / 0), not Python's ZeroDivisionError
+    if isinstance(y, (int, float, complex)) and y == 0:
+        y = complex(y) if isinstance(y, complex) else math.copysign(0.0, y)
+        return x * (complex(math.inf, math.nan) if isinstance(y, complex) else
+                    math.copysign(math.inf, y))
+    return x / y
+
+
+binary("divide", lambda ans, x1, x2: _over(1.0, x2), lambda ans, x1, x2: _over(-ans, x2))
 
 
 def _pow_d1(ans, x1, x2):
@@ -135,7 +146,10 @@ def _pow_d1(ans, x1, x2):
 
 def _pow_d2(ans, x1, x2):
     # ans * log(x1), defined as 0 where x1 == 0 (the limit for x2 > 0), as torch and JAX do.
-    safe = ops.where(x1 == 0, ops.ones_like(ans) if not isinstance(x1, (int, float)) else 1.0, x1)
+    if isinstance(x1, (int, float, complex)):   # (2.0 ** x: the log is a Python number)
+        return ops.zeros_like(ans) if x1 == 0 else ans * cmath.log(x1) if \
+            isinstance(x1, complex) or x1 < 0 else ans * math.log(x1)
+    safe = ops.where(x1 == 0, ops.ones_like(x1), x1)
     return ops.where(x1 == 0, 0.0, ans * ops.log(safe))
 
 
@@ -158,7 +172,7 @@ binary("minimum", lambda ans, x1, x2: _share(x1 < x2, x1 == x2, ans),
 binary("copysign", lambda ans, x1, x2:
        1.0 - 2.0 * ops.astype(ops.signbit(x1) != ops.signbit(ans), ans.dtype),
        lambda ans, x1, x2: 0.0 * ans)
-binary("remainder", lambda ans, x1, x2: 1.0 + 0.0 * ans,
+binary("remainder", lambda ans, x1, x2: ops.ones_like(ans),
        lambda ans, x1, x2: -ops.floor_divide(x1, x2))
 # nextafter(x1, x2) moves x1 by one ulp: derivative 1 in x1, 0 in x2.
 binary("nextafter", lambda ans, x1, x2: 1.0 + 0.0 * ans, lambda ans, x1, x2: 0.0 * ans)

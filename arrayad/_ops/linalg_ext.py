@@ -22,12 +22,14 @@ from collections import namedtuple
 
 from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of
+from .._core._core import bind, dtype_of, raw_value, shape_of
 from .._dtypes import to_backend
 from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_front, ndim_of,
                      normalize_axis, per_primitive, unbroadcast)
 from .linalg import matmul, tensordot, vecdot
 from .manipulation import matrix_transpose
+from .reductions import _others_product
+from ..backends import backend_of
 
 decl = Declarations(globals(), ops.linalg)
 for _f in (matmul, tensordot, vecdot, matrix_transpose):   # (declared elsewhere)
@@ -173,13 +175,31 @@ inv_p = decl.primitive(
 
 
 # ---------------------------------------------------------------------------------------------
-# det: d det = det * tr(A^-1 dA); the VJP is g * conj(det * A^-T). Singular input (inv fails) is
-# not supported by these rules.
+# det: d det = tr(adj(A) dA), so the VJP is g * adj(A)^H and the JVP sum(adj(A)^T * dA). For an
+# invertible A, adj(A) = det(A) A^-1. For a singular one (inv fails) the adjugate comes from the
+# SVD A = U diag(S) V^H: adj(A) = det(U) det(V^H) V diag(P) U^H with P_i the product of the other
+# singular values, which is what torch returns there. Which one is chosen is read from the
+# concrete determinant (at every level; a lazy Dask value is not computed for it): the SVD form
+# is not used otherwise, because its own derivative (hessian of det) is singular at repeated
+# singular values.
+
+def _any_zero_det(ans):
+    raw = raw_value(ans)
+    b = backend_of(raw)
+    return b.name != "dask" and bool(b.xp.any(raw == 0))
+
+
+def _adjugate(x, ans):
+    if not _any_zero_det(ans):
+        return mul(ops.expand_dims(ans, axis=(-2, -1)), inv(x))
+    u, s, vh = svd(x)
+    c = ops.expand_dims(mul(det(u), det(vh)), axis=(-2, -1))
+    others = _others_product(s, -1)
+    return mul(c, matmul(mul(_mH(vh), ops.expand_dims(others, axis=-2)), _mH(u)))
 
 
 def _det_vjp(g, ans, x):
-    d = ops.expand_dims(mul(g, ops.conj(ans) if is_complex(ans) else ans), axis=(-2, -1))
-    return mul(d, _mH(inv(x)))
+    return mul(ops.expand_dims(g, axis=(-2, -1)), _mH(_adjugate(x, ans)))
 
 
 def det(x, /):
@@ -191,7 +211,7 @@ def det(x, /):
 det_p = decl.primitive(
     "linalg_det", lambda xp, x: xp.linalg.det(x), key="det", public=det,
     vjp=(_det_vjp,),
-    jvp=(lambda t, ans, x: mul(ans, ops.sum(mul(_mT(inv(x)), t), axis=(-2, -1))),),
+    jvp=(lambda t, ans, x: ops.sum(mul(_mT(_adjugate(x, ans)), t), axis=(-2, -1)),),
     batch=_batch_front)
 
 

@@ -103,6 +103,9 @@ class set_grad_enabled(_GradMode):
 
     def __init__(self, mode):
         super().__init__()
+        if not isinstance(mode, bool) and type(mode).__name__ != "bool_":
+            raise TypeError(f"set_grad_enabled(mode): mode must be a bool, got "
+                            f"{type(mode).__name__}")
         self._mode = bool(mode)
         self._creation_prev = _core.set_grad_enabled_flag(self._mode)
 
@@ -245,7 +248,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     f"The differentiated Tensor at index {i} appears to not have been used in the "
                     f"graph. Set allow_unused=True if this is the desired behavior.")
         elif not isinstance(g, Tensor):
-            g = Tensor(g)
+            g = Tensor(backend_of(g).owned(g))   # (the caller's to update in place)
         result.append(g)
     return tuple(result)
 

@@ -38,8 +38,9 @@ import inspect
 from .._core import _core
 from .._dtypes import is_inexact
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
-                           bind, dtype_of, shape_of, unbroadcast)
+                           bind, dtype_of, is_complex, shape_of, unbroadcast)
 from .._ops import ops
+from ..backends import backend_of
 from ..func import vmap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
@@ -458,6 +459,18 @@ class _Call:
             raise RuntimeError(
                 f"Function {self.info.name}Backward returned an invalid {what} at index {i} - got "
                 f"{list(rs)} but expected shape compatible with {list(xs)}")
+        rb, xb = backend_of(r), backend_of(arg)
+        if rb is not xb and not (rb.name == "numpy" and xb.name == "dask"):
+            raise TypeError(
+                f"function {self.info.name}Backward returned a {what} at index {i} on the "
+                f"{rb.name} backend for an input on {xb.name}. Return arrays of the input's "
+                f"backend: compute them with arrayad functions from the saved tensors, or "
+                f"convert with arrayad.asarray(r, device=x.device).")
+        if dtype_of(r) != dtype_of(arg):
+            # as torch: cast to the input's dtype (the real part for a real input)
+            if is_complex(r) and not is_complex(arg):
+                r = ops.real(r)
+            r = ops.astype(r, dtype_of(arg))
         return r
 
     def jvp(self, tangents, ans, args):

@@ -71,22 +71,31 @@ class Backend:
         return g
 
     def get_rng_state(self):
-        return self.generator().bit_generator.state
+        return self.generator_state(self.generator())
 
     def set_rng_state(self, state):
-        self.generator().bit_generator.state = state
+        _core.thread_state().rngs[self.name] = self.set_generator_state(self.generator(), state)
+
+    def generator_state(self, gen):
+        return gen.bit_generator.state
+
+    def set_generator_state(self, gen, state):
+        """Restore ``state`` into ``gen``; returns the generator to draw from afterwards."""
+        gen.bit_generator.state = state
+        return gen
 
     def _from_numpy(self, a, dtype, device):
         return self.xp.asarray(a, dtype=dtype, device=device)
 
-    def normal(self, shape, dtype, device):
-        return self._from_numpy(self.generator().standard_normal(shape), dtype, device)
+    # (gen: this thread's generator, or an arrayad.Generator's)
+    def normal(self, gen, shape, dtype, device):
+        return self._from_numpy(gen.standard_normal(shape), dtype, device)
 
-    def uniform(self, shape, dtype, device):
-        return self._from_numpy(self.generator().random(shape), dtype, device)
+    def uniform(self, gen, shape, dtype, device):
+        return self._from_numpy(gen.random(shape), dtype, device)
 
-    def integers(self, low, high, shape, dtype, device):
-        return self._from_numpy(self.generator().integers(low, high, shape), dtype, device)
+    def integers(self, gen, low, high, shape, dtype, device):
+        return self._from_numpy(gen.integers(low, high, shape), dtype, device)
 
     # -- indexing and functional updates (the transposes of indexing). The generic versions use
     #    standard functions only (array-api-strict accepts integer arrays only with integers and
@@ -158,6 +167,11 @@ class Backend:
     def ones_like(self, x):
         """Ones shaped like the raw array ``x`` (the seed cotangent of a backward pass)."""
         return self.xp.ones_like(x)
+
+    def owned(self, x):
+        """``x``, or a copy of it when the caller could not write into it (a gradient handed
+        out must be an array the caller owns: ``g *= 0.1`` works, as in torch)."""
+        return x
 
     # -- conversions
     def to_numpy(self, x):
@@ -354,6 +368,12 @@ def generic_getitem(xp, x, key):
 class NumpyLikeBackend(Backend):
     """NumPy and CuPy: native indexing, and a copy for the functional ``x[key] = v``."""
 
+    def owned(self, x):
+        # (broadcast_to's zero-stride views, read-only in NumPy; CuPy has no writeable flag)
+        if getattr(x.flags, "writeable", True) and not (x.size > 1 and 0 in x.strides):
+            return x
+        return x.copy()
+
     def getitem(self, x, key):
         return x[key]
 
@@ -418,8 +438,45 @@ def _thread_seed():
     return st.seed
 
 
+class Generator:
+    """A random number generator of its own (torch's ``torch.Generator``): ``randn(...,
+    generator=g)`` draws from it instead of the thread's generator, on ``g``'s backend.
+
+    ``device`` (a backend's device object, or None) or ``backend`` (a name) picks the backend;
+    by default the default backend. A new generator starts from ``seed`` (torch's default seed
+    of a new generator, so that runs repeat)."""
+
+    def __init__(self, device=None, *, backend=None, seed=67280421310721):
+        if backend is not None:
+            self.backend = get_backend(backend)
+        else:
+            self.backend = backend_of_device(device) or default_backend()
+        self.device = device
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed):
+        self._seed = int(seed)
+        self._impl = self.backend.new_generator(self._seed)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return self.backend.generator_state(self._impl)
+
+    def set_state(self, state):
+        self._impl = self.backend.set_generator_state(self._impl, state)
+        return self
+
+    def __repr__(self):
+        return f"<arrayad.Generator backend={self.backend.name} seed={self._seed}>"
+
+
 def manual_seed(seed):
     """Seed the random generators of every backend, in the calling thread."""
+    if isinstance(seed, bool) or not isinstance(seed, int) and not hasattr(seed, "__index__"):
+        raise TypeError(f"manual_seed(seed): seed must be an int, got {type(seed).__name__}")
     st = _core.thread_state()
     st.seed = int(seed)
     st.rngs.clear()   # (remade from the seed on first use, also for backends loaded later)
@@ -489,6 +546,21 @@ def _resolve(raw):
     if not isinstance(raw, b.array_types + b.scalar_types):
         raise TypeError(f"arrayad: unsupported {name} object of type {type(raw).__name__}")
     return b
+
+
+def backend_of_device(device):
+    """The backend whose device object ``device`` is (a ``torch.device``, an array-api-strict
+    ``Device``, a CuPy device...), or None for a name such as ``"cpu"`` that several backends
+    understand (then the backend of the context decides)."""
+    if device is None or isinstance(device, str):
+        return None
+    name = {"torch": "torch", "array_api_strict": "array_api_strict", "cupy": "cupy",
+            "jax": "jax", "jaxlib": "jax"}.get(_module_root(type(device)))
+    if name is None:
+        raise TypeError(
+            f"arrayad: device={device!r} is not a device of a supported backend; pass a device "
+            f"of the backend the array should live in (x.device), or a name such as 'cpu'.")
+    return get_backend(name)
 
 
 def backend_of(x):

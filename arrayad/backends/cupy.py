@@ -13,24 +13,23 @@ class CupyBackend(NumpyLikeBackend):
     def new_generator(self, seed):
         return cupy.random.default_rng(seed)
 
-    def get_rng_state(self):
-        # cupy's Generator has no portable state object: keep a copy of the whole generator
+    # cupy's Generator has no portable state object: the state is a copy of the whole generator
+    def generator_state(self, gen):
         import copy
-        return copy.deepcopy(self.generator())
+        return copy.deepcopy(gen)
 
-    def set_rng_state(self, state):
+    def set_generator_state(self, gen, state):
         import copy
-        from .._core import _core
-        _core.thread_state().rngs[self.name] = copy.deepcopy(state)
+        return copy.deepcopy(state)
 
-    def normal(self, shape, dtype, device):
-        return self.generator().standard_normal(tuple(shape), dtype=dtype or cupy.float64)
+    def normal(self, gen, shape, dtype, device):
+        return gen.standard_normal(tuple(shape), dtype=dtype or cupy.float64)
 
-    def uniform(self, shape, dtype, device):
-        return self.generator().random(tuple(shape), dtype=dtype or cupy.float64)
+    def uniform(self, gen, shape, dtype, device):
+        return gen.random(tuple(shape), dtype=dtype or cupy.float64)
 
-    def integers(self, low, high, shape, dtype, device):
-        return self.generator().integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
+    def integers(self, gen, low, high, shape, dtype, device):
+        return gen.integers(low, high, tuple(shape), dtype=dtype or cupy.int64)
 
     def index_add(self, base, key, v):
         import cupyx

@@ -16,20 +16,25 @@ class TorchBackend(Backend):
     def new_generator(self, seed):
         return torch.Generator().manual_seed(seed)
 
-    def get_rng_state(self):
-        return self.generator().get_state()
+    def owned(self, x):
+        # (an expanded tensor - broadcast_to - refuses in-place updates: clone it)
+        return x.clone() if 0 in x.stride() and x.numel() > 1 else x
 
-    def set_rng_state(self, state):
-        self.generator().set_state(state)
+    def generator_state(self, gen):
+        return gen.get_state()
 
-    def normal(self, shape, dtype, device):
-        return torch.randn(tuple(shape), generator=self.generator(), dtype=dtype).to(device or "cpu")
+    def set_generator_state(self, gen, state):
+        gen.set_state(state)
+        return gen
 
-    def uniform(self, shape, dtype, device):
-        return torch.rand(tuple(shape), generator=self.generator(), dtype=dtype).to(device or "cpu")
+    def normal(self, gen, shape, dtype, device):
+        return torch.randn(tuple(shape), generator=gen, dtype=dtype).to(device or "cpu")
 
-    def integers(self, low, high, shape, dtype, device):
-        return torch.randint(low, high, tuple(shape), generator=self.generator(),
+    def uniform(self, gen, shape, dtype, device):
+        return torch.rand(tuple(shape), generator=gen, dtype=dtype).to(device or "cpu")
+
+    def integers(self, gen, low, high, shape, dtype, device):
+        return torch.randint(low, high, tuple(shape), generator=gen,
                              dtype=dtype or torch.int64).to(device or "cpu")
 
     def getitem(self, x, key):

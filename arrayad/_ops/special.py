@@ -1,0 +1,496 @@
+"""``arrayad.special``: scipy.special's functions that SciPy dispatches through an array
+namespace's ``special`` attribute, differentiable and batchable.
+
+With ``SCIPY_ARRAY_API=1``, ``scipy.special.erf(x)`` looks up ``array_namespace(x).special.erf``
+(``scipy/special/_support_alternative_backends.py``, ``_get_native_func``) for namespaces other
+than NumPy, CuPy, JAX and torch, and calls it with SciPy's positional arguments (``psi`` for
+digamma, ``polygamma(n, x)``). Inside a transform that namespace is arrayad, so those calls reach
+the primitives below; ``logsumexp``, ``softmax`` and ``log_softmax`` are written by SciPy with
+namespace functions and differentiate without help, and are offered here too with SciPy's
+signatures.
+
+NOTE [special implementations]: each elementwise primitive computes, on raw arrays, with
+
+1. the backend's own special functions where it has them: ``scipy.special`` for NumPy, a lazy
+   ``elemwise`` of it for Dask, ``torch.special``, ``cupyx.scipy.special``, ``jax.scipy.special``;
+2. else, for the elementary ones (expit, logit, xlogy, entr, sinc, ndtr through erfc...), a
+   formula in namespace functions;
+3. else SciPy on a host copy, when the array lives on the CPU (array-api-strict's CPU device),
+   the result converted back with the namespace's ``asarray``;
+4. else a clear error naming the function and the backend.
+
+Derivative rules use arrayad operations only (``ops.*``, ``ops.special.*``) so that they can be
+differentiated again: d erf = 2/sqrt(pi) exp(-x^2), d gammaln = digamma, d digamma =
+polygamma(1, .), d polygamma(n, .) = polygamma(n + 1, .), d i0 = i1, d i1 = i0 - i1/x (1/2 at 0)...
+xlogy and xlog1py: SciPy's result is 0 wherever x == 0 (whatever y), so d/dy is 0 there, and d/dx
+is log y (log1p y) where that is finite, else 0, as torch.
+"""
+
+import math
+
+from array_api_compat import (is_cupy_namespace, is_dask_namespace, is_jax_namespace,
+                              is_numpy_namespace, is_torch_namespace)
+
+from ._namespace import ops
+
+from .._core._core import PartialVJP, BinaryJVP, UnaryJVP, UnaryVJP
+from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, names_read, ndim_of
+
+decl = Declarations(globals(), ops.special, public_module="arrayad.special")
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Implementations on raw arrays (NOTE [special implementations])
+
+def _scipy(name):
+    import scipy.special
+    fn = getattr(scipy.special, name)
+    # (with SCIPY_ARRAY_API, SciPy's dispatching wrapper around its NumPy function: called on
+    # NumPy arrays only, skip its namespace lookup, 3/4 of the cost of a small call)
+    return getattr(fn, "__wrapped__", fn)
+
+
+def _torch(name):
+    import torch
+    if name == "log_expit":
+        return torch.nn.functional.logsigmoid
+    if name == "polygamma":
+        return _torch_polygamma
+    return getattr(torch.special, name, None)
+
+
+def _torch_polygamma(n, x):
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1, for orders given as an array (SciPy's
+    # polygamma takes one; torch's a Python int) and because torch's own trigamma is accurate to
+    # 1e-9 only, its zeta to rounding.
+    import torch
+    if isinstance(n, int) or (isinstance(n, torch.Tensor) and n.numel() == 1):
+        n = int(n)
+        if n == 0:
+            return torch.special.digamma(x)
+        return torch.special.zeta(float(n + 1), x) * ((-1) ** (n + 1) * math.factorial(n))
+    n = torch.as_tensor(n, device=x.device).to(x.dtype)
+    fac = torch.exp(torch.lgamma(n + 1)) * (1 - 2 * torch.remainder(n, 2))
+    return torch.where(n == 0, torch.special.digamma(x),
+                       -fac * torch.special.zeta(n + 1, x))
+
+
+def _cupy(name):
+    import cupyx.scipy.special
+    fn = getattr(cupyx.scipy.special, name, None)
+    if fn is None:
+        import cupy
+        fn = getattr(cupy, name, None)     # (sinc is cupy's own)
+    return fn
+
+
+def _jax(name):
+    import jax.numpy as jnp
+    import jax.scipy.special as jsp
+    if name == "psi":
+        name = "digamma"
+    return getattr(jsp, name, None) or getattr(jnp, name, None)
+
+
+def _dask(name):
+    # elementwise, so blockwise application is exact (SciPy does the same for Dask arrays);
+    # elemwise broadcasts and aligns the chunks of several arguments, and stays lazy.
+    import dask.array as da
+    fn = _scipy(name)
+    return lambda *args: da.core.elemwise(fn, *args)
+
+
+_NATIVE = {}    # (id(xp), name) -> the backend's function, or None
+
+
+def _native(xp, name):
+    key = (id(xp), name)
+    if key not in _NATIVE:
+        fn = None
+        try:
+            if is_numpy_namespace(xp):
+                fn = _scipy(name)
+            elif is_dask_namespace(xp):
+                fn = _dask(name)
+            elif is_torch_namespace(xp):
+                fn = _torch(name)
+            elif is_cupy_namespace(xp):
+                fn = _cupy(name)
+            elif is_jax_namespace(xp):
+                fn = _jax(name)
+        except ImportError:
+            fn = None
+        _NATIVE[key] = fn
+    return _NATIVE[key]
+
+
+def _on_cpu(xp, a):
+    """Whether ``a`` is in CPU memory (DLPack's kDLCPU) on the CPU device of its namespace:
+    array-api-strict's other devices share the memory but stand for accelerators."""
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is None or dev()[0] != 1:
+        return False
+    if "cpu" in str(a.device).lower():
+        return True
+    info = getattr(xp, "__array_namespace_info__", None)
+    return info is not None and a.device == info().default_device()
+
+
+def _to_host(a):
+    import numpy as np
+    if isinstance(a, PY_SCALARS):
+        return a
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, AttributeError, BufferError, RuntimeError):
+        return np.asarray(a)
+
+
+def _host(xp, name, args):
+    """SciPy on host copies of ``args`` when they live on the CPU, converted back with the
+    namespace's ``asarray``; else a clear error."""
+    import numpy as np
+    arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
+    off = next((a for a in arrays if not _on_cpu(xp, a)), None)
+    ns = getattr(xp, "__name__", type(xp).__name__)
+    if off is not None:
+        why = (f"its input is on device {getattr(off, 'device', '?')}, not the CPU, where SciPy "
+               f"could compute it; move the input to the CPU first (x.to_device(...))")
+    else:
+        try:
+            import scipy.special  # noqa: F401
+        except ImportError:
+            why = "SciPy, which would compute it on a host copy, is not installed: install scipy"
+        else:
+            out = np.asarray(_scipy(name)(*[_to_host(a) for a in args]))
+            return xp.asarray(out, device=arrays[0].device) if arrays else xp.asarray(out)
+    raise NotImplementedError(
+        f"arrayad.special.{name}: the {ns} namespace has no {name} of its own and {why}, or use "
+        f"a backend with special functions (NumPy, torch, CuPy, JAX)")
+
+
+def _compute(xp, name, *args):
+    """``name`` on raw arrays, by the first of the means of NOTE [special implementations]."""
+    fn = _native(xp, name)
+    if fn is not None:
+        return fn(*args)
+    generic = _GENERIC.get(name)
+    if generic is not None:
+        return generic(xp, *args)
+    return _host(xp, name, args)
+
+
+def _float(xp, *args):
+    """Arrays (Python scalars made arrays of the others' dtype), at least floating."""
+    ref = next((a for a in args if not isinstance(a, PY_SCALARS)), None)
+    out = []
+    for a in args:
+        if isinstance(a, PY_SCALARS):
+            a = xp.asarray(float(a), dtype=ref.dtype if ref is not None and
+                           xp.isdtype(ref.dtype, "real floating") else None,
+                           **({"device": ref.device} if ref is not None else {}))
+        elif not xp.isdtype(a.dtype, "real floating"):
+            a = xp.astype(a, xp.float64)
+        out.append(a)
+    return out
+
+
+def _g_expit(xp, x):
+    (x,) = _float(xp, x)
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _g_log_expit(xp, x):
+    # log(1/(1+e^-x)) = -log1p(e^-x) for x >= 0, x - log1p(e^x) below: no overflow
+    (x,) = _float(xp, x)
+    return xp.where(x >= 0, -xp.log1p(xp.exp(-xp.abs(x))), x - xp.log1p(xp.exp(-xp.abs(x))))
+
+
+def _g_logit(xp, x):
+    (x,) = _float(xp, x)
+    return xp.log(x / (1 - x))
+
+
+def _g_xlogy(xp, x, y):
+    x, y = _float(xp, x, y)
+    x, y = xp.broadcast_arrays(x, y)
+    return xp.where(x == 0, xp.zeros_like(x), x * xp.log(xp.where(x == 0, 1.0, y)))
+
+
+def _g_xlog1py(xp, x, y):
+    x, y = _float(xp, x, y)
+    x, y = xp.broadcast_arrays(x, y)
+    return xp.where(x == 0, xp.zeros_like(x), x * xp.log1p(xp.where(x == 0, 0.0, y)))
+
+
+def _g_entr(xp, x):
+    # -x log x for x > 0, 0 at 0, -inf below (nan stays nan)
+    (x,) = _float(xp, x)
+    pos = x > 0
+    val = -x * xp.log(xp.where(pos, x, 1.0))
+    return xp.where(pos, val, xp.where(x == 0, 0.0, xp.where(x < 0, -xp.inf, x)))
+
+
+def _g_rel_entr(xp, x, y):
+    # x log(x/y) for x, y > 0 (both finite), 0 for x == 0 <= y, nan for a nan, inf otherwise
+    x, y = _float(xp, x, y)
+    x, y = xp.broadcast_arrays(x, y)
+    pos = (x > 0) & (y > 0)
+    val = x * (xp.log(xp.where(pos, x, 1.0)) - xp.log(xp.where(pos, y, 1.0)))
+    out = xp.where(pos, val, xp.inf)
+    out = xp.where((x == 0) & (y >= 0), 0.0, out)
+    return xp.where(xp.isnan(x) | xp.isnan(y) | (pos & xp.isinf(x) & xp.isinf(y)), xp.nan, out)
+
+
+def _g_sinc(xp, x):
+    (x,) = _float(xp, x)
+    px = math.pi * xp.where(x == 0, 1.0, x)
+    return xp.where(x == 0, 1.0, xp.sin(px) / px)
+
+
+def _g_ndtr(xp, x):
+    (x,) = _float(xp, x)
+    return 0.5 * _compute(xp, "erfc", -x * _SQRT_HALF)
+
+
+def _g_log_ndtr(xp, x):
+    # log(ndtr(x)) from 0 down to x = -10 (ndtr(-10) ~ 7.6e-24 is still normal in float32), and
+    # below the asymptotic series -x^2/2 - log(-x) - log(2 pi)/2 + log(sum_k (-1)^k (2k-1)!! / x^2k)
+    # (its first omitted term, 21!!/x^22, is < 2e-12 there).
+    (x,) = _float(xp, x)
+    lo = x < -10
+    xl = xp.where(lo, x, -10.0)
+    xh = xp.where(lo, 0.0, x)
+    z = 1 / (xl * xl)
+    s, term = xp.ones_like(z), xp.ones_like(z)
+    for k in range(1, 11):
+        term = -term * (2 * k - 1) * z
+        s = s + term
+    tail = -0.5 * xl * xl - xp.log(-xl) - 0.5 * math.log(2 * math.pi) + xp.log(s)
+    # (right of 0, log1p of the small left tail: log of a value near 1 would lose it)
+    mid = xp.where(xh > 0, xp.log1p(-_g_ndtr(xp, -xp.abs(xh))), xp.log(_g_ndtr(xp, xh)))
+    return xp.where(lo, tail, mid)
+
+
+_GENERIC = {"expit": _g_expit, "log_expit": _g_log_expit, "logit": _g_logit,
+            "xlogy": _g_xlogy, "xlog1py": _g_xlog1py, "entr": _g_entr, "rel_entr": _g_rel_entr,
+            "sinc": _g_sinc, "ndtr": _g_ndtr, "log_ndtr": _g_log_ndtr}
+
+
+def _impl(name):
+    return lambda xp, *args: _compute(xp, name, *args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarations
+
+def unary(name, deriv, *, over=False, doc):
+    """An elementwise function of one argument; ``deriv(ans, x)`` its derivative (with
+    ``over``: the derivative's reciprocal, which the rules divide by)."""
+    return decl.primitive(name, _impl(name), vjp=(UnaryVJP(deriv, over),),
+                          reads=[names_read(deriv)], full_jvp=UnaryJVP(deriv, over),
+                          batch=ELEMENTWISE, api="x, /", doc=doc)
+
+
+def binary(name, d1, d2, *, doc):
+    """An elementwise function of two broadcasting arguments with partial derivatives
+    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument)."""
+    return decl.primitive(name, _impl(name),
+                          vjp=(None if d1 is None else PartialVJP(d1, 0),
+                               None if d2 is None else PartialVJP(d2, 1)),
+                          reads=["" if d is None else names_read(d) for d in (d1, d2)],
+                          full_jvp=BinaryJVP(d1, d2), batch=ELEMENTWISE, api="x, y, /", doc=doc)
+
+
+def _where0(cond, x, like):
+    """``where(cond, 0, x)``; ``cond`` may be a Python bool (from scalar arguments)."""
+    if isinstance(cond, bool):
+        return ops.zeros_like(like) if cond else x
+    return ops.where(cond, 0.0, x)
+
+
+def _safe(x, bad, fill):
+    """``x`` with ``fill`` where ``bad``: keeps nan/inf out of the branch a where() drops, whose
+    derivative would otherwise be nan * 0 (a Python scalar is a constant: no derivative)."""
+    if isinstance(x, PY_SCALARS) or bad is False:
+        return x
+    return ops.full_like(x, fill) if bad is True else ops.where(bad, fill, x)
+
+
+def _and(c1, c2):
+    """Elementwise and of two conditions, either of which may be a Python bool."""
+    if isinstance(c1, bool) or isinstance(c2, bool):
+        c1, c2 = (c1, c2) if isinstance(c1, bool) else (c2, c1)
+        return c2 if c1 else False
+    return ops.logical_and(c1, c2)
+
+
+def _scalar_log(v):
+    return math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan)
+
+
+def _log(x):
+    return _scalar_log(x) if isinstance(x, PY_SCALARS) else ops.log(x)
+
+
+def _log1p(x):
+    return _scalar_log(1 + x) if isinstance(x, PY_SCALARS) else ops.log1p(x)
+
+
+# -- error function and normal distribution ----------------------------------------------------
+unary("erf", lambda ans, x: ops.exp(-ops.square(x)) * (2 / _SQRT_PI), doc="The error function.")
+unary("erfc", lambda ans, x: ops.exp(-ops.square(x)) * (-2 / _SQRT_PI),
+      doc="The complementary error function, 1 - erf(x).")
+unary("erfinv", lambda ans, x: ops.exp(ops.square(ans)) * (_SQRT_PI / 2),
+      doc="The inverse of erf on (-1, 1).")
+unary("ndtr", lambda ans, x: ops.exp(ops.square(x) * -0.5) * (1 / _SQRT_2PI),
+      doc="The standard normal distribution function.")
+# d log(ndtr) = pdf / ndtr = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi): no underflow far left
+unary("log_ndtr", lambda ans, x: ops.exp(ops.subtract(ops.square(x) * -0.5, ans)) * (1 / _SQRT_2PI),
+      doc="log(ndtr(x)), accurate far into the left tail.")
+unary("ndtri", lambda ans, x: ops.exp(ops.square(ans) * 0.5) * _SQRT_2PI,
+      doc="The inverse of ndtr (the standard normal quantile function).")
+
+# -- gamma function ---------------------------------------------------------------------------
+unary("gammaln", lambda ans, x: ops.special.digamma(x),
+      doc="log|Gamma(x)|.")
+digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x),
+                  doc="The digamma function, d/dx log Gamma(x) (SciPy's psi).")
+decl.export(digamma, name="psi", primitive=digamma_p)   # noqa: F821  (SciPy's name)
+
+
+def _polygamma_impl(xp, n, x):
+    return _compute(xp, "polygamma", n, x)
+
+
+decl.primitive(
+    "polygamma", _polygamma_impl,
+    # d/dx psi^(n)(x) = psi^(n+1)(x); the order n is an integer, not differentiable
+    vjp=(None, PartialVJP(lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2), 1)),
+    reads=["", "x1 x2"],
+    full_jvp=BinaryJVP(None, lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2)),
+    batch=ELEMENTWISE, api="n, x, /",
+    doc="The polygamma function psi^(n)(x), the n-th derivative of digamma (n an integer).")
+
+# -- logistic function -------------------------------------------------------------------------
+unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans),
+      doc="The logistic sigmoid 1 / (1 + exp(-x)).")
+unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True,
+      doc="log(x / (1 - x)), expit's inverse.")
+unary("log_expit", lambda ans, x: ops.special.expit(-x), doc="log(expit(x)), without overflow.")
+
+# -- x log y and entropies ---------------------------------------------------------------------
+# xlogy = x log y: d/dx = log y, d/dy = x/y. SciPy's value is 0 wherever x == 0, so there
+# d/dy = 0 exactly (also at y == 0) and d/dx = 0 where log y is not finite (y <= 0), as torch.
+def _dx_xlogy(ans, x1, x2):
+    edge = _and(x1 == 0, x2 <= 0)
+    return _where0(edge, _log(_safe(x2, edge, 1.0)), ans)
+
+
+def _dx_xlog1py(ans, x1, x2):
+    edge = _and(x1 == 0, x2 <= -1)
+    return _where0(edge, _log1p(_safe(x2, edge, 0.0)), ans)
+
+
+def _dy_xlogy(ans, x1, x2):
+    return _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans)
+
+
+def _dy_xlog1py(ans, x1, x2):
+    return _where0(x1 == 0, x1 / (1 + _safe(x2, x1 == 0, 0.0)), ans)
+
+
+binary("xlogy", _dx_xlogy, _dy_xlogy, doc="x * log(y), 0 where x == 0 (whatever y).")
+binary("xlog1py", _dx_xlog1py, _dy_xlog1py, doc="x * log1p(y), 0 where x == 0 (whatever y).")
+# entr = -x log x: d = -(log x + 1), +inf at 0 (the one-sided limit) as torch; nan below 0
+unary("entr", lambda ans, x: -(ops.log(x) + 1),
+      doc="The elementwise entropy -x log x (0 at 0, -inf for x < 0).")
+# rel_entr = x log(x/y): d/dx = log(x/y) + 1, d/dy = -x/y (0 where x == 0, also at y == 0)
+binary("rel_entr", lambda ans, x1, x2: _log(x1) - _log(x2) + 1,
+       lambda ans, x1, x2: _where0(x1 == 0, -x1 / _safe(x2, x1 == 0, 1.0), ans),
+       doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).")
+
+
+# -- sinc --------------------------------------------------------------------------------------
+def _sinc_d(ans, x):
+    # (cos(pi x) - sinc(x)) / x; near 0 the Taylor series -pi^2 x/3 + pi^4 x^3/30 - pi^6 x^5/840
+    # (0 at 0, and second derivative -pi^2/3 there), which also avoids the cancellation
+    small = ops.abs(x) < 1e-2
+    xs = ops.where(small, 1.0, x)
+    far = (ops.cos(xs * math.pi) - ops.special.sinc(xs)) / xs
+    p2 = math.pi ** 2
+    x2 = x * x
+    near = x * (-p2 / 3 + x2 * (p2 * p2 / 30 - x2 * (p2 ** 3 / 840)))
+    return ops.where(small, near, far)
+
+
+unary("sinc", _sinc_d, doc="The normalized sinc sin(pi x) / (pi x), 1 at 0.")
+
+
+# -- modified Bessel functions of orders 0 and 1 (and their exponentially scaled versions) -----
+def _i1_over_x(i1x, x):
+    # i1(x)/x (or i1e(x)/x), 1/2 at 0: both vanish linearly there
+    zero = x == 0
+    return ops.where(zero, 0.5, ops.divide(i1x, ops.where(zero, 1.0, x)))
+
+
+unary("i0", lambda ans, x: ops.special.i1(x), doc="The modified Bessel function I0.")
+unary("i1", lambda ans, x: ops.subtract(ops.special.i0(x), _i1_over_x(ans, x)),
+      doc="The modified Bessel function I1.")
+# i0e = exp(-|x|) i0: d = i1e - sign(x) i0e
+unary("i0e", lambda ans, x: ops.subtract(ops.special.i1e(x), ops.multiply(ops.sign(x), ans)),
+      doc="exp(-|x|) I0(x).")
+# i1e = exp(-|x|) i1: d = i0e - i1e/x - sign(x) i1e (1/2 at 0)
+unary("i1e", lambda ans, x: ops.subtract(ops.subtract(ops.special.i0e(x), _i1_over_x(ans, x)),
+                                              ops.multiply(ops.sign(x), ans)),
+      doc="exp(-|x|) I1(x).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions with SciPy's signatures, composites of namespace functions
+
+def _axes(axis, x):
+    return tuple(range(ndim_of(x))) if axis is None else axis
+
+
+@decl.composite
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(b * exp(a))) over ``axis`` (all axes by default), shifted by the maximum for
+    stability; with ``return_sign``, ``(log|sum|, sign(sum))`` for weights ``b`` of any sign,
+    else nan where the sum is negative (as SciPy)."""
+    if b is not None:
+        a, b = ops.broadcast_arrays(a, b)
+        # (entries with weight 0 do not count, even at a = inf, as SciPy)
+        a = ops.where(b == 0, -math.inf, a)
+    m = ops.stop_gradient(ops.max(a, axis=axis, keepdims=True))
+    m = ops.where(ops.isfinite(m), m, 0.0)
+    e = ops.exp(a - m)
+    s = ops.sum(e if b is None else ops.multiply(b, e), axis=axis, keepdims=True)
+    if return_sign:
+        sign = ops.stop_gradient(ops.sign(s))
+        s = ops.abs(s)
+    # (a sum of 0, all entries -inf: -inf, through a where so that the gradient is 0, not nan)
+    empty = s == 0
+    out = ops.where(empty, -math.inf, ops.log(ops.where(empty, 1.0, s))) + m
+    if not keepdims:
+        out = ops.squeeze(out, axis=_axes(axis, a))
+        if return_sign:
+            sign = ops.squeeze(sign, axis=_axes(axis, a))
+    return (out, sign) if return_sign else out
+
+
+@decl.composite
+def softmax(x, axis=None):
+    """exp(x) / sum(exp(x)) over ``axis`` (all axes by default, as SciPy)."""
+    return ops.exp(x - logsumexp(x, axis=axis, keepdims=True))
+
+
+@decl.composite
+def log_softmax(x, axis=None):
+    """x - logsumexp(x) over ``axis`` (all axes by default, as SciPy)."""
+    return x - logsumexp(x, axis=axis, keepdims=True)

@@ -87,6 +87,11 @@ cdef class Tensor(Array):
     cdef public Node _node
     cdef public int _idx
     cdef public object _grad
+    # NOTE [views]: the tensor this one views (or None), the key it was viewed with, and the
+    # live views of this one (a WeakSet, or None)
+    cdef public object _base
+    cdef public object _view_key
+    cdef public object _views
 
 
 cdef class Tracer(Array):

@@ -779,10 +779,26 @@ cdef inline void _stamp_update(Array a):
 
 
 cdef void _check_not_updated(Node node) except *:
-    """Raise if an array the node saved was updated in place after the node was made."""
+    """Raise if an array the node saved, and whose value its VJP reads, was updated in place after
+    the node was made (a rule that reads only the shape - getitem, sum - does not mind)."""
     if node.inputs is None:
         return
-    for a in node.inputs:
+    cdef long mask = -1
+    cdef Py_ssize_t i
+    cdef tuple reads = (<Primitive>node.prim).vjp_reads if isinstance(node.prim, Primitive) \
+        else None
+    if reads is not None and node._edges is not None:
+        mask = 0
+        for i in range(len(node._edges)):
+            if node._edges[i] is not None:
+                if i >= len(reads):
+                    mask = -1
+                    break
+                mask |= <long>reads[i]
+    for i in range(len(node.inputs)):
+        a = node.inputs[i]
+        if not (mask >> (i + 1)) & 1:
+            continue
         if isinstance(a, Array) and (<Array>a)._updated_at > node._made_at:
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "
@@ -790,6 +806,39 @@ cdef void _check_not_updated(Node node) except *:
                 f"updated in place after {node.name()} saved it. Update a copy instead "
                 f"(y = y + v, or y = y.clone() before the update), or compute the update after "
                 f"the backward pass.")
+
+
+def stamp_update(Array a not None):
+    """Mark ``a`` updated in place now (NOTE [in-place after use])."""
+    _stamp_update(a)
+
+
+def alias(Array a not None):
+    """Another object with ``a``'s value and place in the graph, which nothing will update."""
+    return _alias(a)
+
+
+# NOTE [views]
+# ------------
+# An eager tensor made by basic indexing (``x[1:3]``, ``x[0]``) or by ``detach()`` is a view of its
+# base, as in NumPy and torch: an in-place update of the view is written into the base and an
+# update of the base is seen by its live views (``_inplace`` in ``_ops/_api.py``). Updates stay
+# functional (new arrays, rebound; the old values stay with the nodes that saved them): writing
+# through is a functional ``base[key] = view`` (differentiable, torch's CopySlices) and a view is
+# refreshed as ``base[key]``; a detached view shares data but no history. Every tensor so updated
+# is stamped, so a node that saved one of them refuses the backward pass (torch's shared version
+# counter). Tracers have no views: inside a transform every update is functional, as in JAX.
+DETACHED = object()   # the view key of a detach()
+
+
+def view_of(Tensor out not None, Tensor base not None, key):
+    """Make ``out`` a view of ``base`` with ``key`` (NOTE [views]); returns ``out``."""
+    out._base = base
+    out._view_key = key
+    if base._views is None:
+        base._views = weakref.WeakSet()
+    base._views.add(out)
+    return out
 
 
 cdef list _topo_order(list roots):
@@ -2002,7 +2051,9 @@ cdef class Tensor(Array):
         return self._node is None or self._node.leaf is not None
 
     def detach(self):
-        return _new_tensor(self._value, None, 0)
+        """A tensor without history that shares this one's data (NOTE [views]): an in-place
+        update of either is seen by the other, as in torch."""
+        return view_of(_new_tensor(self._value, None, 0), self, DETACHED)
 
     # -- copies and pickles (torch's semantics: a copy of a leaf is a new leaf, requires_grad
     #    kept; a tensor in the middle of a graph must be detached first)

@@ -16,7 +16,7 @@ from .._core import _core
 from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
 from .indexing import getitem, setitem
 from ._rules import Declarations
-from ..backends import backend_of
+from ..backends import _is_basic_key, backend_of
 
 decl = Declarations(globals())
 
@@ -25,24 +25,68 @@ decl = Declarations(globals())
 @decl.glue
 def _inplace(self, result):
     """Rebind ``self`` to ``result`` (``x += y``, ``x[i] = v``): the old value is untouched, so
-    everything that saved it for a derivative stays correct."""
+    everything that saved it for a derivative stays correct. A view's base and a base's views
+    follow (NOTE [views] in the core)."""
     if isinstance(self, Tensor):
         if self.requires_grad and self.is_leaf and _core.is_grad_enabled():
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place operation. "
                 "Update it under arrayad.no_grad(), or work on a copy (x.clone()).")
+        _check_view_of_leaf(self)
         if not isinstance(result, Tensor):
             raise _inplace_level_error(self, result)
-        if self.requires_grad and not _core.is_grad_enabled():
-            # an update under no_grad (an optimizer step): new values, same place in the graph
-            self._value = result._value
-            return self
-        self._replace(result)
+        _rebind(self, result)
+        if self._base is not None or self._views:
+            _propagate(self, None)
         return self
     if type(result) is not type(self) or result.interpreter is not self.interpreter:
         raise _inplace_level_error(self, result)
     self._replace(result)
     return self
+
+
+def _rebind(t, result):
+    if t.is_leaf and t.requires_grad:
+        # an update under no_grad (an optimizer step): new values, same place in the graph
+        t._value = result._value
+    else:
+        t._replace(result)
+
+
+def _check_view_of_leaf(t):
+    """Refuse, before anything changes, to write through a view into a leaf that requires grad
+    (torch's rule); a detach()ed view shares data only, so writing through it is allowed."""
+    while t._base is not None and t._view_key is not _core.DETACHED:
+        t = t._base
+        if t.requires_grad and t.is_leaf and _core.is_grad_enabled():
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation. Update the leaf itself under arrayad.no_grad(), or work on a copy "
+                "(v = x[1:3].clone()).")
+
+
+def _propagate(t, came_from):
+    """After ``t`` was updated: refresh its live views (but the one the update came from) and
+    write it into its base (NOTE [views])."""
+    for w in list(t._views or ()):
+        if w is came_from:
+            continue
+        if w._view_key is _core.DETACHED or w.is_leaf:
+            w._value = t._value if w._view_key is _core.DETACHED else \
+                getitem(_core.alias(t), w._view_key)._value
+        else:
+            w._replace(getitem(_core.alias(t), w._view_key))
+        _core.stamp_update(w)
+        _propagate(w, t)
+    base = t._base
+    if base is None or base is came_from:
+        return
+    if t._view_key is _core.DETACHED:
+        base._value = t._value        # (data only: no gradient flows through detach)
+    else:
+        _rebind(base, setitem(_core.alias(base), t._view_key, _core.alias(t)))
+    _core.stamp_update(base)
+    _propagate(base, t)
 
 
 @decl.glue
@@ -61,6 +105,13 @@ def _inplace_level_error(self, result):
 
 @decl.glue
 def _getitem(x, key):
+    if type(x) is Tensor and _is_basic_key(key):
+        # a view (NOTE [views]); its node keeps x as it is now, so that a later update of x
+        # (through this view or another) does not stale it: a slice's VJP needs no more
+        out = getitem(_core.alias(x), key)
+        if type(out) is Tensor:
+            _core.view_of(out, x, key)
+        return out
     return getitem(x, key)
 
 
@@ -100,6 +151,9 @@ def _concrete(x, what):
                     f"x.detach() first.")
             x = x.value
             continue
+        error = getattr(x, "_conversion_error", None)   # (a staging tracer: arrayad.jit)
+        if error is not None:
+            raise error(what)
         return x
 
 
@@ -335,9 +389,10 @@ def _format_values(raw, prefix):
 def _repr(x):
     if isinstance(x, Tensor):
         b = backend_of(x)
+        body = b.lazy_repr(x._value)   # (a lazy backend's own summary: printing computes nothing)
         try:
-            body = _format_values(b.to_numpy(x._value), "tensor(")
-        except Exception:  # a lazy or foreign value that cannot be printed cheaply
+            body = body or _format_values(b.to_numpy(x._value), "tensor(")
+        except Exception:  # a foreign value that cannot be printed cheaply
             body = f"<{type(x._value).__name__} {tuple(x.shape)}>"
         extra = []
         dt = x.dtype

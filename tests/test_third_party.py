@@ -1404,10 +1404,6 @@ KNOWN_FAILURES = {tuple(line.split(" | ")[:3]): tuple(line.split(" | ", 4)[3:])
 # turns red when the value becomes right (remove the line) or the call starts raising instead.
 # Written by hand, with the cause; the tool counts these as WRONG in docs/array_api_libraries.md.
 _WRONG = {
-    ("xpx.union1d", "grad"):
-        "unique_values is declared without derivative rules, so its values are constants (a zero "
-        "derivative) though they are elements of x; JAX gives the same zeros, torch raises",
-    ("xpx.union1d", "jvp"): "as for grad: unique_values' values have a zero tangent",
     ("sklearn.StandardScaler", "grad"):
         "nan: sklearn's _incremental_mean_and_var computes 0/0 where the sample count is 0 and "
         "overwrites it with a masked in-place update; the VJP multiplies the zero cotangent of "

@@ -84,24 +84,48 @@ def _unique(public, n_out):
                           batch=dynamic_shape_error(name, _UNIQUE_ALTERNATIVE))
 
 
+# The unique values are elements of x: for float and complex input they are gathered from x at
+# their first occurrences (unique_all's indices), so that they carry x's derivative (a value
+# moves with the element it is; torch refuses, JAX returns zeros). Integer input, which has no
+# derivative, takes each function's own primitive.
+
+def _inexact(x):
+    return is_inexact(dtype_of(x))
+
+
+def _gathered(x, indices):
+    return ops.take(ops.reshape(x, (-1,)), indices)
+
+
 def unique_all(x, /):
     """Unique elements of ``x`` with the index of their first occurrence, the inverse indices
     (shaped like ``x``) and their counts. NaNs are distinct from each other."""
-    return UniqueAllResult(*bind(unique_all_p, x))
+    values, indices, inverse, counts = bind(unique_all_p, x)
+    if _inexact(x):
+        values = _gathered(x, indices)
+    return UniqueAllResult(values, indices, inverse, counts)
 
 
 def unique_counts(x, /):
     """Unique elements of ``x`` and how often each occurs."""
+    if _inexact(x):
+        _, indices, _, counts = bind(unique_all_p, x)
+        return UniqueCountsResult(_gathered(x, indices), counts)
     return UniqueCountsResult(*bind(unique_counts_p, x))
 
 
 def unique_inverse(x, /):
     """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
+    if _inexact(x):
+        _, indices, inverse, _ = bind(unique_all_p, x)
+        return UniqueInverseResult(_gathered(x, indices), inverse)
     return UniqueInverseResult(*bind(unique_inverse_p, x))
 
 
 def unique_values(x, /):
     """Unique elements of ``x`` (sorted, one-dimensional)."""
+    if _inexact(x):
+        return _gathered(x, bind(unique_all_p, x)[1])
     return bind(unique_values_p, x)[0]
 
 

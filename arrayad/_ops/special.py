@@ -33,7 +33,8 @@ from array_api_compat import (is_cupy_namespace, is_dask_namespace, is_jax_names
 
 from ._namespace import ops
 
-from .._core._core import PartialVJP, BinaryJVP, UnaryJVP, UnaryVJP
+from .._core._core import (BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, broadcast_like,
+                           unbroadcast)
 from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, names_read, ndim_of
 
 decl = Declarations(globals(), ops.special, public_module="arrayad.special")
@@ -54,13 +55,19 @@ def _scipy(name):
     return getattr(fn, "__wrapped__", fn)
 
 
+# torch.special's names for SciPy's functions
+_TORCH_NAMES = {"j0": "bessel_j0", "j1": "bessel_j1", "y0": "bessel_y0", "y1": "bessel_y1",
+                "k0": "modified_bessel_k0", "k1": "modified_bessel_k1",
+                "k0e": "scaled_modified_bessel_k0", "k1e": "scaled_modified_bessel_k1"}
+
+
 def _torch(name):
     import torch
     if name == "log_expit":
         return torch.nn.functional.logsigmoid
     if name == "polygamma":
         return _torch_polygamma
-    return getattr(torch.special, name, None)
+    return getattr(torch.special, _TORCH_NAMES.get(name, name), None)
 
 
 def _torch_polygamma(n, x):
@@ -449,6 +456,216 @@ unary("i0e", lambda ans, x: ops.subtract(ops.special.i1e(x), ops.multiply(ops.si
 unary("i1e", lambda ans, x: ops.subtract(ops.subtract(ops.special.i0e(x), _i1_over_x(ans, x)),
                                               ops.multiply(ops.sign(x), ans)),
       doc="exp(-|x|) I1(x).")
+
+
+# -- gamma, beta and their relatives ----------------------------------------------------------
+def _refused(name, arg, fix):
+    """A derivative rule that refuses, by name, a derivative arrayad cannot compute accurately
+    (rather than a silent zero)."""
+    def rule(*_):
+        raise NotImplementedError(
+            f"arrayad.special.{name}: the derivative with respect to {arg} is not implemented; "
+            f"{fix}")
+    return rule
+
+
+def _gammaln_of(a):
+    return math.lgamma(a) if isinstance(a, PY_SCALARS) else ops.special.gammaln(a)
+
+
+def _betaln_of(a, b):
+    if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return ops.special.betaln(a, b)
+
+
+unary("gamma", lambda ans, x: ops.multiply(ans, ops.special.digamma(x)),
+      doc="The gamma function.")
+unary("rgamma", lambda ans, x: -ops.multiply(ans, ops.special.digamma(x)),
+      doc="1 / Gamma(x) (0 at the poles of Gamma).")
+unary("loggamma", lambda ans, x: ops.special.digamma(x),
+      doc="The principal branch of log Gamma(x) (log|Gamma(x)| for x > 0).")
+binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),
+       lambda ans, x1, x2: ops.special.digamma(x2) - ops.special.digamma(x1 + x2),
+       doc="log|B(a, b)|, the logarithm of the beta function.")
+# poch(z, m) = Gamma(z + m) / Gamma(z)
+binary("poch", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)
+                                                - ops.special.digamma(x1)),
+       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)),
+       doc="The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z).")
+
+# Regularized incomplete gamma: d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q = 1 - P: its
+# negative). The derivative in a has no closed form (a series or quadrature would be needed):
+# refused by name rather than a silent zero.
+_NO_A = "treat it as a constant (arrayad.stop_gradient), or differentiate with respect to x only"
+
+
+def _gammainc_dx(ans, x1, x2):
+    return ops.exp(ops.special.xlogy(x1 - 1, x2) - x2 - _gammaln_of(x1))
+
+
+binary("gammainc", _refused("gammainc", "a (the first argument)", _NO_A), _gammainc_dx,
+       doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).")
+binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
+       lambda ans, x1, x2: -_gammainc_dx(ans, x1, x2),
+       doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
+           "(differentiable in x).")
+
+
+# Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b); a and b refused.
+def _betainc_dx(a, b, x):
+    return ops.exp(ops.special.xlogy(a - 1, x) + ops.special.xlog1py(b - 1, -x)
+                   - _betaln_of(a, b))
+
+
+def _betainc_vjp_x(g, ans, a, b, x):
+    return unbroadcast(ops.multiply(g, _betainc_dx(a, b, x)), x)
+
+
+def _betainc_jvp(tangents, ans, a, b, x):
+    for t, arg in zip(tangents[:2], ("a (the first argument)", "b (the second argument)")):
+        if t is not None:
+            _refused("betainc", arg, _NO_A.replace("x only", "x (the third argument) only"))()
+    t = tangents[2]
+    return None if t is None else broadcast_like(ops.multiply(t, _betainc_dx(a, b, x)), ans)
+
+
+_NO_AB = _NO_A.replace("x only", "x (the third argument) only")
+decl.primitive("betainc", _impl("betainc"),
+               vjp=(_refused("betainc", "a (the first argument)", _NO_AB),
+                    _refused("betainc", "b (the second argument)", _NO_AB), _betainc_vjp_x),
+               reads=["", "", "x1 x2 x3"], full_jvp=_betainc_jvp, batch=ELEMENTWISE,
+               api="a, b, x, /",
+               doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).")
+
+
+@decl.composite
+def multigammaln(a, d):
+    """The log of the multivariate gamma function of dimension ``d`` (a Python int):
+    d(d-1)/4 log(pi) + sum_j gammaln(a - j/2), j = 0..d-1."""
+    d = int(d)
+    out = ops.special.gammaln(a)
+    for j in range(1, d):
+        out = out + ops.special.gammaln(a - j / 2)
+    return out + d * (d - 1) / 4 * math.log(math.pi)
+
+
+@decl.composite
+def gdtr(a, b, x):
+    """The gamma distribution function of rate ``a`` and shape ``b`` at ``x``: P(b, a x)
+    (differentiable in a and x)."""
+    return ops.special.gammainc(b, ops.multiply(a, x))
+
+
+@decl.composite
+def gdtrc(a, b, x):
+    """1 - gdtr(a, b, x): Q(b, a x) (differentiable in a and x)."""
+    return ops.special.gammaincc(b, ops.multiply(a, x))
+
+
+@decl.composite
+def pdtr(k, m):
+    """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
+    return ops.special.gammaincc(ops.floor(k) + 1, m) if not isinstance(k, PY_SCALARS) \
+        else ops.special.gammaincc(math.floor(k) + 1, m)
+
+
+@decl.composite
+def fdtr(dfn, dfd, x):
+    """The F distribution function: I_{dfn x / (dfd + dfn x)}(dfn/2, dfd/2) (differentiable in
+    x)."""
+    return ops.special.betainc(dfn / 2, dfd / 2, dfn * x / (dfd + dfn * x))
+
+
+# -- error function relatives and exponentials -------------------------------------------------
+# erfcx = exp(x^2) erfc(x): d = 2 x erfcx(x) - 2/sqrt(pi)
+unary("erfcx", lambda ans, x: ops.multiply(x, ans) * 2 - 2 / _SQRT_PI,
+      doc="The scaled complementary error function exp(x^2) erfc(x).")
+unary("exp2", lambda ans, x: ans * math.log(2.0), doc="2**x.")
+unary("exp10", lambda ans, x: ans * math.log(10.0), doc="10**x.")
+unary("cosm1", lambda ans, x: -ops.sin(x), doc="cos(x) - 1, accurate near 0.")
+unary("cbrt", lambda ans, x: ops.square(ans) * 3, over=True, doc="The real cube root.")
+unary("exp1", lambda ans, x: -ops.exp(-x) / x, doc="The exponential integral E1(x).")
+unary("expi", lambda ans, x: ops.exp(x) / x, doc="The exponential integral Ei(x).")
+
+
+def _exprel_d(ans, x):
+    # exprel = (e^x - 1)/x, so d = (1 + (x - 1) exprel(x)) / x; near 0, where that cancels, its
+    # Taylor series sum_k k x^(k-1) / (k+1)! (first omitted term 9 x^8/10! < 3e-14 for |x| < .1)
+    small = ops.abs(x) < 0.1
+    xs = ops.where(small, 1.0, x)
+    far = (1 + ops.multiply(xs - 1, ops.special.exprel(xs))) / xs
+    near = ops.zeros_like(x)
+    for k in range(8, 0, -1):
+        near = near * x + k / math.factorial(k + 1)
+    return ops.where(small, near, far)
+
+
+unary("exprel", _exprel_d, doc="(exp(x) - 1) / x, 1 at 0.")
+
+
+# spence(z) = integral from 1 to z of log(t) / (1 - t): d = log(z) / (1 - z), -1 at z = 1
+def _spence_d(ans, x):
+    one = x == 1
+    xs = ops.where(one, 2.0, x)
+    return ops.where(one, -1.0, ops.log(xs) / (1 - xs))
+
+
+unary("spence", _spence_d, doc="Spence's function (the dilogarithm Li2(1 - z)), for z >= 0.")
+
+# -- trigonometric functions of degrees --------------------------------------------------------
+_DEG = math.pi / 180
+unary("sindg", lambda ans, x: ops.special.cosdg(x) * _DEG, doc="sin of an angle in degrees.")
+unary("cosdg", lambda ans, x: ops.special.sindg(x) * -_DEG, doc="cos of an angle in degrees.")
+unary("tandg", lambda ans, x: (1 + ops.square(ans)) * _DEG, doc="tan of an angle in degrees.")
+unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angle in degrees.")
+
+# -- losses ----------------------------------------------------------------------------------------
+# kl_div = x log(x/y) - x + y: d/dx = log(x/y), d/dy = 1 - x/y (1 where x == 0)
+binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
+       lambda ans, x1, x2: 1 - _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans),
+       doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).")
+
+
+# huber(delta, r) = r^2/2 for |r| <= delta, else delta (|r| - delta/2)
+def _huber_dr(ans, x1, x2):
+    return ops.where(ops.abs(x2) <= x1, x2, ops.multiply(ops.sign(x2), x1) + ops.zeros_like(ans))
+
+
+def _huber_ddelta(ans, x1, x2):
+    return ops.where(ops.abs(x2) <= x1, 0.0, ops.abs(x2) - x1 + ops.zeros_like(ans))
+
+
+binary("huber", _huber_ddelta, _huber_dr,
+       doc="The Huber loss of a residual r (second argument) with threshold delta (first).")
+
+
+# pseudo_huber(delta, r) = delta^2 (s - 1), s = sqrt(1 + (r/delta)^2) = ans/delta^2 + 1:
+# d/dr = r / s, d/ddelta = 2 delta (s - 1) - r^2 / (delta s)
+def _ph_s(ans, x1):
+    return ans / ops.square(x1) + 1 if not isinstance(x1, PY_SCALARS) else ans / (x1 * x1) + 1
+
+
+binary("pseudo_huber",
+       lambda ans, x1, x2: (2 * x1) * (_ph_s(ans, x1) - 1)
+       - ops.square(x2) / ops.multiply(x1, _ph_s(ans, x1)),
+       lambda ans, x1, x2: x2 / _ph_s(ans, x1),
+       doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).")
+
+
+# -- Bessel functions of integer order ------------------------------------------------------------
+unary("j0", lambda ans, x: -ops.special.j1(x), doc="The Bessel function J0.")
+# (j1/x, like i1/x, is 1/2 at 0)
+unary("j1", lambda ans, x: ops.subtract(ops.special.j0(x), _i1_over_x(ans, x)),
+      doc="The Bessel function J1.")
+unary("y0", lambda ans, x: -ops.special.y1(x), doc="The Bessel function of the second kind Y0.")
+unary("y1", lambda ans, x: ops.special.y0(x) - ans / x,
+      doc="The Bessel function of the second kind Y1.")
+unary("k0", lambda ans, x: -ops.special.k1(x), doc="The modified Bessel function K0.")
+unary("k1", lambda ans, x: -ops.special.k0(x) - ans / x, doc="The modified Bessel function K1.")
+# k0e = e^x k0: d = k0e - k1e; k1e = e^x k1: d = k1e - k0e - k1e/x
+unary("k0e", lambda ans, x: ans - ops.special.k1e(x), doc="exp(x) K0(x).")
+unary("k1e", lambda ans, x: ans - ops.special.k0e(x) - ans / x, doc="exp(x) K1(x).")
 
 
 # ---------------------------------------------------------------------------------------------

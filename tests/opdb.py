@@ -679,6 +679,10 @@ def _torch_special(name):
     return f if _torch_fn("special") is not None else None
 
 
+def _degrees(rng, shape):                  # away from tan's and cot's poles
+    return rng.uniform(10.0, 80.0, shape)
+
+
 SPECIAL_SHAPES = [(2, 3), ()]
 for _n, _d in [("erf", real), ("erfc", real), ("erfinv", unit), ("ndtr", real), ("log_ndtr", real),
                ("ndtri", _prob), ("gammaln", pos), ("digamma", pos),
@@ -690,6 +694,38 @@ for _n, _d in [("erf", real), ("erfc", real), ("erfinv", unit), ("ndtr", real), 
 for _n, _d1, _d2 in [("xlogy", real, pos), ("xlog1py", real, pos), ("rel_entr", pos, pos)]:
     op(f"special.{_n}", binary_samples(_d1, _d2, [((2, 3), (3,)), ((), (2,))], scalar=2.0),
        torch=None if _n == "rel_entr" else _torch_special(_n))
+for _n, _d in [("gamma", pos), ("rgamma", pos), ("loggamma", pos), ("erfcx", real),
+               ("exp2", real), ("exp10", real), ("cosm1", real), ("cbrt", away0), ("exp1", pos),
+               ("expi", pos), ("exprel", real), ("spence", pos), ("j0", real), ("j1", real),
+               ("y0", pos), ("y1", pos), ("k0", pos), ("k1", pos), ("k0e", pos), ("k1e", pos),
+               ("sindg", _degrees), ("cosdg", _degrees), ("tandg", _degrees),
+               ("cotdg", _degrees)]:
+    # (torch.special's Bessel functions have no derivative; its erfcx and exp2 have)
+    op(f"special.{_n}", unary_samples(_d, SPECIAL_SHAPES),
+       torch=_torch_special(_n) if _n in ("erfcx", "exp2") else None)
+for _n, _d1, _d2 in [("betaln", pos, pos), ("poch", pos, pos), ("kl_div", pos, pos),
+                     ("huber", pos, real), ("pseudo_huber", pos, real)]:
+    op(f"special.{_n}", binary_samples(_d1, _d2, [((2, 3), (3,)), ((), (2,))], scalar=1.5),
+       torch=None)
+# differentiable in x only (the derivative in the shape parameters is refused by name)
+for _n in ["gammainc", "gammaincc"]:
+    op(f"special.{_n}", lambda rng: [Sample((pos(rng, (2, 3)), pos(rng, (3,))), diff=(1,)),
+                                     Sample((pos(rng, ()),), call=lambda fn, x: fn(2.5, x))],
+       torch=None)
+op("special.betainc", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 1)), _prob(rng, (2, 3))),
+                                          diff=(2,)),
+                                   Sample((_prob(rng, ()),), call=lambda fn, x: fn(2.0, 3.5, x))],
+   torch=None)
+op("special.multigammaln", lambda rng: [Sample((gt1(rng, (2, 3)),), call=lambda fn, a: fn(a, 3))],
+   torch=None)
+op("special.gdtr", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 3))),
+                                       call=lambda fn, a, x: fn(a, 2.0, x))], torch=None)
+op("special.gdtrc", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 3))),
+                                        call=lambda fn, a, x: fn(a, 2.0, x))], torch=None)
+op("special.pdtr", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, m: fn(3.0, m))],
+   torch=None)
+op("special.fdtr", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, x: fn(2.0, 3.0, x))],
+   torch=None)
 op("special.polygamma", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, x: fn(1, x)),
                                      Sample((pos(rng, ()),), call=lambda fn, x: fn(2, x))],
    torch=None)

@@ -55,10 +55,12 @@ def _scipy(name):
     return getattr(fn, "__wrapped__", fn)
 
 
-# torch.special's names for SciPy's functions
-_TORCH_NAMES = {"j0": "bessel_j0", "j1": "bessel_j1", "y0": "bessel_y0", "y1": "bessel_y1",
-                "k0": "modified_bessel_k0", "k1": "modified_bessel_k1",
+# torch.special's names for SciPy's functions. (Not its bessel_j0/j1/y0/y1: off by up to 1e-6
+# absolute, 1e-3 relative near their zeros, in torch 2.13; SciPy on a host copy is exact.)
+_TORCH_NAMES = {"k0": "modified_bessel_k0", "k1": "modified_bessel_k1",
                 "k0e": "scaled_modified_bessel_k0", "k1e": "scaled_modified_bessel_k1"}
+_TORCH_SKIP = {"j0", "j1", "y0", "y1"}
+_TORCH_TENSOR_ARGS = {"gammainc", "gammaincc"}     # (refuse Python scalars)
 
 
 def _torch(name):
@@ -67,7 +69,19 @@ def _torch(name):
         return torch.nn.functional.logsigmoid
     if name == "polygamma":
         return _torch_polygamma
-    return getattr(torch.special, _TORCH_NAMES.get(name, name), None)
+    if name in _TORCH_SKIP:
+        return None
+    fn = getattr(torch.special, _TORCH_NAMES.get(name, name), None)
+    return _torch_tensor_args(fn) if name in _TORCH_TENSOR_ARGS else fn
+
+
+def _torch_tensor_args(fn):
+    def call(*args):
+        import torch
+        ref = next(a for a in args if isinstance(a, torch.Tensor))
+        return fn(*[torch.as_tensor(a, dtype=ref.dtype, device=ref.device)
+                    if isinstance(a, PY_SCALARS) else a for a in args])
+    return call
 
 
 def _torch_polygamma(n, x):
@@ -539,6 +553,12 @@ decl.primitive("betainc", _impl("betainc"),
                doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).")
 
 
+def _like(v, arr):
+    """A Python number as an array of ``arr``'s dtype and device (so that a float32 ``arr``
+    stays float32 where SciPy's ufunc would promote the number to float64)."""
+    return ops.full_like(arr, v) if isinstance(v, PY_SCALARS) else v
+
+
 @decl.composite
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension ``d`` (a Python int):
@@ -554,20 +574,22 @@ def multigammaln(a, d):
 def gdtr(a, b, x):
     """The gamma distribution function of rate ``a`` and shape ``b`` at ``x``: P(b, a x)
     (differentiable in a and x)."""
-    return ops.special.gammainc(b, ops.multiply(a, x))
+    ax = ops.multiply(a, x)
+    return ops.special.gammainc(_like(b, ax), ax)
 
 
 @decl.composite
 def gdtrc(a, b, x):
     """1 - gdtr(a, b, x): Q(b, a x) (differentiable in a and x)."""
-    return ops.special.gammaincc(b, ops.multiply(a, x))
+    ax = ops.multiply(a, x)
+    return ops.special.gammaincc(_like(b, ax), ax)
 
 
 @decl.composite
 def pdtr(k, m):
     """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
-    return ops.special.gammaincc(ops.floor(k) + 1, m) if not isinstance(k, PY_SCALARS) \
-        else ops.special.gammaincc(math.floor(k) + 1, m)
+    k = math.floor(k) if isinstance(k, PY_SCALARS) else ops.floor(k)
+    return ops.special.gammaincc(_like(k + 1, m), m)
 
 
 @decl.composite
@@ -628,12 +650,20 @@ binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
 
 
 # huber(delta, r) = r^2/2 for |r| <= delta, else delta (|r| - delta/2)
+def _abs(v):
+    return abs(v) if isinstance(v, PY_SCALARS) else ops.abs(v)
+
+
+def _sq(v):
+    return v * v if isinstance(v, PY_SCALARS) else ops.square(v)
+
+
 def _huber_dr(ans, x1, x2):
-    return ops.where(ops.abs(x2) <= x1, x2, ops.multiply(ops.sign(x2), x1) + ops.zeros_like(ans))
+    return ops.where(_abs(x2) <= x1, x2, ops.multiply(ops.sign(x2), x1) + ops.zeros_like(ans))
 
 
 def _huber_ddelta(ans, x1, x2):
-    return ops.where(ops.abs(x2) <= x1, 0.0, ops.abs(x2) - x1 + ops.zeros_like(ans))
+    return ops.where(_abs(x2) <= x1, 0.0, _abs(x2) - x1 + ops.zeros_like(ans))
 
 
 binary("huber", _huber_ddelta, _huber_dr,
@@ -643,12 +673,12 @@ binary("huber", _huber_ddelta, _huber_dr,
 # pseudo_huber(delta, r) = delta^2 (s - 1), s = sqrt(1 + (r/delta)^2) = ans/delta^2 + 1:
 # d/dr = r / s, d/ddelta = 2 delta (s - 1) - r^2 / (delta s)
 def _ph_s(ans, x1):
-    return ans / ops.square(x1) + 1 if not isinstance(x1, PY_SCALARS) else ans / (x1 * x1) + 1
+    return ans / _sq(x1) + 1
 
 
 binary("pseudo_huber",
        lambda ans, x1, x2: (2 * x1) * (_ph_s(ans, x1) - 1)
-       - ops.square(x2) / ops.multiply(x1, _ph_s(ans, x1)),
+       - _sq(x2) / ops.multiply(x1, _ph_s(ans, x1)),
        lambda ans, x1, x2: x2 / _ph_s(ans, x1),
        doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).")
 

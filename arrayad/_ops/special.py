@@ -586,6 +586,33 @@ def gdtrc(a, b, x):
 
 
 @decl.composite
+def chdtr(v, x):
+    """The chi-square distribution function with ``v`` degrees of freedom: P(v/2, x/2)
+    (differentiable in x)."""
+    return ops.special.gammainc(v / 2, x / 2)
+
+
+@decl.composite
+def chdtrc(v, x):
+    """1 - chdtr(v, x): Q(v/2, x/2) (differentiable in x)."""
+    return ops.special.gammaincc(v / 2, x / 2)
+
+
+@decl.composite
+def betaincc(a, b, x):
+    """1 - betainc(a, b, x) = I_{1-x}(b, a) (differentiable in x)."""
+    return ops.special.betainc(b, a, 1 - x)
+
+
+@decl.composite
+def stdtr(df, t):
+    """Student's t distribution function: half of I_{df/(df+t^2)}(df/2, 1/2) for t < 0, one
+    minus it above (differentiable in t)."""
+    tail = ops.special.betainc(df / 2, _like(0.5, t), df / (ops.square(t) + df)) / 2
+    return ops.where(t < 0, tail, 1 - tail)
+
+
+@decl.composite
 def pdtr(k, m):
     """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
     k = math.floor(k) if isinstance(k, PY_SCALARS) else ops.floor(k)

@@ -716,6 +716,28 @@ op("special.betainc", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 1)), _pr
                                           diff=(2,)),
                                    Sample((_prob(rng, ()),), call=lambda fn, x: fn(2.0, 3.5, x))],
    torch=None)
+op("special.hyp1f1", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 1)), real(rng, (2, 3))),
+                                          diff=(2,)),
+                                  Sample((real(rng, ()),), call=lambda fn, x: fn(1.5, 2.5, x))],
+   torch=None)
+for _n in ["gammaincinv", "gammainccinv"]:
+    op(f"special.{_n}", lambda rng: [Sample((pos(rng, (2, 3)), _prob(rng, (3,))), diff=(1,)),
+                                     Sample((_prob(rng, ()),), call=lambda fn, p: fn(2.5, p))],
+       torch=None)
+op("special.binom", binary_samples(gt1, _prob, [((2, 3), (3,)), ((), (2,))]), torch=None)
+for _n in ["expn", "yn"]:
+    op(f"special.{_n}", lambda rng: [Sample((np.array([0.0, 1.0, 3.0]), pos(rng, (2, 3))), diff=(1,)),
+                                     Sample((pos(rng, ()),), call=lambda fn, x: fn(2, x))],
+       torch=None, float32=False)
+op("special.zeta", lambda rng: [Sample((gt1(rng, (3,)), pos(rng, (2, 3))), diff=(1,)),
+                                Sample((pos(rng, (2,)),), call=lambda fn, q: fn(3.5, q))],
+   torch=None)
+for _n in ["boxcox", "boxcox1p"]:
+    op(f"special.{_n}", binary_samples(pos, real, [((2, 3), (3,)), ((), (2,))], scalar=0.0),
+       torch=None)
+for _n in ["inv_boxcox", "inv_boxcox1p"]:
+    op(f"special.{_n}", binary_samples(unit, unit, [((2, 3), (3,)), ((), (2,))], scalar=0.0),
+       torch=None)
 op("special.multigammaln", lambda rng: [Sample((gt1(rng, (2, 3)),), call=lambda fn, a: fn(a, 3))],
    torch=None)
 op("special.gdtr", lambda rng: [Sample((pos(rng, (3,)), pos(rng, (2, 3))),

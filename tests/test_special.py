@@ -373,11 +373,14 @@ _SCIPY_SCRIPT = textwrap.dedent("""
               "gammaincc": (0.2, 4), "betainc": (0.05, 0.95), "betaincc": (0.05, 0.95),
               "chdtr": (0.2, 4), "chdtrc": (0.2, 4), "stdtr": (-2, 2), "gdtr": (0.2, 3),
               "fdtr": (0.2, 3), "pdtr": (0.2, 3), "multigammaln": (2, 4),
-              "huber": (-2, 2), "pseudo_huber": (-2, 2)}
+              "huber": (-2, 2), "pseudo_huber": (-2, 2), "hyp1f1": (-2, 2),
+              "gammaincinv": (0.1, 0.9), "gammainccinv": (0.1, 0.9), "binom": (0.1, 0.9),
+              "expn": (0.3, 3), "yn": (0.3, 3), "zeta": (0.3, 3), "boxcox": (0.3, 3),
+              "boxcox1p": (0.3, 3), "inv_boxcox": (-0.8, 0.8), "inv_boxcox1p": (-0.8, 0.8)}
     if not os.environ.get("SCIPY_ARRAY_API"):
         # SciPy's plain ufuncs, which reach arrayad through __array_ufunc__
         DOMAIN = {k: v for k, v in DOMAIN.items() if isinstance(getattr(sp, k), np.ufunc)}
-        assert len(DOMAIN) == 56, sorted(DOMAIN)
+        assert len(DOMAIN) == 66, sorted(DOMAIN)
     CALL = {"xlogy": lambda f, x: f(x, x * 0.5 + 1), "xlog1py": lambda f, x: f(x, x * 0.5 + 1),
             "rel_entr": lambda f, x: f(x, x * 0.5 + 1), "polygamma": lambda f, x: f(1, x),
             "softmax": lambda f, x: f(x)[0], "log_softmax": lambda f, x: f(x)[0],
@@ -388,7 +391,13 @@ _SCIPY_SCRIPT = textwrap.dedent("""
             "chdtrc": lambda f, x: f(3.0, x), "stdtr": lambda f, x: f(4.0, x),
             "gdtr": lambda f, x: f(x * 0.5 + 1, 2.0, x), "fdtr": lambda f, x: f(2.0, 3.0, x),
             "pdtr": lambda f, x: f(3.0, x), "multigammaln": lambda f, x: f(x, 3),
-            "huber": lambda f, x: f(1.0, x), "pseudo_huber": lambda f, x: f(x * 0.5 + 1, x)}
+            "huber": lambda f, x: f(1.0, x), "pseudo_huber": lambda f, x: f(x * 0.5 + 1, x),
+            "hyp1f1": lambda f, x: f(1.5, 2.5, x), "gammaincinv": lambda f, x: f(2.5, x),
+            "gammainccinv": lambda f, x: f(2.5, x), "binom": lambda f, x: f(x + 2, x),
+            "expn": lambda f, x: f(2, x), "yn": lambda f, x: f(1, x),
+            "zeta": lambda f, x: f(3.5, x), "boxcox": lambda f, x: f(x, x - 1),
+            "boxcox1p": lambda f, x: f(x, x - 1), "inv_boxcox": lambda f, x: f(x, x * 0.5),
+            "inv_boxcox1p": lambda f, x: f(x, x * 0.5)}
     rng = np.random.default_rng(0)
     bad = []
     for name, (lo, hi) in DOMAIN.items():

@@ -35,7 +35,7 @@ from ._namespace import ops
 
 from .._core._core import (BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, broadcast_like,
                            unbroadcast)
-from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, names_read, ndim_of
+from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, bind, names_read, ndim_of
 
 decl = Declarations(globals(), ops.special, public_module="arrayad.special")
 
@@ -60,7 +60,7 @@ def _scipy(name):
 _TORCH_NAMES = {"k0": "modified_bessel_k0", "k1": "modified_bessel_k1",
                 "k0e": "scaled_modified_bessel_k0", "k1e": "scaled_modified_bessel_k1"}
 _TORCH_SKIP = {"j0", "j1", "y0", "y1"}
-_TORCH_TENSOR_ARGS = {"gammainc", "gammaincc"}     # (refuse Python scalars)
+_TORCH_TENSOR_ARGS = {"gammainc", "gammaincc", "zeta"}     # (refuse Python scalars)
 
 
 def _torch(name):
@@ -526,31 +526,140 @@ binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
            "(differentiable in x).")
 
 
-# Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b); a and b refused.
-def _betainc_dx(a, b, x):
-    return ops.exp(ops.special.xlogy(a - 1, x) + ops.special.xlog1py(b - 1, -x)
-                   - _betaln_of(a, b))
+def ternary(name, dx, *, doc):
+    """An elementwise function of three broadcasting arguments ``(a, b, x)`` differentiable in
+    ``x`` only, ``dx(ans, a, b, x)`` its derivative; the derivatives in the shape parameters a and
+    b are refused by name."""
+    names = ("a (the first argument)", "b (the second argument)")
+    fix = _NO_A.replace("x only", "x (the third argument) only")
+
+    def vjp_x(g, ans, a, b, x):
+        return unbroadcast(ops.multiply(g, dx(ans, a, b, x)), x)
+
+    def full_jvp(tangents, ans, a, b, x):
+        for t, arg in zip(tangents[:2], names):
+            if t is not None:
+                _refused(name, arg, fix)()
+        t = tangents[2]
+        return None if t is None else broadcast_like(ops.multiply(t, dx(ans, a, b, x)), ans)
+
+    return decl.primitive(name, _impl(name),
+                          vjp=(_refused(name, names[0], fix), _refused(name, names[1], fix),
+                               vjp_x),
+                          reads=["", "", "ans x1 x2 x3"], full_jvp=full_jvp, batch=ELEMENTWISE,
+                          api="a, b, x, /", doc=doc)
 
 
-def _betainc_vjp_x(g, ans, a, b, x):
-    return unbroadcast(ops.multiply(g, _betainc_dx(a, b, x)), x)
+# Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
+ternary("betainc", lambda ans, a, b, x: ops.exp(ops.special.xlogy(a - 1, x)
+                                                + ops.special.xlog1py(b - 1, -x)
+                                                - _betaln_of(a, b)),
+        doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).")
+# Kummer's 1F1(a; b; x): d/dx = a/b 1F1(a + 1; b + 1; x)
+ternary("hyp1f1", lambda ans, a, b, x: ops.special.hyp1f1(a + 1, b + 1, x) * (a / b),
+        doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).")
 
 
-def _betainc_jvp(tangents, ans, a, b, x):
-    for t, arg in zip(tangents[:2], ("a (the first argument)", "b (the second argument)")):
-        if t is not None:
-            _refused("betainc", arg, _NO_A.replace("x only", "x (the third argument) only"))()
-    t = tangents[2]
-    return None if t is None else broadcast_like(ops.multiply(t, _betainc_dx(a, b, x)), ans)
+# The inverses in p of P(a, .) and Q(a, .): 1 / (d/dx P(a, x)) at x = the result
+binary("gammaincinv", _refused("gammaincinv", "a (the first argument)", _NO_A.replace("x", "p")),
+       lambda ans, x1, x2: 1 / _gammainc_dx(None, x1, ans),
+       doc="The inverse of gammainc(a, .) (differentiable in p).")
+binary("gammainccinv", _refused("gammainccinv", "a (the first argument)",
+                                _NO_A.replace("x", "p")),
+       lambda ans, x1, x2: -1 / _gammainc_dx(None, x1, ans),
+       doc="The inverse of gammaincc(a, .) (differentiable in p).")
+# binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k)
+binary("binom", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + 1)
+                                                 - ops.special.digamma(x1 - x2 + 1)),
+       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 - x2 + 1)
+                                        - ops.special.digamma(x2 + 1)),
+       doc="The binomial coefficient as a function of real n and k.")
 
 
-_NO_AB = _NO_A.replace("x only", "x (the third argument) only")
-decl.primitive("betainc", _impl("betainc"),
-               vjp=(_refused("betainc", "a (the first argument)", _NO_AB),
-                    _refused("betainc", "b (the second argument)", _NO_AB), _betainc_vjp_x),
-               reads=["", "", "x1 x2 x3"], full_jvp=_betainc_jvp, batch=ELEMENTWISE,
-               api="a, b, x, /",
-               doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).")
+# expn(n, x) = int_1^inf e^(-x t) / t^n dt: d/dx = -E_{n-1}(x), with E_{-1}(x) = e^-x (1+x)/x^2;
+# the integer order is not differentiable (as polygamma's)
+def _expn_dx(ans, x1, x2):
+    em1 = ops.exp(-x2) * (1 + x2) / ops.square(x2)
+    if isinstance(x1, PY_SCALARS):
+        return -em1 if x1 == 0 else -ops.special.expn(x1 - 1, x2)
+    # (E_{-1} of SciPy's expn is nan: kept out of the branch the where drops)
+    return -ops.where(x1 == 0, em1, ops.special.expn(ops.where(x1 == 0, 1.0, x1) - 1, x2))
+
+
+binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x) (n an integer).")
+# yn(n, x): d/dx = (Y_{n-1}(x) - Y_{n+1}(x)) / 2 (SciPy's yn takes negative orders)
+binary("yn", None, lambda ans, x1, x2: (ops.special.yn(x1 - 1, x2) - ops.special.yn(x1 + 1, x2))
+       * 0.5, doc="The Bessel function of the second kind Y_n (n an integer).")
+
+
+# Hurwitz zeta(x, q) = sum_k (k + q)^-x: d/dq = -x zeta(x + 1, q); the derivative in x (a sum
+# of log(k + q) (k + q)^-x) is refused by name. zeta(x) is Riemann's, q = 1.
+def _zeta_dq(ans, x1, x2):
+    return -ops.multiply(x1, bind(zeta_p, x1 + 1, x2))
+
+
+zeta_p = decl.primitive(
+    "zeta", _impl("zeta"),
+    vjp=(_refused("zeta", "x (the exponent, first argument)",
+                  "treat it as a constant (arrayad.stop_gradient); the derivative in q works"),
+         PartialVJP(_zeta_dq, 1)),
+    reads=["", "x1 x2"],
+    full_jvp=BinaryJVP(_refused("zeta", "x (the exponent, first argument)",
+                                "treat it as a constant (arrayad.stop_gradient); the derivative "
+                                "in q works"), _zeta_dq),
+    batch=ELEMENTWISE)
+
+
+@decl.export(primitive=zeta_p)
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum_k (k + q)^-x (Riemann's for q=None), differentiable in
+    q."""
+    return bind(zeta_p, x, 1.0 if q is None else q)
+
+
+# Box-Cox: boxcox(x, l) = (x^l - 1)/l (log x at l = 0), boxcox1p the same of 1 + x. With
+# L = log x: d/dx = x^(l-1), d/dl = (x^l L - ans)/l, which cancels for small u = l L: there
+# its series L^2 sum_{k>=2} (k-1) u^(k-2) / k! (to 1e-16 for |u| < 0.1 with 14 terms).
+def _boxcox_dl(ans, l, L):
+    u = ops.multiply(l, L)
+    small = ops.abs(u) < 0.1
+    ls = _safe(l, small, 1.0)
+    far = (ops.multiply(ops.exp(ops.multiply(ls, L)), L) - ans) / ls
+    near = ops.zeros_like(u)
+    for k in range(15, 1, -1):
+        near = near * u + (k - 1) / math.factorial(k)
+    return ops.where(small, ops.multiply(near, ops.square(L)), far)
+
+
+binary("boxcox", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log(x1))),
+       lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log(x1)),
+       doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).")
+binary("boxcox1p", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log1p(x1))),
+       lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log1p(x1)),
+       doc="The Box-Cox transform of 1 + x.")
+
+
+# inv_boxcox(y, l) = (1 + l y)^(1/l) (exp y at l = 0): d/dy = ans / (1 + l y), and
+# d/dl = ans y^2 f(l y), f(v) = (v/(1+v) - log1p(v)) / v^2, near 0 its series
+# sum_{k>=2} (-1)^(k+1) (k-1)/k v^(k-2) (to 1e-16 for |v| < 0.05 with 14 terms);
+# inv_boxcox1p = inv_boxcox - 1: the same derivatives of ans + 1.
+def _inv_boxcox_dl(val, y, l):
+    v = ops.multiply(l, y)
+    small = ops.abs(v) < 0.05
+    vs = _safe(v, small, 1.0)
+    far = (vs / (1 + vs) - ops.log1p(vs)) / ops.square(vs)
+    near = ops.zeros_like(v)
+    for k in range(15, 1, -1):
+        near = near * v + (-1) ** (k + 1) * (k - 1) / k
+    return ops.multiply(ops.multiply(val, ops.square(y)), ops.where(small, near, far))
+
+
+binary("inv_boxcox", lambda ans, x1, x2: ans / (1 + ops.multiply(x2, x1)),
+       lambda ans, x1, x2: _inv_boxcox_dl(ans, x1, x2),
+       doc="The inverse of boxcox in its first argument.")
+binary("inv_boxcox1p", lambda ans, x1, x2: (ans + 1) / (1 + ops.multiply(x2, x1)),
+       lambda ans, x1, x2: _inv_boxcox_dl(ans + 1, x1, x2),
+       doc="The inverse of boxcox1p in its first argument.")
 
 
 def _like(v, arr):

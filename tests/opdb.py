@@ -699,7 +699,8 @@ for _n, _d in [("gamma", pos), ("rgamma", pos), ("loggamma", pos), ("erfcx", rea
                ("expi", pos), ("exprel", real), ("spence", pos), ("j0", real), ("j1", real),
                ("y0", pos), ("y1", pos), ("k0", pos), ("k1", pos), ("k0e", pos), ("k1e", pos),
                ("sindg", _degrees), ("cosdg", _degrees), ("tandg", _degrees),
-               ("cotdg", _degrees)]:
+               ("cotdg", _degrees), ("ellipk", _prob), ("ellipkm1", _prob),
+               ("ellipe", _prob)]:
     # (torch.special's Bessel functions have no derivative; its erfcx and exp2 have)
     op(f"special.{_n}", unary_samples(_d, SPECIAL_SHAPES),
        torch=_torch_special(_n) if _n in ("erfcx", "exp2") else None)

@@ -204,6 +204,17 @@ def test_shape_parameter_derivatives_are_refused(backend):
                                xn ** (an - 1) * (1 - xn) / sp.beta(an, 2.0), rtol=1e-13)
 
 
+def test_zetac_values_and_vmap_but_no_derivative(backend):
+    if backend.name == "dask":
+        pytest.skip("covered by the other backends")
+    xn = np.array([1.5, 2.0, 7.0])
+    np.testing.assert_allclose(to_numpy(S.zetac(backend(xn))), sp.zetac(xn), rtol=1e-13)
+    np.testing.assert_allclose(to_numpy(vmap(S.zetac)(backend(np.stack([xn, xn + 1])))),
+                               sp.zetac(np.stack([xn, xn + 1])), rtol=1e-13)
+    with pytest.raises(NotImplementedError, match="zetac: .* x is not implemented"):
+        grad(lambda x: ad.sum(S.zetac(x)))(backend(xn))
+
+
 def test_new_functions_at_their_edges(backend):
     """j1/x is 1/2 at 0 (j1'(0) = 1/2), spence'(1) = -1 (log z / (1 - z) -> -1), exprel's
     derivative is smooth through 0 (1/2 there, its Taylor series), the degree functions' are
@@ -218,6 +229,12 @@ def test_new_functions_at_their_edges(backend):
     assert float(to_numpy(grad(S.exprel)(z))) == 0.5
     np.testing.assert_allclose(to_numpy(hessian(S.exprel)(z)), 1 / 3, rtol=1e-14)
     check_grads(S.exprel, (backend(np.array([1e-3, -0.05, 0.099, 0.101, -3.0])),), order=2)
+    # K'(0) = pi/8, E'(0) = -pi/8 (the series near 0), and smooth across the switch at 1e-3
+    assert float(to_numpy(grad(S.ellipk)(z))) == pytest.approx(math.pi / 8, rel=1e-15)
+    assert float(to_numpy(grad(S.ellipe)(z))) == pytest.approx(-math.pi / 8, rel=1e-15)
+    for name in ("ellipk", "ellipe"):
+        check_grads(getattr(S, name), (backend(np.array([0.999e-3, 1.001e-3, -5e-4])),),
+                    order=2)
     d = np.array([30.0, 45.0, 60.0])
     np.testing.assert_allclose(to_numpy(grad(lambda x: ad.sum(S.sindg(x)))(backend(d))),
                                np.cos(np.radians(d)) * math.pi / 180, rtol=1e-13)
@@ -376,11 +393,12 @@ _SCIPY_SCRIPT = textwrap.dedent("""
               "huber": (-2, 2), "pseudo_huber": (-2, 2), "hyp1f1": (-2, 2),
               "gammaincinv": (0.1, 0.9), "gammainccinv": (0.1, 0.9), "binom": (0.1, 0.9),
               "expn": (0.3, 3), "yn": (0.3, 3), "zeta": (0.3, 3), "boxcox": (0.3, 3),
-              "boxcox1p": (0.3, 3), "inv_boxcox": (-0.8, 0.8), "inv_boxcox1p": (-0.8, 0.8)}
+              "boxcox1p": (0.3, 3), "inv_boxcox": (-0.8, 0.8), "inv_boxcox1p": (-0.8, 0.8),
+              "ellipk": (-1, 0.9), "ellipkm1": (0.1, 2), "ellipe": (-1, 0.9)}
     if not os.environ.get("SCIPY_ARRAY_API"):
         # SciPy's plain ufuncs, which reach arrayad through __array_ufunc__
         DOMAIN = {k: v for k, v in DOMAIN.items() if isinstance(getattr(sp, k), np.ufunc)}
-        assert len(DOMAIN) == 66, sorted(DOMAIN)
+        assert len(DOMAIN) == 69, sorted(DOMAIN)
     CALL = {"xlogy": lambda f, x: f(x, x * 0.5 + 1), "xlog1py": lambda f, x: f(x, x * 0.5 + 1),
             "rel_entr": lambda f, x: f(x, x * 0.5 + 1), "polygamma": lambda f, x: f(1, x),
             "softmax": lambda f, x: f(x)[0], "log_softmax": lambda f, x: f(x)[0],

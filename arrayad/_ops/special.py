@@ -617,6 +617,47 @@ def zeta(x, q=None):
     return bind(zeta_p, x, 1.0 if q is None else q)
 
 
+unary("zetac", _refused("zetac", "x", "treat it as a constant (arrayad.stop_gradient)"),
+      doc="Riemann's zeta(x) - 1, accurate for large x (its derivative is refused by name).")
+
+
+# -- complete elliptic integrals K(m), E(m) (parameter m = k^2) ---------------------------------
+# dK/dm = (E - (1-m) K) / (2 m (1-m)), dE/dm = (E - K) / (2m); both cancel near m = 0, where
+# their series (pi/2) sum_n n c_n m^(n-1) and -(pi/2) sum_n n c_n/(2n-1) m^(n-1),
+# c_n = ((2n)! / (4^n n!^2))^2, take over (to 1e-15 for |m| < 1e-3 with 4 terms).
+_K_SERIES = (1 / 4, 9 / 32, 75 / 256, 1225 / 4096)
+_E_SERIES = (-1 / 4, -3 / 32, -15 / 256, -175 / 4096)
+
+
+def _series(coeffs, m):
+    out = ops.zeros_like(m)
+    for c in reversed(coeffs):
+        out = out * m + c * (math.pi / 2)
+    return out
+
+
+def _ellipk_d(m):
+    small = ops.abs(m) < 1e-3
+    ms = ops.where(small, 0.5, m)
+    far = (ops.special.ellipe(ms) - ops.multiply(1 - ms, ops.special.ellipk(ms))) \
+        / ops.multiply(ms * 2, 1 - ms)
+    return ops.where(small, _series(_K_SERIES, m), far)
+
+
+def _ellipe_d(ans, x):
+    m = x
+    small = ops.abs(m) < 1e-3
+    ms = ops.where(small, 0.5, m)
+    far = (ops.special.ellipe(ms) - ops.special.ellipk(ms)) / (ms * 2)
+    return ops.where(small, _series(_E_SERIES, m), far)
+
+
+unary("ellipk", lambda ans, x: _ellipk_d(x), doc="The complete elliptic integral of the first "
+      "kind K(m), m = k^2 < 1.")
+unary("ellipkm1", lambda ans, x: -_ellipk_d(1 - x), doc="K(1 - p), accurate for small p.")
+unary("ellipe", _ellipe_d, doc="The complete elliptic integral of the second kind E(m), m <= 1.")
+
+
 # Box-Cox: boxcox(x, l) = (x^l - 1)/l (log x at l = 0), boxcox1p the same of 1 + x. With
 # L = log x: d/dx = x^(l-1), d/dl = (x^l L - ans)/l, which cancels for small u = l L: there
 # its series L^2 sum_{k>=2} (k-1) u^(k-2) / k! (to 1e-16 for |u| < 0.1 with 14 terms).

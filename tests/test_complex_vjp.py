@@ -287,6 +287,29 @@ case("astype_to_complex", lambda x: ad.astype(x, ad.complex128),
 case("unstack", lambda z: ad.unstack(z, axis=0)[1], lambda z: torch.unbind(z, 0)[1],
      lambda z: z[1], args(cplx(2, 3)))
 
+case("dot", ad.dot, torch.dot, jnp.dot, args(cplx(3), cplx(3)))
+case("diag", ad.diag, torch.diag, jnp.diag, args(cplx(3)))
+case("meshgrid", lambda a, b: ad.meshgrid(a, b)[0] * ad.meshgrid(a, b)[1],
+     lambda a, b: (lambda u, v: u * v)(*torch.meshgrid(a, b, indexing="xy")),
+     lambda a, b: (lambda u, v: u * v)(*jnp.meshgrid(a, b)), args(cplx(3), cplx(2)))
+case("broadcast_arrays", lambda a, b: (lambda u, v: u * v)(*ad.broadcast_arrays(a, b)),
+     lambda a, b: (lambda u, v: u * v)(*torch.broadcast_tensors(a, b)),
+     lambda a, b: (lambda u, v: u * v)(*jnp.broadcast_arrays(a, b)), args(cplx(2, 1), cplx(3)))
+case("var", lambda z: ad.var(z, axis=1), lambda z: torch.var(z, 1, correction=0),
+     lambda z: jnp.var(z, axis=1), args(cplx(2, 3)))
+case("std", lambda z: ad.std(z, axis=1, correction=1), lambda z: torch.std(z, 1, correction=1),
+     lambda z: jnp.std(z, axis=1, ddof=1), args(cplx(2, 3)))
+case("logsumexp", lambda z: ad.logsumexp(z, axis=1), lambda z: torch.logsumexp(z, 1),
+     lambda z: jax.scipy.special.logsumexp(z, axis=1), args(small(2, 3)))
+case("sigmoid", ad.sigmoid, torch.sigmoid, lambda z: 1 / (1 + jnp.exp(-z)), args(small(3)))
+case("special.sinc", ad.special.sinc, torch.sinc, jnp.sinc, args(cplx(3)))
+case("linalg.eig.exp_of_a",
+     lambda a: (lambda w, v: (v * ad.exp(w)) @ ad.linalg.inv(v))(*ad.linalg.eig(a)),
+     lambda a: (lambda w, v: (v * torch.exp(w)) @ torch.linalg.inv(v))(*torch.linalg.eig(a)),
+     lambda a: (lambda w, v: (v * jnp.exp(w)) @ jnp.linalg.inv(v))(*jax.lax.linalg.eig(
+         a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)),
+     args(cplx(3, 3)))
+
 # compositions where a conj is easy to lose
 case("exp_sin", lambda z: ad.exp(ad.sin(z)), lambda z: torch.exp(torch.sin(z)),
      lambda z: jnp.exp(jnp.sin(z)), args(cplx(2, 3)))

@@ -457,3 +457,26 @@ def test_vjp_on_other_backends(name, backend_name):
     got = pull(backend(g))
     for i, (a, t) in enumerate(zip(got, _torch_vjp(tf, xs, g))):
         _close(to_numpy(a), t, f"vjp of input {i} on {backend_name} vs torch")
+
+
+# arrayad.special functions that take complex input but that neither torch nor JAX
+# differentiates on complex input: their complex derivative f'(z), by central differences along
+# the real axis (f is holomorphic, so this is the derivative in every direction), gives the VJP
+# g * conj(f'(z)) and the JVP t * f'(z).
+SPECIAL_HOLOMORPHIC = {
+    "erf": ad.special.erf, "erfc": ad.special.erfc, "ndtr": ad.special.ndtr,
+    "log_ndtr": ad.special.log_ndtr, "xlogy": lambda z: ad.special.xlogy(z, z + 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL_HOLOMORPHIC))
+def test_special_complex_against_complex_derivative(name):
+    f = SPECIAL_HOLOMORPHIC[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    z, g, t = (cplx(3)(rng) * 0.5 for _ in range(3))
+    h = 1e-6
+    d = (np.asarray(f(z + h)) - np.asarray(f(z - h))) / (2 * h)
+    assert np.all(np.abs(d.imag) > 1e-3)     # a derivative whose conj matters
+    _, pull = vjp(f, z)
+    np.testing.assert_allclose(pull(g)[0], g * np.conj(d), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(jvp(f, (z,), (t,))[1], t * d, rtol=1e-7, atol=1e-8)

@@ -42,4 +42,5 @@ from . import _host  # noqa: E402,F401  (hands the core what it calls in the pac
 
 from . import autograd, func, testing  # noqa: E402,F401
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
+from ._jit import jit  # noqa: E402,F401
 

@@ -20,6 +20,7 @@ from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
 from .backends import backend_of, default_backend, get_rng_state, set_rng_state
+from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",

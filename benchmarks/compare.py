@@ -100,6 +100,7 @@ try:
 except Exception as exc:
     ad = adf = None
     IMPORT_NOTES["arrayad"] = f"import arrayad failed: {type(exc).__name__}: {exc}"
+    IMPORT_NOTES["arrayad.jit"] = IMPORT_NOTES["arrayad"]
 
 try:
     import mygrad as mg
@@ -110,10 +111,12 @@ except Exception as exc:
     IMPORT_NOTES["mygrad"] = f"not installed ({type(exc).__name__})"
 
 # Column order of the tables.  "mygrad" only has an eager16 cell.
-ALL_LIBS = ["numpy-fwd", "arrayad", "torch.func", "autograd", "jax", "jax.jit", "mygrad"]
+ALL_LIBS = ["numpy-fwd", "arrayad", "arrayad.jit", "torch.func", "autograd", "jax", "jax.jit",
+            "mygrad"]
 LIB_ALIASES = {
     "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
     "arrayad": "arrayad", "ad": "arrayad",
+    "arrayad.jit": "arrayad.jit", "ad.jit": "arrayad.jit", "arrayad-jit": "arrayad.jit",
     "torch": "torch.func", "torch.func": "torch.func",
     "autograd": "autograd",
     "jax": "jax", "jax-eager": "jax",
@@ -289,6 +292,9 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
     if lib == "arrayad":
         fn = make_fn(adf, AD_NS)
         return lambda: fn(*np_args)
+    if lib == "arrayad.jit":
+        fn = ad.jit(make_fn(adf, AD_NS))
+        return lambda: fn(*np_args)
     if lib == "torch.func":
         fn = make_fn(tfunc, torch)
         args = [to_torch(a) for a in np_args]
@@ -331,6 +337,14 @@ def _eager16_cell(lib, d):
             chain(AD_NS, x).backward()
             return x.grad
         return run
+    if lib == "arrayad.jit":  # the eager tape records the staged program's primitives
+        jchain = ad.jit(bind(chain, AD_NS))
+
+        def run():
+            x = ad.tensor(x_np, requires_grad=True)
+            jchain(x).backward()
+            return x.grad
+        return run
     if lib == "torch.func":  # plain torch autograd, eager
         def run():
             x = torch.tensor(x_np, requires_grad=True)
@@ -368,7 +382,7 @@ def _jac_cell(mode):
             return lambda: g(x)
         if lib == "mygrad":
             raise NotApplicable("no jacobian transform")
-        if lib == "arrayad":
+        if lib in ("arrayad", "arrayad.jit"):
             Wc, bc = W, b
         elif lib == "torch.func":
             Wc, bc = to_torch(W), to_torch(b)
@@ -534,7 +548,9 @@ def calibrate(run, min_time, max_calls=1_000_000):
 class Cell:
     """Outcome of one (workload, library) pair."""
 
-    def __init__(self, us=None, text=None, detail=None, calls=None, verified=True):
+    def __init__(self, us=None, text=None, detail=None, calls=None, verified=True,
+                 first_call=None):
+        self.first_call = first_call  # seconds of the first call (tracing, compiling)
         self.us = us
         self.text = text  # "n/a", "error: ...", "MISMATCH", "-"
         self.detail = detail
@@ -568,8 +584,9 @@ def compute_reference(w, data, verbose):
 class Prepared:
     """A cell ready to be timed: its callable, calls per measurement and how many to take."""
 
-    def __init__(self, run, n, repeats, verified):
+    def __init__(self, run, n, repeats, verified, first_call=None):
         self.run, self.n, self.repeats, self.verified = run, n, repeats, verified
+        self.first_call = first_call
         self.samples = []
 
 
@@ -596,7 +613,7 @@ def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
         else:
             run()
         return Prepared(run, calibrate(run, min_time), repeats,
-                        verified=(ref is not None or lib == "numpy-fwd"))
+                        verified=(ref is not None or lib == "numpy-fwd"), first_call=first_call)
     except NotApplicable as exc:
         return Cell(text="n/a", detail=str(exc))
     except Exception as exc:
@@ -658,6 +675,9 @@ def memory_section(data, libs):
     if "arrayad" in libs:
         g = ad.func.grad(bind(chain, AD_NS))
         runs["arrayad"] = lambda: g(x)
+    if "arrayad.jit" in libs:
+        gj = ad.jit(ad.func.grad(bind(chain, AD_NS)))
+        runs["arrayad.jit"] = lambda: gj(x)
     if "autograd" in libs:
         ga = autograd.grad(bind(chain, anp))
         runs["autograd"] = lambda: ga(x)
@@ -699,6 +719,9 @@ def cell_text(c):
 
 RATIO_COLS = [("numpy-fwd", "arrayad / numpy-fwd"), ("torch.func", "arrayad / torch.func"),
               ("jax.jit", "arrayad / jax.jit"), ("autograd", "arrayad / autograd")]
+# arrayad.jit's own ratios, and the first call (trace + passes + compile) beside jax.jit's
+JIT_RATIO_COLS = [("numpy-fwd", "arrayad.jit / numpy-fwd"), ("jax.jit", "arrayad.jit / jax.jit"),
+                  ("arrayad", "arrayad.jit / arrayad")]
 
 
 def build_tables(results, workloads, libs):
@@ -717,6 +740,22 @@ def build_tables(results, workloads, libs):
             else:
                 row.append("-")
         ratio_rows.append(row)
+    if "arrayad.jit" in libs:
+        ratio_head += [title for _, title in JIT_RATIO_COLS] + [
+            "first call ms: arrayad.jit", "jax.jit"]
+        for w, row in zip(workloads, ratio_rows):
+            r = results[w.name]
+            a = r.get("arrayad.jit")
+            for lib, _ in JIT_RATIO_COLS:
+                b = r.get(lib)
+                if a is not None and a.us is not None and b is not None and b.us is not None:
+                    row.append(f"{a.us / b.us:.2f}x")
+                else:
+                    row.append("-")
+            for lib in ("arrayad.jit", "jax.jit"):
+                c = r.get(lib)
+                row.append(f"{c.first_call * 1e3:.1f}" if c is not None and c.first_call
+                           is not None else "-")
     return (head, rows), (ratio_head, ratio_rows)
 
 
@@ -824,7 +863,8 @@ def write_plot(path, results, workloads, libs):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"numpy-fwd": "#7f7f7f", "arrayad": "#d62728", "torch.func": "#ff7f0e",
+    colors = {"numpy-fwd": "#7f7f7f", "arrayad": "#d62728", "arrayad.jit": "#8c564b",
+              "torch.func": "#ff7f0e",
               "autograd": "#2ca02c", "jax": "#1f77b4", "jax.jit": "#17becf", "mygrad": "#9467bd"}
     nlib = len(libs)
     width = 0.8 / max(nlib, 1)
@@ -942,7 +982,7 @@ def main(argv=None):
             p = prepared.get(lib)
             if p is not None:
                 results[w.name][lib] = Cell(us=statistics.median(p.samples) * 1e6, calls=p.n,
-                                            verified=p.verified)
+                                            verified=p.verified, first_call=p.first_call)
             c = results[w.name][lib]
             extra = f" ({c.calls} calls/measurement)" if c.calls else (f" ({c.detail})" if c.detail else "")
             print(f"    {lib:<11} {cell_text(c):>14}{extra}", file=sys.stderr, flush=True)

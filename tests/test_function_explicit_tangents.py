@@ -11,6 +11,8 @@ from arrayad.autograd import Function
 import arrayad.func as AF
 from arrayad.autograd import forward_ad
 
+from conftest import to_numpy
+
 
 # -- three Functions with an interleaved jvp -------------------------------------------------------
 class Square(Function):
@@ -147,47 +149,54 @@ X = np.array([0.5, 1.0, 1.5])
 T = np.array([0.1, 0.2, 0.3])
 
 
-def test_interleaved_jvp_under_func_jvp_and_forward_ad():
+def test_interleaved_jvp_under_func_jvp_and_forward_ad(backend):
     # jvp(ctx, *inputs, **kwargs) is the interleaved style: func.jvp calls it with
     # (x, tangent_x) and takes the tangent from the (output, tangent) it returns.
-    out, t = AF.jvp(ComplexOp.apply, (X,), (T,))
-    np.testing.assert_allclose(out, np.sin(X) + np.cos(X))
-    np.testing.assert_allclose(t, (np.cos(X) - np.sin(X)) * T)
+    x, tx = backend(X), backend(T)
+    out, t = AF.jvp(ComplexOp.apply, (x,), (tx,))
+    np.testing.assert_allclose(to_numpy(out), np.sin(X) + np.cos(X))
+    np.testing.assert_allclose(to_numpy(t), (np.cos(X) - np.sin(X)) * T)
     W = np.array([[0.5, 0.3, 0.1], [0.7, 0.9, -0.2], [0.1, 0.0, 1.0]])
-    b = np.array([0.1, 0.2, 0.3])
-    _, t = AF.jvp(lambda x, w: LinearTransform.apply(x, w, b), (X[None], W), (T[None], W * 0.5))
-    np.testing.assert_allclose(t, T[None] @ W + X[None] @ (W * 0.5))
-    np.testing.assert_allclose(AF.jacfwd(Square.apply)(X), np.diag(2 * X))
+    b = backend([0.1, 0.2, 0.3])
+    _, t = AF.jvp(lambda x, w: LinearTransform.apply(x, w, b), (backend(X[None]), backend(W)),
+                  (backend(T[None]), backend(W * 0.5)))
+    np.testing.assert_allclose(to_numpy(t), T[None] @ W + X[None] @ (W * 0.5))
+    np.testing.assert_allclose(to_numpy(AF.jacfwd(Square.apply)(x)), np.diag(2 * X))
     with forward_ad.dual_level():
-        d = forward_ad.make_dual(torch.tensor(X), torch.tensor(T))
+        d = forward_ad.make_dual(backend.tensor(X), backend.tensor(T))
         _, t = forward_ad.unpack_dual(Square.apply(d))
-    np.testing.assert_allclose(t.numpy(), 2 * X * T)
+    np.testing.assert_allclose(to_numpy(t), 2 * X * T)
 
 
-def test_interleaved_jvp_functions_under_reverse_transforms():
-    np.testing.assert_allclose(AF.grad(lambda x: torch.sum(ComplexOp.apply(x)))(X),
+def test_interleaved_jvp_functions_under_reverse_transforms(backend):
+    x = backend(X)
+    np.testing.assert_allclose(to_numpy(AF.grad(lambda x: torch.sum(ComplexOp.apply(x)))(x)),
                                np.cos(X) - np.sin(X))
-    np.testing.assert_allclose(AF.hessian(lambda x: torch.sum(Square.apply(x)))(X),
+    np.testing.assert_allclose(to_numpy(AF.hessian(lambda x: torch.sum(Square.apply(x)))(x)),
                                2 * np.eye(3))
-    np.testing.assert_allclose(AF.grad(lambda x: torch.sum(AF.grad(
-        lambda y: torch.sum(ComplexOp.apply(y)))(x)))(X), -np.sin(X) - np.cos(X))
+    np.testing.assert_allclose(to_numpy(AF.grad(lambda x: torch.sum(AF.grad(
+        lambda y: torch.sum(ComplexOp.apply(y)))(x)))(x)), -np.sin(X) - np.cos(X))
 
 
-def test_explicit_tangent_call_under_transforms():
+def test_explicit_tangent_call_under_transforms(backend):
     # Inside a transform the tangent of the explicit call stays differentiable:
     # d/dx sum(2 x t) = 2 t; and the output's derivative goes through backward.
-    np.testing.assert_allclose(AF.grad(lambda x: torch.sum(Square.apply(x, T)[1]))(X), 2 * T)
-    np.testing.assert_allclose(AF.grad(lambda x: torch.sum(Square.apply(x, T)[0]))(X), 2 * X)
+    x, tx = backend(X), backend(T)
+    np.testing.assert_allclose(
+        to_numpy(AF.grad(lambda x: torch.sum(Square.apply(x, tx)[1]))(x)), 2 * T)
+    np.testing.assert_allclose(
+        to_numpy(AF.grad(lambda x: torch.sum(Square.apply(x, tx)[0]))(x)), 2 * X)
 
     class SquareV(Square):
         generate_vmap_rule = True
 
-    out, t = AF.vmap(lambda x, t: tuple(SquareV.apply(x, t)))(np.stack([X, 2 * X]),
-                                                               np.stack([T, T]))
-    np.testing.assert_allclose(out, [X ** 2, 4 * X ** 2])
-    np.testing.assert_allclose(t, [2 * X * T, 4 * X * T])
+    out, t = AF.vmap(lambda x, t: tuple(SquareV.apply(x, t)))(backend(np.stack([X, 2 * X])),
+                                                               backend(np.stack([T, T])))
+    np.testing.assert_allclose(to_numpy(out), [X ** 2, 4 * X ** 2])
+    np.testing.assert_allclose(to_numpy(t), [2 * X * T, 4 * X * T])
     with pytest.raises(RuntimeError, match="does not have vmap support"):
-        AF.vmap(lambda x, t: tuple(Square.apply(x, t)))(np.stack([X, X]), np.stack([T, T]))
+        AF.vmap(lambda x, t: tuple(Square.apply(x, t)))(backend(np.stack([X, X])),
+                                                        backend(np.stack([T, T])))
 
 
 class TorchStyle(Function):
@@ -248,10 +257,10 @@ class Declared(Function):
         return torch.exp(x) * inputs[0]
 
 
-def test_jvp_style_detection():
+def test_jvp_style_detection(backend):
     for cls in (Interleaved, Declared):
-        _, t = AF.jvp(cls.apply, (X,), (T,))
-        np.testing.assert_allclose(t, np.exp(X) * T)
+        _, t = AF.jvp(cls.apply, (backend(X),), (backend(T),))
+        np.testing.assert_allclose(to_numpy(t), np.exp(X) * T)
 
     class BadReturn(Function):
         jvp_style = "interleaved"
@@ -265,4 +274,4 @@ def test_jvp_style_detection():
             return inputs[1]
 
     with pytest.raises(RuntimeError, match="must return \\(output, tangent_output\\)"):
-        AF.jvp(BadReturn.apply, (X,), (T,))
+        AF.jvp(BadReturn.apply, (backend(X),), (backend(T),))

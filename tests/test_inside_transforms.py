@@ -12,11 +12,12 @@ from arrayad.func import grad, jacfwd, jacrev, jvp, vmap
 from conftest import to_numpy
 
 BACKENDS = ["numpy", "array_api_strict"]
-try:
-    import torch  # noqa: F401
-    BACKENDS.append("torch")
-except ImportError:
-    pass
+for _name in ("torch", "dask"):
+    try:
+        __import__(_name)
+        BACKENDS.append(_name)
+    except ImportError:
+        pass
 
 # (no integers: floor is discontinuous there)
 X = np.array([0.5, -1.2, 2.2, 0.3])
@@ -29,6 +30,9 @@ def on(name, a):
     if name == "torch":
         import torch
         return torch.tensor(a)
+    if name == "dask":
+        import dask.array as da
+        return da.from_array(np.array(a), chunks=2)
     import array_api_strict
     return array_api_strict.asarray(a)
 

@@ -259,15 +259,22 @@ cpdef object backend_of(object raw):
     return b
 
 
-cdef object _backend_of_args(tuple args):
+cdef object _backend_of_args(tuple args, bint* numpy_scalars):
+    """The one backend of the arrays among ``args``. A NumPy scalar (np.float64) is a Python
+    number to the other backends, as torch takes it: ``numpy_scalars`` says that there are some
+    to convert (``_call_impl``)."""
     cdef object found = None
     cdef object b
+    cdef bint scalars = False
     for a in args:
         b = _backend_of_type.get(type(a))
         if b is None:
             if a is None or _is_scalar(a) or isinstance(a, tuple) or isinstance(a, list):
                 continue
             b = backend_of(a)
+        if type(a) in _scalar_fix and b.name == "numpy":
+            scalars = True
+            continue
         if found is None:
             found = b
         elif b is not found:
@@ -282,7 +289,17 @@ cdef object _backend_of_args(tuple args):
                 f"{found.name} and {b.name}. Convert one side first, e.g. with "
                 f"arrayad.asarray(x, device=...) or the backend's own asarray."
             )
+    if scalars:
+        if found is None:   # (only NumPy scalars and Python numbers: NumPy decides)
+            return _backend_of_type[np_scalar_type(args)]
+        numpy_scalars[0] = found.name != "numpy"
     return found
+
+
+cdef object np_scalar_type(tuple args):
+    for a in args:
+        if type(a) in _scalar_fix:
+            return type(a)
 
 
 cpdef object fix_scalar(object out):
@@ -455,8 +472,11 @@ def register_primitive(Primitive p):
 
 cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     """Run a primitive on raw arrays (no tracer, no Tensor among ``args``)."""
-    cdef object b = _backend_of_args(args)
+    cdef bint numpy_scalars = False
+    cdef object b = _backend_of_args(args, &numpy_scalars)
     cdef object fn
+    if numpy_scalars:
+        args = tuple([a.item() if type(a) in _scalar_fix else a for a in args])
     if b is None:
         # Only Python scalars: the default backend's namespace function decides.
         for a in args:

@@ -151,6 +151,9 @@ def _concrete(x, what):
                     f"x.detach() first.")
             x = x.value
             continue
+        error = getattr(x, "_conversion_error", None)   # (a staging tracer: arrayad.jit)
+        if error is not None:
+            raise error(what)
         return x
 
 
@@ -386,9 +389,10 @@ def _format_values(raw, prefix):
 def _repr(x):
     if isinstance(x, Tensor):
         b = backend_of(x)
+        body = b.lazy_repr(x._value)   # (a lazy backend's own summary: printing computes nothing)
         try:
-            body = _format_values(b.to_numpy(x._value), "tensor(")
-        except Exception:  # a lazy or foreign value that cannot be printed cheaply
+            body = body or _format_values(b.to_numpy(x._value), "tensor(")
+        except Exception:  # a foreign value that cannot be printed cheaply
             body = f"<{type(x._value).__name__} {tuple(x.shape)}>"
         extra = []
         dt = x.dtype

@@ -256,6 +256,9 @@ def _random(draw, shape, requires_grad, interp):
     'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
     different = []
     for f in _core.interpreters():
+        refuse = getattr(f, "random_error", None)   # (arrayad.jit: drawn once, replayed)
+        if refuse is not None:
+            raise refuse()
         if isinstance(f, _core.BatchInterpreter):
             mode = f.randomness
             if mode == "error":

@@ -174,6 +174,11 @@ class Backend:
         return x
 
     # -- conversions
+    def lazy_repr(self, x):
+        """What ``repr`` of a Tensor holding ``x`` shows instead of its values, for a lazy
+        backend whose values would have to be computed (Dask); None: print the values."""
+        return None
+
     def to_numpy(self, x):
         import numpy as np
         return np.asarray(x)

@@ -1,24 +1,187 @@
 """Dask arrays (lazy, chunked), through array-api-compat's dask namespace.
 
 Rules run on dask arrays as on any other: gradients are built lazily, computed with ``.compute()``.
+Nothing computes while a gradient graph is built, except what has a data-dependent shape: a
+boolean mask used as an index (its selection's size) is computed once, where it is used.
+
+NOTE [lazy broadcasts]
+----------------------
+The cotangent of a reduction is its (small) cotangent broadcast back to the input's shape. Dask's
+``broadcast_to`` makes every new axis one chunk, and an elementwise operation with the chunked
+input then re-splits that chunk: each piece is a copy, and Dask's scheduler computes all the
+pieces at once to release the big chunk, so the whole array is held in memory (a loss summed
+over an n x d array was not out of core). A rule cannot say "chunked like x": it sees x's shape
+only (NOTE [saved values] in the core). So a broadcast made here remembers its source
+(``_BROADCAST``), and the namespace's elementwise functions (and Python's operators on it) work on
+that source instead: Dask broadcasts it per chunk against the chunks of the other operands (no
+task, no re-split, no copy), and a result still smaller than the full shape is a lazy broadcast
+again (``-g``, ``g / 2``). Ones (``ones_like``, the seed of a backward pass) times an array is
+that array. Left alone, a broadcast's new axes get Dask's automatic chunk size, never one
+whole-array chunk.
 """
+import collections
+import threading
+
 import dask.array as da
+import numpy as np
 from array_api_compat import dask as _compat_dask  # noqa: F401  (registers the namespace)
 from array_api_compat.dask import array as compat_dask
+from dask.array.core import normalize_chunks
 
-from . import Backend, _is_basic_key, _is_index_array, generic_getitem
+from . import Backend, _has_negative_step, _is_basic_key, _is_index_array, _numel, generic_getitem
+
+_BROADCAST = "_arrayad_broadcast_of"   # attribute of a lazy broadcast: its source array
+_ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backward pass) and of
+                          # their lazy broadcasts: all ones
+_ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
+
+
+class _Broadcast(da.Array):
+    """A lazy broadcast. Rules apply Python's operators to raw cotangents (``-g``, ``g / x``): on
+    a lazy broadcast they go through the namespace's functions, as the array API calls do. (A
+    subclass of Dask's Array, so that Python tries its reflected operators first: ``x * g``
+    comes here too. What Dask makes from it is a plain Array, pickles included.)"""
+
+    __slots__ = ()
+
+    def __neg__(self):
+        return _NAMESPACE.negative(self)
+
+    def __add__(self, other):
+        return _NAMESPACE.add(self, other)
+
+    def __radd__(self, other):
+        return _NAMESPACE.add(other, self)
+
+    def __sub__(self, other):
+        return _NAMESPACE.subtract(self, other)
+
+    def __rsub__(self, other):
+        return _NAMESPACE.subtract(other, self)
+
+    def __mul__(self, other):
+        return _NAMESPACE.multiply(self, other)
+
+    def __rmul__(self, other):
+        return _NAMESPACE.multiply(other, self)
+
+    def __truediv__(self, other):
+        return _NAMESPACE.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _NAMESPACE.divide(other, self)
+
+
+def _broadcast(x, shape):
+    """``x`` broadcast to ``shape`` as a lazy broadcast (NOTE [lazy broadcasts]): chunked as x
+    on the axes it has, with Dask's automatic chunk size on the new ones."""
+    x = da.asarray(x)
+    shape = tuple(shape)
+    lead = len(shape) - x.ndim
+    chunks = normalize_chunks(
+        tuple("auto" if i < lead or x.shape[i - lead] != s else x.chunks[i - lead]
+              for i, s in enumerate(shape)), shape, dtype=x.dtype)
+    out = da.broadcast_to(x, shape, chunks=chunks)
+    out = _Broadcast(out.dask, out.name, out.chunks, meta=out._meta)
+    setattr(out, _BROADCAST, x)
+    if getattr(x, _ONES, False):
+        setattr(out, _ONES, True)
+    return out
+
+
+def _lazy(fn):
+    """The elementwise function ``fn`` on the sources of the lazy broadcasts among its
+    arguments: Dask broadcasts them per chunk, against the chunks of the other operands; a
+    result still smaller than the full shape is a lazy broadcast again."""
+    def call(*args, **kwargs):
+        if not any(isinstance(a, _Broadcast) for a in args):
+            return fn(*args, **kwargs)
+        shapes = [tuple(a.shape) for a in args if isinstance(a, (da.Array, np.ndarray))]
+        if any(s != s for shape in shapes for s in shape):   # (unknown sizes: nan)
+            return fn(*args, **kwargs)
+        shape = np.broadcast_shapes(*shapes)
+        out = fn(*(getattr(a, _BROADCAST) if isinstance(a, _Broadcast) else a for a in args),
+                 **kwargs)
+        return out if tuple(out.shape) == shape else _broadcast(out, shape)
+    call.__name__ = getattr(fn, "__name__", "elementwise")
+    call.__doc__ = fn.__doc__
+    return call
+
+
+def _multiply(x1, x2, /):
+    # ones * b is b: the seed of a backward pass times a derivative (the VJP of sum(x * w) for
+    # w is then sum(x), as by hand, with no product array held beside each chunk of x)
+    for a, b in ((x1, x2), (x2, x1)):
+        if getattr(a, _ONES, False) and isinstance(b, da.Array) and \
+                np.broadcast_shapes(a.shape, b.shape) == b.shape and \
+                np.result_type(a.dtype, b.dtype) == b.dtype:
+            return b
+    return _lazy_multiply(x1, x2)
+
+
+_lazy_multiply = _lazy(compat_dask.multiply)
+
+# the elementwise functions that rules apply to cotangents: of one array (and parameters) and
+# of several, where a cotangent meets the values
+_ELEMENTWISE = frozenset(
+    "negative positive conj real imag astype abs square sign "
+    "add subtract divide pow maximum minimum atan2 hypot copysign logaddexp "
+    "floor_divide remainder where equal not_equal less less_equal greater greater_equal "
+    "nextafter clip".split())
+
+
+_MASKS = collections.OrderedDict()   # dask name of a mask -> the positions it selects
+_MASKS_KEPT = 16
+_MASKS_LOCK = threading.Lock()
+
+
+def _mask_positions(k):
+    """The integer index arrays of the boolean dask mask ``k``: computed once per mask (the
+    forward and the backward pass of ``x[mask]`` share them). A dask array's name identifies
+    its computation, so a few recent masks are kept by name."""
+    with _MASKS_LOCK:
+        hit = _MASKS.get(k.name)
+        if hit is not None:
+            _MASKS.move_to_end(k.name)
+            return hit
+    hit = tuple(da.from_array(i) for i in np.nonzero(np.asarray(k.compute())))
+    with _MASKS_LOCK:
+        _MASKS[k.name] = hit
+        while len(_MASKS) > _MASKS_KEPT:
+            _MASKS.popitem(last=False)
+    return hit
 
 
 def _concrete_masks(key):
+    """``key`` with its boolean masks replaced by the positions they select: their number is
+    data-dependent, so this is the one place where building a graph computes something."""
     key = key if isinstance(key, tuple) else (key,)
     out = []
     for k in key:
         if _is_index_array(k) and not isinstance(k, bool) and str(k.dtype) == "bool":
-            import numpy as np
-            out.extend(da.from_array(i) for i in np.nonzero(np.asarray(k.compute())))
+            if isinstance(k, da.Array):
+                out.extend(_mask_positions(k))
+            else:
+                out.extend(da.from_array(i) for i in np.nonzero(np.asarray(k)))
         else:
             out.append(k)
     return tuple(out)
+
+
+def _flat_positions(shape, key):
+    """The flat positions (into an array of ``shape``) that ``key`` selects, shaped like the
+    selection, when the key is one integer array per axis (take_along_axis, the gradient of
+    sort): the broadcast index arrays' flat index, no gather. Else None."""
+    key = key if isinstance(key, tuple) else (key,)
+    if len(key) != len(shape) or not all(_is_index_array(k) and not isinstance(k, bool)
+                                         and np.issubdtype(k.dtype, np.integer) for k in key):
+        return None
+    arrays = da.broadcast_arrays(*[da.asarray(k).astype(np.int64) for k in key])
+    flat = None
+    for a, s in zip(arrays, shape):
+        a = da.where(a < 0, a + s, a)
+        flat = a if flat is None else flat * s + a
+    return flat
 
 
 def _single_array(key):
@@ -150,18 +313,46 @@ class _DaskLinalg:
 
 
 class _DaskNamespace:
-    """array-api-compat's dask namespace with ``linalg`` completed (see _DaskLinalg)."""
+    """array-api-compat's dask namespace with ``linalg`` completed (see _DaskLinalg) and lazy
+    broadcasts (NOTE [lazy broadcasts])."""
 
     linalg = _DaskLinalg()
 
     def __getattr__(self, name):
-        return getattr(compat_dask, name)
+        fn = getattr(compat_dask, name)
+        if name == "multiply":
+            fn = _multiply
+        elif name in _ELEMENTWISE:
+            fn = _lazy(fn)
+        setattr(self, name, fn)   # looked up once
+        return fn
+
+    @staticmethod
+    def ones_like(x, /, **kwargs):
+        out = compat_dask.ones_like(x, **kwargs)
+        setattr(out, _ONES, True)   # (see _multiply)
+        return out
+
+    @staticmethod
+    def zeros_like(x, /, **kwargs):
+        out = compat_dask.zeros_like(x, **kwargs)
+        setattr(out, _ZEROS, True)   # (see DaskBackend.index_add)
+        return out
+
+    @staticmethod
+    def broadcast_to(x, /, shape):
+        if tuple(x.shape) == tuple(shape):
+            return x
+        return _broadcast(x, shape)
+
+
+_NAMESPACE = _DaskNamespace()
 
 
 class DaskBackend(Backend):
     name = "dask"
-    xp = _DaskNamespace()
-    array_types = (da.Array,)
+    xp = _NAMESPACE
+    array_types = (da.Array, _Broadcast)
 
     def _from_numpy(self, a, dtype, device):
         return da.from_array(a.astype(dtype) if dtype is not None else a)
@@ -178,10 +369,42 @@ class DaskBackend(Backend):
         return super().index_set(x, _concrete_masks(key), v)
 
     def index_add(self, base, key, v):
-        return super().index_add(base, _concrete_masks(key), v)
+        # The transpose of a gather (the VJP of x[idx], take, take_along_axis, sort): the flat
+        # positions the key selects, then one bincount weighted by the values, O(n + k) (the
+        # generic one-hot product is O(n * k)).
+        key = _concrete_masks(key)
+        if _is_basic_key(key) and not _has_negative_step(key):
+            return super().index_add(base, key, v)
+        n = _numel(base)
+        pos = _flat_positions(base.shape, key)
+        if pos is None:
+            pos = self._positions(base, key)[1]
+        if _numel(pos) == 0 or n == 0:
+            return base
+        vals = da.broadcast_to(da.asarray(v, dtype=base.dtype), pos.shape)
+        pos = da.reshape(pos, (-1,))
+        vals = da.reshape(vals, (-1,)).rechunk(pos.chunks)
+
+        def added(w):
+            return da.bincount(pos, weights=w, minlength=n)
+        if np.issubdtype(base.dtype, np.complexfloating):
+            total = added(vals.real) + 1j * added(vals.imag)
+        else:
+            total = added(vals)
+        total = da.reshape(total.astype(base.dtype), base.shape).rechunk(base.chunks)
+        # (the gradient of a gather scatters into zeros: no pass to add them)
+        return total if getattr(base, _ZEROS, False) else base + total
+
+    def owned(self, x):
+        # a gradient handed out is a plain Dask Array (a lazy broadcast's operators are arrayad's)
+        if isinstance(x, _Broadcast):
+            return da.Array(x.dask, x.name, x.chunks, meta=x._meta)
+        return x
+
+    def lazy_repr(self, x):
+        return repr(x)   # shape, dtype, chunks: Dask's own summary, which computes nothing
 
     def to_numpy(self, x):
-        import numpy as np
         return np.asarray(x.compute())
 
     def default_device(self):

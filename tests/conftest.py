@@ -19,6 +19,11 @@ BACKENDS = ["numpy", "array_api_strict"]
 for _name in ("torch", "dask"):
     if importlib.util.find_spec(_name) is not None:
         BACKENDS.append(_name)
+# On a machine with a GPU (tools/gpu_suite.py): CuPy joins the backends, and torch test data can
+# be made on CUDA (ARRAYAD_TEST_TORCH_DEVICE=cuda).
+if os.environ.get("ARRAYAD_TEST_CUPY") == "1":
+    BACKENDS.append("cupy")
+TORCH_DEVICE = os.environ.get("ARRAYAD_TEST_TORCH_DEVICE", "cpu")
 
 
 class Backend:
@@ -40,6 +45,8 @@ class Backend:
         if self.name == "dask":
             import dask.array as da
             return da.from_array(a)
+        if self.name == "torch" and TORCH_DEVICE != "cpu":
+            return self.xp.asarray(a, device=TORCH_DEVICE)
         return self.xp.asarray(a)
 
     def tensor(self, a, requires_grad=False):

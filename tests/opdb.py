@@ -539,7 +539,7 @@ for _n, _d in [("sin", real), ("cos", real), ("tan", unit), ("asin", unit), ("ac
 
 # complex inputs for the functions that take them (holomorphic or linear)
 for _n in ["exp", "sin", "tanh", "square", "conj", "real", "imag", "abs", "negative", "sqrt",
-           "log", "reciprocal"]:
+           "log", "reciprocal", "sign"]:
     op(_n, unary_samples(cplx_right, [(3,), (2, 2)]),
        float32=False, hessian=False, torch=None)
 

@@ -291,12 +291,13 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars):
             )
     if scalars:
         if found is None:   # (only NumPy scalars and Python numbers: NumPy decides)
-            return _backend_of_type[np_scalar_type(args)]
+            return _backend_of_type[_numpy_scalar_type(args)]
         numpy_scalars[0] = found.name != "numpy"
     return found
 
 
-cdef object np_scalar_type(tuple args):
+cdef object _numpy_scalar_type(tuple args):
+    """The type of the first NumPy scalar among ``args``."""
     for a in args:
         if type(a) in _scalar_fix:
             return type(a)

@@ -142,7 +142,10 @@ def _concrete(x, what):
                 f"differs per batch element; keep it an array (use arrayad functions) or move "
                 f"the conversion out of the vmapped function.")
         if isinstance(x, (GradTracer, DualTracer)):
-            if what not in ("bool", "format"):
+            # (a constant of the level - no node, no tangent - or an integer value has no
+            # derivative to lose: library code's int(n), float(scale), np.asarray(mask) work)
+            constant = (x._node is None if isinstance(x, GradTracer) else x.tangent is None)
+            if what not in ("bool", "format") and not constant and is_inexact(x.dtype):
                 kind = "grad" if isinstance(x, GradTracer) else "jvp"
                 raise RuntimeError(
                     f"{kind}: calling {what}() on an array being differentiated would drop its "
@@ -179,6 +182,9 @@ def _to_numpy(x, dtype=None, copy=None):
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.")
         out = backend_of(x).to_numpy(x._value)
+    elif _core.in_transform():
+        v = _concrete(x, "numpy")   # (refuses what would lose a derivative or a batch dim)
+        out = backend_of(v).to_numpy(v)
     else:
         raise RuntimeError(
             f"arrayad: converting an array under a transform ({type(x).__name__}) to NumPy would "
@@ -333,6 +339,43 @@ def _np_clip(a, a_min=None, a_max=None, **kw):
     return ops.clip(a, kw.get("min", a_min), kw.get("max", a_max))
 
 
+def _np_atleast(nd):
+    def f(*arrays):
+        out = []
+        for a in arrays:
+            a = ops.asarray(a)
+            if a.ndim < nd:   # NumPy's placement: () -> (1, 1, 1), (n,) -> (1, n, 1)
+                s = tuple(a.shape)
+                if a.ndim == 0:
+                    s = (1,) * nd
+                elif a.ndim == 1:
+                    s = (1, s[0], 1)[:nd]
+                else:
+                    s = s + (1,)
+                a = ops.reshape(a, s)
+            out.append(a)
+        return out[0] if len(out) == 1 else out
+    return f
+
+
+def _np_norm(x, ord=None, axis=None, keepdims=False):
+    """numpy.linalg.norm: a vector norm, or a matrix norm over two axes."""
+    if axis is None:
+        if ord is None or x.ndim == 1:   # (the 2-norm of the flattened array: Frobenius's)
+            out = ops.linalg.vector_norm(x, axis=None, ord=2 if ord is None else ord)
+            return ops.reshape(out, (1,) * x.ndim) if keepdims else out
+        axis = (-2, -1)
+    if isinstance(axis, int) or len(axis) == 1:
+        return ops.linalg.vector_norm(x, axis=axis, keepdims=keepdims,
+                                      ord=2 if ord is None else ord)
+    moved = ops.moveaxis(x, tuple(axis), (-2, -1))
+    out = ops.linalg.matrix_norm(moved, ord="fro" if ord is None else ord)
+    if keepdims:
+        for a in sorted(a % x.ndim for a in axis):
+            out = ops.expand_dims(out, axis=a)
+    return out
+
+
 # NumPy functions whose signature differs from the standard's (positional axis, numpy names).
 _NP_ADAPTERS = {
     "sum": _np_reduction("sum"), "prod": _np_reduction("prod"), "mean": _np_reduction("mean"),
@@ -352,7 +395,10 @@ _NP_ADAPTERS = {
     "shape": lambda a: tuple(a.shape), "ndim": lambda a: a.ndim, "size": lambda a: int(a.size),
     "dot": lambda a, b: ops.matmul(a, b), "diff": lambda a, n=1, axis=-1, **kw:
         ops.diff(a, n=n, axis=axis, **kw),
+    "atleast_1d": _np_atleast(1), "atleast_2d": _np_atleast(2), "atleast_3d": _np_atleast(3),
+    "ravel": lambda a, order="C": ops.reshape(a, (-1,)),
 }
+_NP_LINALG_ADAPTERS = {"norm": _np_norm}
 _NP_SUBMODULES = {"numpy": None, "numpy.linalg": "linalg", "numpy.fft": "fft"}
 
 
@@ -366,7 +412,8 @@ def _array_function(func, types, args, kwargs):
         if fn is None:
             fn = getattr(ops, _FUNCTION_NAMES.get(func.__name__, func.__name__), None)
     elif sub:
-        fn = getattr(getattr(ops, sub), func.__name__, None)
+        fn = (_NP_LINALG_ADAPTERS.get(func.__name__) if sub == "linalg" else None) or \
+            getattr(getattr(ops, sub), func.__name__, None)
     if fn is None or not callable(fn) or isinstance(fn, type):
         return _on_numpy(f"{module or 'numpy'}.{func.__name__}", func, args, kwargs)
     args = [_from_numpy_scalar(a) for a in args]

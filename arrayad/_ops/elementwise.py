@@ -100,6 +100,24 @@ decl.primitive("abs", vjp=(lambda g, ans, x: ops.multiply(g, _abs_sign(ans, x)),
                     if is_complex(x) else ops.multiply(t, ops.sign(x)),),
                batch=ELEMENTWISE, api="x, /", doc="Elementwise abs.")
 
+
+
+def _sign_rule(h, ans, x):
+    # For complex z, sign(z) = z/|z| (torch's sgn) is not holomorphic: its derivative is
+    # h -> (h - s Re(conj(s) h)) / |z| with s = sign(z), a self-adjoint map, so the VJP (g for h)
+    # and the JVP (t for h) are the same formula; 0 at z = 0, as torch. For real x the derivative
+    # is 0 almost everywhere.
+    if not is_complex(x):
+        return ops.zeros_like(h)
+    r = ops.abs(x)
+    safe = ops.where(r == 0, 1.0, r)
+    d = ops.subtract(h, ops.multiply(ans, ops.real(ops.multiply(ops.conj(ans), h))))
+    return ops.where(r == 0, 0.0, d / safe)
+
+
+decl.primitive("sign", vjp=(_sign_rule,), jvp=(_sign_rule,), batch=ELEMENTWISE, api="x, /",
+               doc="Elementwise sign (x / |x| for complex x).")
+
 # -- unary, linear ------------------------------------------------------------------------------
 linear_unary("negative", lambda g, x: -g)
 linear_unary("positive", lambda g, x: g)
@@ -110,7 +128,7 @@ linear_unary("imag", lambda g, x: ops.astype(g, x.dtype) * 1j if ops.isdtype(x.d
              else ops.zeros_like(g))
 
 # -- unary, not differentiable (bool/int results, or zero derivative almost everywhere) ----------
-for _name in ["ceil", "floor", "round", "trunc", "sign", "signbit", "isfinite", "isinf", "isnan",
+for _name in ["ceil", "floor", "round", "trunc", "signbit", "isfinite", "isinf", "isnan",
               "logical_not", "bitwise_invert"]:
     unary(_name)
 

@@ -5,7 +5,7 @@ diag, dot, allclose."""
 from ._namespace import ops
 
 from .._core._core import shape_of
-from ._rules import Declarations, eye_like, ndim_of
+from ._rules import Declarations, eye_like, is_complex, ndim_of
 
 decl = Declarations(globals())
 
@@ -20,6 +20,10 @@ def relu(x, /):
 @decl.composite
 def sigmoid(x, /):
     """1 / (1 + exp(-x)), computed without overflow for large |x|."""
+    if is_complex(x):
+        # the overflow-free form below needs an order (x >= 0) and |x| stands for x only when x
+        # is real: on complex x it would silently drop the imaginary part. torch's form:
+        return 1.0 / (1.0 + ops.exp(-x))
     e = ops.exp(-ops.abs(x))
     return ops.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 

@@ -24,9 +24,9 @@ decl = Declarations(globals())
 
 def dynamic_shape_error(name, alternative):
     """The error of a batching rule for an operation whose output shape depends on the data."""
-    def rule(args, dims, **params):
+    def rule(args, dims, of=None, **params):
         raise RuntimeError(
-            f"vmap: {name} returns an array whose shape depends on the values of its input, "
+            f"vmap: {of or name} returns an array whose shape depends on the values of its input, "
             f"which can differ between batch elements. We do not support batching operators "
             f"that can output dynamic shape. {alternative}")
     return rule
@@ -77,7 +77,7 @@ _UNIQUE_ALTERNATIVE = (
 def _unique(public, n_out):
     name = public.__name__
 
-    def impl(xp, x):
+    def impl(xp, x, of=None):   # (of: the public function that asked, for the vmap error)
         out = getattr(backend_of(x), name)(x)
         return tuple(out) if n_out > 1 else (out,)
     return decl.primitive(name, impl, multiple_results=True, public=public,
@@ -109,7 +109,7 @@ def unique_all(x, /):
 def unique_counts(x, /):
     """Unique elements of ``x`` and how often each occurs."""
     if _inexact(x):
-        _, indices, _, counts = bind(unique_all_p, x)
+        _, indices, _, counts = bind(unique_all_p, x, of="unique_counts")
         return UniqueCountsResult(_gathered(x, indices), counts)
     return UniqueCountsResult(*bind(unique_counts_p, x))
 
@@ -117,7 +117,7 @@ def unique_counts(x, /):
 def unique_inverse(x, /):
     """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
     if _inexact(x):
-        _, indices, inverse, _ = bind(unique_all_p, x)
+        _, indices, inverse, _ = bind(unique_all_p, x, of="unique_inverse")
         return UniqueInverseResult(_gathered(x, indices), inverse)
     return UniqueInverseResult(*bind(unique_inverse_p, x))
 
@@ -125,7 +125,7 @@ def unique_inverse(x, /):
 def unique_values(x, /):
     """Unique elements of ``x`` (sorted, one-dimensional)."""
     if _inexact(x):
-        return _gathered(x, bind(unique_all_p, x)[1])
+        return _gathered(x, bind(unique_all_p, x, of="unique_values")[1])
     return bind(unique_values_p, x)[0]
 
 

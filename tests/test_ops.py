@@ -393,6 +393,8 @@ RULES_EXERCISED_ELSEWHERE = {
                "tests/test_namespace.py::test_dynamic_shapes_under_vmap_are_clear_errors",
     "unique_all": "as nonzero", "unique_counts": "as nonzero", "unique_inverse": "as nonzero",
     "unique_values": "as nonzero",
+    "zetac": "its derivative rules refuse by name: "
+             "tests/test_special.py::test_zetac_values_and_vmap_but_no_derivative",
 }
 
 

@@ -213,6 +213,8 @@ def test_zetac_values_and_vmap_but_no_derivative(backend):
                                sp.zetac(np.stack([xn, xn + 1])), rtol=1e-13)
     with pytest.raises(NotImplementedError, match="zetac: .* x is not implemented"):
         grad(lambda x: ad.sum(S.zetac(x)))(backend(xn))
+    with pytest.raises(NotImplementedError, match="zetac: .* x is not implemented"):
+        jvp(S.zetac, (backend(xn),), (backend(np.ones(3)),))
 
 
 def test_new_functions_at_their_edges(backend):

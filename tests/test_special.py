@@ -227,6 +227,16 @@ def test_new_functions_at_their_edges(backend):
     assert float(to_numpy(grad(S.j1)(z))) == 0.5
     assert float(to_numpy(grad(S.j0)(z))) == 0.0
     assert float(to_numpy(grad(S.spence)(backend(np.array(1.0))))) == -1.0
+    # 1/Gamma at the poles -n of Gamma: derivative (-1)^n n!, and smooth through them
+    poles = backend(np.array([0.0, -1.0, -2.0, -3.0]))
+    np.testing.assert_allclose(to_numpy(grad(lambda x: ad.sum(S.rgamma(x)))(poles)),
+                               [1.0, -1.0, 2.0, -6.0], rtol=1e-14)
+    # (second derivatives there against central second differences of SciPy's rgamma)
+    second = [float(to_numpy(hessian(S.rgamma)(backend(np.array(-k))))) for k in (0.0, 1.0, 2.0)]
+    h = 1e-4
+    fd = [(sp.rgamma(-k + h) - 2 * sp.rgamma(-k) + sp.rgamma(-k - h)) / h ** 2 for k in (0, 1, 2)]
+    np.testing.assert_allclose(second, fd, rtol=1e-6)
+    check_grads(S.rgamma, (backend(np.array([1e-4, -1.0002, -2.5, 3.0])),), order=2)
     check_grads(S.spence, (backend(np.array([0.999, 1.002, 0.4])),), order=2)
     assert float(to_numpy(grad(S.exprel)(z))) == 0.5
     np.testing.assert_allclose(to_numpy(hessian(S.exprel)(z)), 1 / 3, rtol=1e-14)

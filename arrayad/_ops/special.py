@@ -495,8 +495,19 @@ def _betaln_of(a, b):
 
 unary("gamma", lambda ans, x: ops.multiply(ans, ops.special.digamma(x)),
       doc="The gamma function.")
-unary("rgamma", lambda ans, x: -ops.multiply(ans, ops.special.digamma(x)),
-      doc="1 / Gamma(x) (0 at the poles of Gamma).")
+# d(1/Gamma) = -digamma/Gamma; at the poles x = -n of Gamma, where 1/Gamma is 0 and digamma
+# infinite, from 1/Gamma(-n + e) = (-1)^n n! e (1 - digamma(n + 1) e + O(e^2)) the first two
+# derivatives (-1)^n n! and -2 (-1)^n n! digamma(n + 1) (not the third, at exactly a pole).
+def _rgamma_d(ans, x):
+    pole = ops.logical_and(x <= 0, ops.floor(x) == x)
+    xs = ops.where(pole, 0.5, x)
+    n = ops.stop_gradient(-ops.where(pole, x, 0.0))
+    c = ops.multiply(1 - 2 * ops.remainder(n, 2.0), ops.special.gamma(n + 1))
+    at_pole = ops.multiply(c, 1 - ops.multiply(ops.special.digamma(n + 1), x + n) * 2)
+    return ops.where(pole, at_pole, -ops.multiply(ans, ops.special.digamma(xs)))
+
+
+unary("rgamma", _rgamma_d, doc="1 / Gamma(x) (0 at the poles of Gamma).")
 unary("loggamma", lambda ans, x: ops.special.digamma(x),
       doc="The principal branch of log Gamma(x) (log|Gamma(x)| for x > 0).")
 binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),

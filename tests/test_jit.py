@@ -554,6 +554,44 @@ def test_threads_share_a_jitted_function():
     assert not errors, errors
 
 
+def test_threads_replay_a_program_with_a_function_inside():
+    import threading
+
+    class Cube(ad.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x ** 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+    j = ad.jit(grad(lambda x: ad.sum(Cube.apply(x))))
+    j(np.ones(4))
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(200):
+                x = rng.standard_normal(4)
+                np.testing.assert_allclose(j(x), 3 * x ** 2, rtol=1e-12)
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 def test_arrays_made_inside_are_constants_of_the_program(be):
     def f(x):
         out = ad.zeros(6, dtype=x.dtype)   # made on x's backend, a value of the program

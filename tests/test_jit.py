@@ -620,6 +620,7 @@ def test_multiplications_by_one_are_dropped():
 import inspect  # noqa: E402
 
 import test_func  # noqa: E402
+import test_function  # noqa: E402
 
 _JIT_WRAPPED = ["grad", "grad_and_value", "value_and_grad", "jacrev", "jacfwd", "hessian", "vmap"]
 # Tests whose subject jit refuses by design (docs/jit.md): Python control flow on traced values,
@@ -628,24 +629,26 @@ _NOT_UNDER_JIT = {"test_control_flow": "an if on a traced value",
                   "test_vmap_chunk_size_and_randomness": "random numbers inside"}
 
 
-def _func_tests():
-    for name, fn in inspect.getmembers(test_func, inspect.isfunction):
-        params = list(inspect.signature(fn).parameters)
-        if not name.startswith("test_") or name in _NOT_UNDER_JIT or \
-                any(p != "backend" for p in params):
-            continue
-        for be in (["numpy", "array_api_strict"] if params else ["numpy"]):
-            yield pytest.param(name, be, id=f"{name}-{be}")
+def _transform_tests():
+    for module in (test_func, test_function):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            params = list(inspect.signature(fn).parameters)
+            if not name.startswith("test_") or name in _NOT_UNDER_JIT or \
+                    fn.__module__ != module.__name__ or any(p != "backend" for p in params):
+                continue
+            for be in (["numpy", "array_api_strict"] if params else ["numpy"]):
+                yield pytest.param(module, name, be, id=f"{module.__name__}.{name}-{be}")
 
 
-@pytest.mark.parametrize("name, backend_name", list(_func_tests()))
-def test_transform_tests_under_jit(name, backend_name, monkeypatch):
-    """Each test of test_func.py that takes only a backend, with ``grad(f, ...)`` & co. replaced
-    by ``jit(grad(f, ...))``: the same assertions hold for the staged programs."""
+@pytest.mark.parametrize("module, name, backend_name", list(_transform_tests()))
+def test_transform_tests_under_jit(module, name, backend_name, monkeypatch):
+    """Each transform test of test_func.py and test_function.py that takes only a backend, with
+    ``grad(f, ...)`` & co. replaced by ``jit(grad(f, ...))``: the same assertions hold for the
+    staged programs."""
     for t in _JIT_WRAPPED:
-        transform = getattr(test_func, t, None)
+        transform = getattr(module, t, None)
         if transform is not None:
-            monkeypatch.setattr(test_func, t, lambda f, *a, _t=transform, **k:
+            monkeypatch.setattr(module, t, lambda f, *a, _t=transform, **k:
                                 ad.jit(_t(f, *a, **k)))
-    fn = getattr(test_func, name)
+    fn = getattr(module, name)
     fn(*([Backend(backend_name)] if inspect.signature(fn).parameters else []))

@@ -56,6 +56,22 @@ def main():
     loss = lambda w, x, t: (ad.sum(w * x) - t) ** 2  # noqa: E731
     print(vmap(grad(loss), in_dims=(None, 0, 0))(w, batch, targets))
 
+    section("array-API code inside a transform: arrays it makes, masks, in-place writes")
+
+    def clipped_square(v):
+        xp = v.__array_namespace__()
+        out = xp.zeros(v.shape, dtype=v.dtype)   # made on v's backend, part of the transform
+        mask = v > 0
+        out[mask] = v[mask] ** 2                 # a functional update: differentiable
+        return xp.sum(out)
+    print("grad of sum(where(v > 0, v**2, 0)):", grad(clipped_square)(xs))
+
+    section("arrayad.jit: stage once, replay")
+    chain = lambda v: ad.sum(ad.tanh(ad.sin(v) * v) ** 2)  # noqa: E731
+    fast = ad.jit(grad(chain))
+    print("jit(grad(f)) equals grad(f):", np.allclose(fast(xs), grad(chain)(xs)))
+    print(ad.func.make_program(grad(chain))(xs))
+
     section("the same code on other backends")
     for name in _OTHER_BACKENDS:
         try:

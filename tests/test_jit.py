@@ -554,6 +554,44 @@ def test_threads_share_a_jitted_function():
     assert not errors, errors
 
 
+def test_threads_replay_a_program_with_a_function_inside():
+    import threading
+
+    class Cube(ad.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x ** 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+    j = ad.jit(grad(lambda x: ad.sum(Cube.apply(x))))
+    j(np.ones(4))
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            for _ in range(200):
+                x = rng.standard_normal(4)
+                np.testing.assert_allclose(j(x), 3 * x ** 2, rtol=1e-12)
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 def test_arrays_made_inside_are_constants_of_the_program(be):
     def f(x):
         out = ad.zeros(6, dtype=x.dtype)   # made on x's backend, a value of the program
@@ -576,3 +614,41 @@ def test_multiplications_by_one_are_dropped():
     close(ad.jit(f)(X, XS[0]), 2 * (X - XS[0]))
     xi = np.arange(6)   # integer arrays: x * 1 keeps the dtype, so it goes too
     close(ad.jit(lambda x: x * 1 + x ** 1)(xi), 2 * xi)
+
+
+# -- the transform tests of test_func.py, again with every transform jitted --------------------------
+import inspect  # noqa: E402
+
+import test_func  # noqa: E402
+import test_function  # noqa: E402
+
+_JIT_WRAPPED = ["grad", "grad_and_value", "value_and_grad", "jacrev", "jacfwd", "hessian", "vmap"]
+# Tests whose subject jit refuses by design (docs/jit.md): Python control flow on traced values,
+# random numbers drawn inside.
+_NOT_UNDER_JIT = {"test_control_flow": "an if on a traced value",
+                  "test_vmap_chunk_size_and_randomness": "random numbers inside"}
+
+
+def _transform_tests():
+    for module in (test_func, test_function):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            params = list(inspect.signature(fn).parameters)
+            if not name.startswith("test_") or name in _NOT_UNDER_JIT or \
+                    fn.__module__ != module.__name__ or any(p != "backend" for p in params):
+                continue
+            for be in (["numpy", "array_api_strict"] if params else ["numpy"]):
+                yield pytest.param(module, name, be, id=f"{module.__name__}.{name}-{be}")
+
+
+@pytest.mark.parametrize("module, name, backend_name", list(_transform_tests()))
+def test_transform_tests_under_jit(module, name, backend_name, monkeypatch):
+    """Each transform test of test_func.py and test_function.py that takes only a backend, with
+    ``grad(f, ...)`` & co. replaced by ``jit(grad(f, ...))``: the same assertions hold for the
+    staged programs."""
+    for t in _JIT_WRAPPED:
+        transform = getattr(module, t, None)
+        if transform is not None:
+            monkeypatch.setattr(module, t, lambda f, *a, _t=transform, **k:
+                                ad.jit(_t(f, *a, **k)))
+    fn = getattr(module, name)
+    fn(*([Backend(backend_name)] if inspect.signature(fn).parameters else []))

@@ -18,6 +18,8 @@ SECTIONS = [
     "vjp / jvp / linearize",
     "jacrev / jacfwd / hessian",
     "vmap: per-sample gradients",
+    "array-API code inside a transform: arrays it makes, masks, in-place writes",
+    "arrayad.jit: stage once, replay",
     "the same code on other backends",
     "autograd.Function called with explicit tangents",
 ]

@@ -337,8 +337,9 @@ class _Call:
         self.layout = layout          # forward's positional inputs: _T or the constant itself
         self.kwargs = kwargs
         self.needs = needs
-        self.ctx = None               # filled by impl, with the raw inputs it ran on
-        self.ctx_inputs = None
+        # (ctx, raw inputs) of the last impl call, one tuple so that it is replaced atomically:
+        # a jitted program replays this call object from several threads at once
+        self.last_forward = None
         self.out_tuple = False        # forward returned a tuple
         self.out_layout = None        # its entries: _T or the non-tensor value
         self.nondiff = ()
@@ -407,17 +408,17 @@ class _Call:
 
     def ctx_for(self, args):
         """The ctx for backward/jvp at the level of ``args`` (NOTE [Function as a primitive])."""
-        prev = self.ctx_inputs
-        if prev is not None and len(prev) == len(args) and \
-                all(a is b for a, b in zip(args, prev)):
-            return self.ctx
+        last = self.last_forward
+        if last is not None and len(last[1]) == len(args) and \
+                all(a is b for a, b in zip(args, last[1])):
+            return last[0]
         return self.run_forward(args)[0]
 
     # -- the rules
     def impl(self, raws):
         with _NoGrad():
             ctx, outs = self.run_forward(raws)
-        self.ctx, self.ctx_inputs = ctx, raws
+        self.last_forward = (ctx, raws)
         return tuple(_unwrap(o) for o in outs)
 
     def vjp(self, gs, args):

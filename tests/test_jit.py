@@ -532,21 +532,18 @@ def test_a_cached_program_is_one_primitive_to_outer_transforms():
     close(k1, k + 1)
 
 
-def test_threads_share_a_jitted_function():
+def _in_threads(check, n=4):
+    """Run ``check(rng)`` in ``n`` threads at once; re-raise what any of them raised."""
     import threading
-    j = ad.jit(grad(chain), cache_size=2)
     errors = []
 
     def work(seed):
         try:
-            rng = np.random.default_rng(seed)
-            for n in (3, 4, 5, 6) * 5:   # more signatures than the cache holds
-                x = rng.standard_normal(n)
-                np.testing.assert_allclose(j(x), grad(chain)(x), rtol=1e-12)
+            check(np.random.default_rng(seed))
         except Exception as e:   # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -554,9 +551,18 @@ def test_threads_share_a_jitted_function():
     assert not errors, errors
 
 
-def test_threads_replay_a_program_with_a_function_inside():
-    import threading
+def test_threads_share_a_jitted_function():
+    j = ad.jit(grad(chain), cache_size=2)
 
+    def check(rng):
+        for n in (3, 4, 5, 6) * 5:   # more signatures than the cache holds
+            x = rng.standard_normal(n)
+            np.testing.assert_allclose(j(x), grad(chain)(x), rtol=1e-12)
+
+    _in_threads(check)
+
+
+def test_threads_replay_a_program_with_a_function_inside():
     class Cube(ad.autograd.Function):
         @staticmethod
         def forward(x):
@@ -573,23 +579,13 @@ def test_threads_replay_a_program_with_a_function_inside():
 
     j = ad.jit(grad(lambda x: ad.sum(Cube.apply(x))))
     j(np.ones(4))
-    errors = []
 
-    def work(seed):
-        try:
-            rng = np.random.default_rng(seed)
-            for _ in range(200):
-                x = rng.standard_normal(4)
-                np.testing.assert_allclose(j(x), 3 * x ** 2, rtol=1e-12)
-        except Exception as e:   # pragma: no cover - reported below
-            errors.append(e)
+    def check(rng):
+        for _ in range(200):
+            x = rng.standard_normal(4)
+            np.testing.assert_allclose(j(x), 3 * x ** 2, rtol=1e-12)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    _in_threads(check)
 
 
 def test_arrays_made_inside_are_constants_of_the_program(be):

@@ -67,6 +67,8 @@ CASES = [
      r"manual_seed\(seed\): seed must be an int, got str"),
     ("unknown backend", lambda: ad.set_backend("bogus"), ValueError,
      r"unknown backend 'bogus'; choose one of"),
+    ("NumPy's view(dtype)", lambda: ad.asarray(X).view(float), TypeError,
+     r"view\(<class 'float'>\): arrayad's view takes a shape .*x.astype\(dtype\)"),
 ]
 
 

@@ -145,7 +145,17 @@ def reshape(self, *shape, copy=None):
     return ops.reshape(self, _shape_args(shape), copy=copy)
 
 
-METHODS["view"] = METHODS["reshape"]
+@method
+def view(self, *shape):
+    """torch's ``view(*shape)`` (a reshape). NumPy's ``view(dtype)``, a reinterpretation of the
+    bytes, has no derivative and no array API counterpart: refused by name."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and \
+            not hasattr(shape[0], "__index__"):
+        raise TypeError(
+            f"view({shape[0]!r}): arrayad's view takes a shape (torch's view(*shape)); "
+            f"reinterpreting the data as another dtype (NumPy's view(dtype)) is not supported. "
+            f"Convert with x.astype(dtype) instead.")
+    return ops.reshape(self, _shape_args(shape))
 
 
 @method

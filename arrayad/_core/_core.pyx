@@ -581,15 +581,25 @@ cdef object _meta(object v):
     return m
 
 
-cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
-    """(inputs, output) a node keeps for the rules of the arguments with an edge."""
+cdef long _reads_mask(tuple reads, object edges):
+    """What the VJP rules of the arguments with an edge read, as one ``vjp_reads`` mask (bit 0:
+    the output, bit k: argument k-1); -1 (everything) where an argument has no declaration."""
     cdef long mask = 0
     cdef Py_ssize_t i, n = len(reads)
     for i in range(len(edges)):
         if edges[i] is not None:
             if i >= n:
-                return vals, out
+                return -1
             mask |= <long>reads[i]
+    return mask
+
+
+cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
+    """(inputs, output) a node keeps for the rules of the arguments with an edge."""
+    cdef long mask = _reads_mask(reads, edges)
+    cdef Py_ssize_t i
+    if mask == -1:
+        return vals, out
     cdef list kept = list(vals)
     for i in range(len(vals)):
         if not (mask >> (i + 1)) & 1:
@@ -809,13 +819,7 @@ cdef void _check_not_updated(Node node) except *:
     cdef tuple reads = (<Primitive>node.prim).vjp_reads if isinstance(node.prim, Primitive) \
         else None
     if reads is not None and node._edges is not None:
-        mask = 0
-        for i in range(len(node._edges)):
-            if node._edges[i] is not None:
-                if i >= len(reads):
-                    mask = -1
-                    break
-                mask |= <long>reads[i]
+        mask = _reads_mask(reads, node._edges)
     for i in range(len(node.inputs)):
         a = node.inputs[i]
         if not (mask >> (i + 1)) & 1:

@@ -19,7 +19,8 @@ from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter,
 from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
                       tree_map, tree_unflatten)
-from .backends import backend_of, default_backend, get_rng_state, set_rng_state
+from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
+                       set_rng_state)
 from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
@@ -53,7 +54,7 @@ def _as_array(x, api, what="Thing passed to transform API"):
 
 def _check_same_backend(x, like, what, of):
     bx, bl = backend_of(x), backend_of(like)
-    if bx is not bl and not (bx.name == "numpy" and bl.name == "dask"):
+    if not can_stand_for(bx, bl):
         raise ValueError(f"{what} is a {bx.name} array but {of} is {bl.name}: pass it on the "
                          f"same backend (arrayad.asarray(t, device=x.device)).")
 
@@ -164,13 +165,18 @@ def _select(args, nums, single):
     return diff[0] if single else diff
 
 
+def _as_constant(interp, x):
+    """A raw backend array ``x`` (an argument that a transform does not differentiate) as a
+    constant of ``interp``, so that inside the function every value is arrayad (NOTE
+    [everything inside is arrayad] in the core) and in-place updates of it stay inside the
+    function; anything else as it is."""
+    return x if isinstance(x, Array) or not _is_array(x) else interp.lift(x)
+
+
 def _lift_raw(tree):
-    """The raw backend arrays of ``tree`` (arguments that a transform does not differentiate) as
-    constants of the innermost open transform, so that inside the function every value is
-    arrayad (NOTE [everything inside is arrayad] in the core) and in-place updates of them stay
-    inside the function."""
+    """``_as_constant`` of every leaf of ``tree``, for the innermost open transform."""
     top = interpreters()[-1]
-    return tree_map(lambda x: x if isinstance(x, Array) or not _is_array(x) else top.lift(x), tree)
+    return tree_map(lambda x: _as_constant(top, x), tree)
 
 
 def _replace(args, nums, new, single):
@@ -816,8 +822,8 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     native = _Native(leaves)
     with BatchInterpreter(size, randomness) as interp:
-        wrapped = [(x if isinstance(x, Array) or not _is_array(x) else interp.lift(x))
-                   if d is None else interp.new_input(x, d) for x, d in zip(leaves, dims)]
+        wrapped = [_as_constant(interp, x) if d is None else interp.new_input(x, d)
+                   for x, d in zip(leaves, dims)]
         out = func(*tree_unflatten(wrapped, spec), **_lift_raw(kwargs))
         out_leaves, out_spec = tree_flatten(out)
         if isinstance(out_dims, int):

@@ -40,7 +40,7 @@ from .._dtypes import is_inexact
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
                            bind, dtype_of, is_complex, shape_of, unbroadcast)
 from .._ops import ops
-from ..backends import backend_of
+from ..backends import backend_of, can_stand_for
 from ..func import vmap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
@@ -461,7 +461,7 @@ class _Call:
                 f"Function {self.info.name}Backward returned an invalid {what} at index {i} - got "
                 f"{list(rs)} but expected shape compatible with {list(xs)}")
         rb, xb = backend_of(r), backend_of(arg)
-        if rb is not xb and not (rb.name == "numpy" and xb.name == "dask"):
+        if not can_stand_for(rb, xb):
             raise TypeError(
                 f"function {self.info.name}Backward returned a {what} at index {i} on the "
                 f"{rb.name} backend for an input on {xb.name}. Return arrays of the input's "

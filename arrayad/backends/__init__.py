@@ -568,6 +568,13 @@ def backend_of_device(device):
     return get_backend(name)
 
 
+def can_stand_for(b, like):
+    """Whether an array of backend ``b`` can stand in for one of backend ``like`` (a tangent for
+    a primal, a gradient for an input): the same backend, or NumPy for Dask, which takes NumPy
+    arrays as operands (as one operation mixing them does, ``_backend_of_args`` in the core)."""
+    return b is like or (b.name == "numpy" and like.name == "dask")
+
+
 def backend_of(x):
     """The backend adapter of an arrayad Tensor or tracer, or of a raw array."""
     return _core.backend_of(_core.raw_value(x))

@@ -100,3 +100,21 @@ def test_slicing_a_tensor_and_updating_it_later_is_no_error():
     y[2] = 0.0
     s.backward()
     np.testing.assert_array_equal(a.grad.numpy(), [6, 6, 0])
+
+
+def test_a_data_view_follows_its_base_into_the_graph():
+    """A view of a plain tensor whose base then receives a value with a history carries that
+    history, as torch's view does."""
+    def run(lib, tensor, zeros):
+        a = tensor([1.0, 2.0], requires_grad=True)
+        x = zeros(3)
+        w = x[0:2]
+        x[0:2] = a * 3
+        (w * w).sum().backward()
+        return a.grad.numpy()
+
+    got = run(ad, ad.tensor, lambda n: ad.zeros(n))
+    expected = run(torch, lambda d, requires_grad: torch.tensor(d, dtype=torch.float64,
+                                                               requires_grad=requires_grad),
+                   lambda n: torch.zeros(n, dtype=torch.float64))
+    np.testing.assert_allclose(got, expected)

@@ -71,11 +71,10 @@ def _propagate(t, came_from):
     for w in list(t._views or ()):
         if w is came_from:
             continue
-        if w._view_key is _core.DETACHED or w.is_leaf:
-            w._value = t._value if w._view_key is _core.DETACHED else \
-                getitem(_core.alias(t), w._view_key)._value
+        if w._view_key is _core.DETACHED:
+            w._value = t._value       # (data only: no gradient flows through detach)
         else:
-            w._replace(getitem(_core.alias(t), w._view_key))
+            _rebind(w, getitem(_core.alias(t), w._view_key))
         _core.stamp_update(w)
         _propagate(w, t)
     base = t._base

@@ -14,7 +14,7 @@ import functools
 from . import _dtypes
 from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
-                          Tensor, dtype_of, interpreters, new_dual, run_backward, shape_of,
+                          Tensor, dtype_of, interpreters, new_dual, owned, run_backward, shape_of,
                           topological_order)
 from ._ops import ops
 from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
@@ -272,9 +272,9 @@ def _owned(g):
     if g is None or isinstance(g, Array) and not isinstance(g, Tensor):
         return g
     if isinstance(g, Tensor):
-        v = backend_of(g).owned(g._value)
+        v = owned(g._value)
         return g if v is g._value else Tensor(v)
-    return backend_of(g).owned(g)
+    return owned(g)
 
 
 def _unit_cotangent(value):

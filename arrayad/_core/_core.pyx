@@ -1043,12 +1043,14 @@ cdef object _as_grad(object g, bint create_graph):
     value the caller owns (a read-only broadcast view is copied: ``x.grad *= 0.1`` works)."""
     if isinstance(g, Array):
         if not create_graph and isinstance(g, Tensor):
-            return _new_tensor(_owned((<Tensor>g)._value), None, 0)
+            return _new_tensor(owned((<Tensor>g)._value), None, 0)
         return g
-    return _new_tensor(_owned(fix_scalar(g)), None, 0)
+    return _new_tensor(owned(fix_scalar(g)), None, 0)
 
 
-cdef object _owned(object raw):
+cpdef object owned(object raw):
+    """``raw``, or a copy the caller may write into (the backend's ``owned``): what every
+    gradient handed out is made of."""
     if type(raw) is _inplace_type and raw.flags.writeable:   # (NumPy's common case, in C)
         return raw
     return backend_of(raw).owned(raw)

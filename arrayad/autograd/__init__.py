@@ -6,7 +6,7 @@ import inspect
 import threading
 
 from .._core import _core
-from .._core._core import Array, Tensor, backend_of, run_backward, shape_of
+from .._core._core import Array, Tensor, backend_of, owned, run_backward, shape_of
 from .._ops import ops
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
@@ -248,7 +248,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     f"The differentiated Tensor at index {i} appears to not have been used in the "
                     f"graph. Set allow_unused=True if this is the desired behavior.")
         elif not isinstance(g, Tensor):
-            g = Tensor(backend_of(g).owned(g))   # (the caller's to update in place)
+            g = Tensor(owned(g))   # (the caller's to update in place)
         result.append(g)
     return tuple(result)
 

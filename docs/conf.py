@@ -1,0 +1,59 @@
+"""Sphinx configuration of arrayad's documentation site.
+
+Sphinx with MyST-NB, as NumPy, SciPy and JAX do: pages are MyST markdown, tutorials are MyST
+notebooks executed on every build (a failing cell fails the build), and the API reference is
+generated from the docstrings (``_ext/api_pages.py`` lists every public name). Build it with
+``python tools/build_docs.py`` (warnings are errors, then the link and figure checks).
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext"))
+
+import arrayad  # noqa: E402
+
+project = "arrayad"
+author = "the arrayad developers"
+copyright = "2026, the arrayad developers"
+release = version = arrayad.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "api_pages",
+]
+
+exclude_patterns = ["_build", "_ext", "**.ipynb_checkpoints", "jupyter_execute"]
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}
+
+# Markdown
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3          # `[text](page.md#a-heading)` links resolve
+suppress_warnings = ["myst.header"]   # the pages moved from GitHub start at level-2 headings
+
+# Notebooks: executed on every build, in their own folder, a failing cell fails the build.
+nb_execution_mode = "force"
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 600
+nb_execution_in_temp = False
+
+# API reference
+autosummary_generate = False      # api_pages writes the pages itself
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_use_rtype = False
+
+html_theme = "pydata_sphinx_theme"
+html_title = "arrayad"
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+}
+html_static_path = []

@@ -47,6 +47,7 @@ _core.install_host(
     astype=ops.astype,
     sum=ops.sum,
     reshape=ops.reshape,
+    where=ops.where,
     methods=ops._METHODS,
 )
 _core.install_operators({name: (linalg.PRIMS if name == "matmul" else elementwise.PRIMS)[name]

@@ -10,6 +10,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext"))
+# The notebooks' kernels import arrayad from this checkout (not from wherever pip installed it).
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+sys.path.insert(0, _ROOT)
 
 import arrayad  # noqa: E402
 

@@ -902,12 +902,7 @@ KNOWN_FAILURES = {tuple(line.split(" | ")[:3]): tuple(line.split(" | ", 4)[3:])
 # satisfies (raises=pytest.fail.Exception), so that the suite stays green while the fix lands and
 # turns red when the value becomes right (remove the line) or the call starts raising instead.
 # Written by hand, with the cause; the tool counts these as WRONG in docs/array_api_libraries.md.
-_WRONG = {
-    ("sklearn.StandardScaler", "grad"):
-        "nan: sklearn's _incremental_mean_and_var computes 0/0 where the sample count is 0 and "
-        "overwrites it with a masked in-place update; the VJP multiplies the zero cotangent of "
-        "the overwritten entries by that nan (jvp is right)",
-}
+_WRONG = {}   # (empty since NOTE [strong zeros] fixed StandardScaler's nan)
 KNOWN_WRONG = {(c, t, b): why for (c, t), why in _WRONG.items() for b in ARRAYAD_BACKENDS}
 
 

@@ -147,7 +147,7 @@ cdef class Host:
     cdef readonly object stop_gradient        # Tracer.detach
     # namespace functions the core's generic code calls
     cdef readonly object broadcast_to, permute_dims, matrix_transpose, conj, real, astype, sum
-    cdef readonly object reshape
+    cdef readonly object reshape, where
     cdef readonly dict methods                # every other array method, by name
 
     def __init__(self, **hooks):
@@ -186,6 +186,7 @@ cdef class Host:
         self.astype = hooks["astype"]
         self.sum = hooks["sum"]
         self.reshape = hooks["reshape"]
+        self.where = hooks["where"]
         self.methods = dict(hooks["methods"])
 
 
@@ -340,6 +341,8 @@ cdef class ThreadState:
         self.results_sweep_at = 64
         self.consumable = None
         self.consumed = 0
+        self.strong_zeros = False     # NOTE [strong zeros]: this thread's backward pass re-run
+        self.strong_reruns = 0
 
 
 cdef object _STATE_KEY = "arrayad.ThreadState"
@@ -949,12 +952,14 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
 
     ``want`` maps edges to fill in (autograd.grad, transforms) and stops there; otherwise leaf
     nodes of eager tensors accumulate into ``.grad`` (restricted to the nodes in ``only``).
+    A pass whose results are not all finite runs again with strong zeros (NOTE [strong zeros]).
     """
+    global _strong_passes
     cdef dict grads = {}
     cdef Node node
     cdef list slot
-    cdef Py_ssize_t i
     cdef list root_nodes = []
+    cdef ThreadState st
     if roots is None or root_cts is None or len(roots) != len(root_cts):
         raise TypeError("run_backward: roots and root_cts must be lists of the same length")
     for r in roots:
@@ -962,13 +967,86 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 and isinstance(r[1], int) and 0 <= r[1] < (<Node>r[0]).n_outputs):
             raise TypeError(f"run_backward: each root must be (Node, output index), got {r!r}")
     for (node, idx), ct in zip(roots, root_cts):
+        root_nodes.append(node)
+    order = _topo_order(root_nodes)
+    found = dict(want) if want is not None else None
+    grads_out = _backward_pass(order, roots, root_cts, create_graph, found, accumulate, only)
+    if not (_all_finite(found.values() if found is not None else ())
+            and _all_finite([g for _, g in grads_out])):
+        st = _state()
+        st.strong_zeros = True
+        st.strong_reruns += 1
+        _strong_passes += 1
+        try:
+            found = dict(want) if want is not None else None
+            grads_out = _backward_pass(order, roots, root_cts, create_graph, found, accumulate,
+                                       only)
+        finally:
+            st.strong_zeros = False
+            _strong_passes -= 1
+    if want is not None:
+        want.update(found)
+    for t, g in grads_out:
+        _accumulate_grad(<Tensor>t, g)
+    if not retain_graph:
+        for node in order:
+            if node.leaf is None:
+                node.release()   # (cpdef on a typed Node: a C call)
+
+
+# NOTE [strong zeros]
+# -------------------
+# A cotangent that is exactly zero contributes exactly zero: the chain rule applies a linear map
+# to it, and a linear map sends zero to zero, even where the local derivative is inf or nan. IEEE
+# arithmetic says 0 * inf = nan instead, which is how `where(x > 0, sqrt(x), 0)` at x = 0,
+# `sqrt(x)[1:]` with x[0] = 0, or scikit-learn's `v = 0/0 ...; v[mask] = finite` get a nan
+# gradient in torch and JAX, where the derivative is well defined. Doing `where(g == 0, 0,
+# g * d)` in every elementwise rule would cost each backward pass a compare and a select per
+# node, so the engine keeps the graph until the pass ends and looks at its results: when they
+# are all finite (the common case: one isfinite per result), nothing else happens; otherwise the
+# pass runs again with the thread's `strong_zeros` set, and the rule shapes multiply strongly
+# (`_times`). Gradients that are really inf or nan (sqrt at 0 with a nonzero cotangent, log of a
+# negative number) come out the same from both passes. Not covered: a lazy backend (Dask: the
+# check would compute the graph), a staged program (jit: the values are not known when it is
+# staged), forward mode (there is no graph to run again), and rules other than the elementwise
+# ones (a matmul with an inf entry).
+cdef Py_ssize_t _strong_passes = 0   # strong passes running in any thread (0: no lookup)
+
+
+cdef bint _all_finite(object values) except -1:
+    """Whether every value (raw arrays, Tensors, the values under grad/jvp/vmap tracers) is
+    finite; staged (jit) and lazy (Dask) values count as finite."""
+    for v in values:
+        while type(v) is GradTracer or type(v) is DualTracer or type(v) is BatchTracer:
+            v = (<Tracer>v).value
+        if isinstance(v, Tracer):
+            continue   # a staging transform's (jit): the program must not depend on the values
+        if isinstance(v, Tensor):
+            v = (<Tensor>v)._value
+        if v is None or type(v) is Meta or _is_scalar(v):
+            continue
+        if isinstance(v, Array):
+            continue   # (a staging value: not known yet)
+        if not backend_of(v).all_finite(v):
+            return False
+    return True
+
+
+cdef object _backward_pass(list order, list roots, list root_cts, bint create_graph, dict want,
+                           bint accumulate, set only):
+    """One backward pass over ``order``: fills ``want`` and returns the gradients of leaf
+    tensors as ``[(tensor, grad)]`` (accumulated by the caller); releases nothing."""
+    cdef dict grads = {}
+    cdef list leaf_grads = []
+    cdef Node node
+    cdef list slot
+    cdef Py_ssize_t i
+    for (node, idx), ct in zip(roots, root_cts):
         slot = grads.get(node)
         if slot is None:
             slot = [None] * node.n_outputs
             grads[node] = slot
         _accum_slot(slot, idx, ct)
-        root_nodes.append(node)
-    order = _topo_order(root_nodes)
     cdef set want_nodes = {k[0] for k in want} if want is not None else None
     for node in order:
         slot = grads.pop(node, None)
@@ -989,12 +1067,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
             for i, ref in node.retained:
                 t = ref()
                 if isinstance(t, Tensor) and slot[i] is not None:
-                    _accumulate_grad(<Tensor>t, _as_grad(slot[i], create_graph))
+                    leaf_grads.append((t, _as_grad(slot[i], create_graph)))
         if node.leaf is not None:
             if accumulate and node.leaf is not False and (only is None or node in only):
                 t = node.leaf()
                 if isinstance(t, Tensor) and slot[0] is not None:
-                    _accumulate_grad(<Tensor>t, _as_grad(slot[0], create_graph))
+                    leaf_grads.append((t, _as_grad(slot[0], create_graph)))
             continue
         if node.released:
             raise RuntimeError(
@@ -1024,8 +1102,7 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 grads[parent] = slot
             _accum_slot(slot, e[1], ct)
         in_cts = ct = None   # (so that the cotangents' only owners are their slots)
-        if not retain_graph:
-            node.release()   # (cpdef on a typed Node: a C call)
+    return leaf_grads
 
 
 # Threads that share a leaf (one model's weights, a loss per thread) may accumulate into its .grad
@@ -1141,6 +1218,11 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
 cdef Py_ssize_t _CONSUME_BYTES = 1 << 17
 
 
+def strong_reruns():
+    """How many backward passes this thread ran again with strong zeros (for the tests)."""
+    return _state().strong_reruns
+
+
 def consumed_cotangents():
     """How many products this thread wrote into a consumed cotangent so far (for the tests)."""
     return _state().consumed
@@ -1148,8 +1230,11 @@ def consumed_cotangents():
 
 cdef object _times(Primitive op, object g, object d):
     """``g * d`` (``op`` multiply) or ``g / d`` (divide), into ``g`` when the engine marked it
-    consumable and the result has ``g``'s shape and dtype."""
+    consumable and the result has ``g``'s shape and dtype; with strong zeros, exactly zero where
+    ``g`` is (NOTE [strong zeros])."""
     cdef ThreadState st
+    if _strong_passes and g is not None and _state().strong_zeros:
+        return _host.where(_bind(<Primitive>_op['equal'], (g, 0), {}), 0, _bind(op, (g, d), {}))
     if g is not None and type(g) is _inplace_type:
         st = _state()
         if g is not st.consumable:

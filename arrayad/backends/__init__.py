@@ -173,6 +173,15 @@ class Backend:
         out must be an array the caller owns: ``g *= 0.1`` works, as in torch)."""
         return x
 
+    def all_finite(self, x):
+        """Whether the raw array ``x`` holds no inf or nan (NOTE [strong zeros] in the core: a
+        backward pass whose results are not all finite is run again with strong zeros). A
+        lazy backend answers True without computing anything."""
+        xp = self.xp
+        if not xp.isdtype(x.dtype, ("real floating", "complex floating")):
+            return True
+        return bool(xp.all(xp.isfinite(x)))
+
     # -- conversions
     def lazy_repr(self, x):
         """What ``repr`` of a Tensor holding ``x`` shows instead of its values, for a lazy

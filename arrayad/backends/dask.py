@@ -401,6 +401,9 @@ class DaskBackend(Backend):
             return da.Array(x.dask, x.name, x.chunks, meta=x._meta)
         return x
 
+    def all_finite(self, x):
+        return True   # (answering would compute the graph: strong zeros are not applied)
+
     def lazy_repr(self, x):
         return repr(x)   # shape, dtype, chunks: Dask's own summary, which computes nothing
 

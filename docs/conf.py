@@ -9,12 +9,14 @@ generated from the docstrings (``_ext/api_pages.py`` lists every public name). B
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ext"))
-# The notebooks' kernels import arrayad from this checkout (not from wherever pip installed it).
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "_ext"))
+# The notebooks run in kernels of their own, which would import whichever arrayad is installed
+# (another checkout's, with another build of the core): make them import this checkout's.
+_ROOT = os.path.dirname(_HERE)
+sys.path.insert(0, _ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-sys.path.insert(0, _ROOT)
 
 import arrayad  # noqa: E402
 

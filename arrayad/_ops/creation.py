@@ -930,91 +930,18 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
 
 
 def manual_seed(seed):
-    """Seed the random generators of every backend (loaded now or later), in this thread.
-
-    The generators are remade from ``seed`` on their next use, so that what follows repeats;
-    other threads keep theirs (``arrayad.Generator`` objects too).
-
-    Parameters
-    ----------
-    seed : int
-        The seed.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    TypeError
-        If ``seed`` is not an int (a float, a bool).
-
-    Examples
-    --------
-    >>> ad.manual_seed(1); a = ad.rand(2)
-    >>> ad.manual_seed(1); b = ad.rand(2)
-    >>> ad.all(a == b)
-    tensor(True)
-    """
     _manual_seed(seed)
 
 
 def get_rng_state():
-    """This thread's random state, for every backend loaded (``set_rng_state`` restores it).
-
-    Returns
-    -------
-    dict
-        Backend name -> that backend's generator state (for NumPy-based generators, the bit
-        generator's state dict), to pass to ``set_rng_state``.
-
-    Raises
-    ------
-    Exception
-        Nothing of its own: it takes no argument.
-
-    Examples
-    --------
-    >>> state = ad.get_rng_state()
-    >>> a = ad.rand(2)
-    >>> ad.set_rng_state(state)
-    >>> ad.all(ad.rand(2) == a)   # the same numbers again
-    tensor(True)
-    """
     return _get_rng_state()
 
 
 def set_rng_state(state):
-    """Restore this thread's random state from ``get_rng_state()``.
-
-    Parameters
-    ----------
-    state : dict
-        Backend name -> generator state, as ``get_rng_state`` returns it.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    ValueError
-        If a key is not a backend name.
-    ImportError
-        If a backend of ``state`` cannot be imported here.
-    AttributeError
-        If ``state`` is not a dict.
-
-    Examples
-    --------
-    >>> state = ad.get_rng_state()
-    >>> a = ad.randn(3)
-    >>> ad.set_rng_state(state)
-    >>> ad.all(ad.randn(3) == a)
-    tensor(True)
-    """
     _set_rng_state(state)
 
 
-for _f in (manual_seed, get_rng_state, set_rng_state):
+for _f, _defined in ((manual_seed, _manual_seed), (get_rng_state, _get_rng_state),
+                     (set_rng_state, _set_rng_state)):
+    _f.__doc__ = _defined.__doc__   # (documented once, where they are defined)
     decl.export(_f, traced=False)

@@ -23,12 +23,12 @@ _DOMAINS = {
         "array-api-strict (NumPy promotes it)."),
     "numeric": (
         "a numeric array (integer, real or complex floating)",
-        "If an argument is bool on array-api-strict (NumPy and torch accept bool for some of "
-        "these functions and refuse it for others: ``negative``, ``subtract``, ``sign``)."),
+        "If an argument is bool on array-api-strict (NumPy and torch accept bool for some "
+        "functions and refuse it for others: ``negative``, ``subtract``, ``sign``...)."),
     "real numeric": (
         "a real numeric array (integer or real floating)",
-        "If an argument is complex on array-api-strict (NumPy refuses it for some of these "
-        "functions: ``floor``, ``remainder``)."),
+        "If an argument is complex on array-api-strict (NumPy too for some functions: "
+        "``floor``, ``remainder``...)."),
     "any": (
         "an array of any dtype",
         "If the two dtypes have no promotion (a float and a bool array on array-api-strict)."),
@@ -56,12 +56,13 @@ _CONSTANT = ("Not differentiable: the result is a constant of every transform (i
 
 
 def _doc(summary, domain, dtype, example, *, binary=False, derivative=None, args=None,
-         extra_raises=()):
+         shape=None, extra_raises=()):
     """The docstring of an elementwise function.
 
     ``dtype``: the result's dtype in words; ``derivative``: a paragraph on the derivative (None:
     the textbook one); ``example``: doctest lines; ``args``: the Parameters entries when they
-    are not the standard one or two arrays."""
+    are not the standard one or two arrays; ``shape``: the result's shape in words, when
+    not that of ``x`` or the broadcast one of ``x1`` and ``x2``."""
     what, refused = _DOMAINS[domain]
     if args is None:
         if binary:
@@ -71,7 +72,8 @@ def _doc(summary, domain, dtype, example, *, binary=False, derivative=None, args
                      f"it takes the other argument's dtype when of the same kind.")]
         else:
             args = [("x", "array", f"Input, {what}.")]
-    shape = "the broadcast shape of ``x1`` and ``x2``" if binary else "the shape of ``x``"
+    if shape is None:
+        shape = "the broadcast shape of ``x1`` and ``x2``" if binary else "the shape of ``x``"
     lines = [summary, "", "Parameters", "----------"]
     for arg, kind, text in args:
         lines += [f"{arg} : {kind}", f"    {text}"]
@@ -516,14 +518,15 @@ tensor([0.0000, 0.5000, 1.0000])
 array(0.)
 """, args=[("x", "array", "Input, a real numeric array."),
            ("min, max", "array, Python scalar or None",
-            "The bounds, broadcastable with ``x``; None: no bound on that side.")],
+            "The lower (``min``) and upper (``max``) bound; None: no bound on that side. "
+            "An array bound broadcasts with ``x``.")],
+            shape="the broadcast shape of ``x`` and the bounds",
             derivative="The gradient goes to ``x`` where ``min <= x <= max`` (the bounds "
-                       "included) and to a bound where ``x`` lies beyond it; an array bound "
-                       "receives its own gradient, summed over the dimensions it was broadcast "
-                       "along.",
+                       "included) and to a bound where ``x`` lies beyond it, each summed over "
+                       "the dimensions its argument was broadcast along.",
             extra_raises=[("TypeError", "If ``x`` and an array bound are of two backends."),
-                          ("ValueError", "If a bound does not broadcast to the shape of "
-                           "``x``.")]),
+                          ("ValueError", "If ``x`` and an array bound do not broadcast "
+                           "together.")]),
     }
     return rows
 

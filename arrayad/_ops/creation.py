@@ -159,7 +159,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     Parameters
     ----------
     data : array, Python number or nested sequence
-        The values; an arrayad array is copied and detached from its history.
+        The values; an ``arrayad.Tensor`` is copied and detached from its history.
     dtype, device
         As for ``asarray``.
     requires_grad : bool
@@ -703,8 +703,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
     Returns
     -------
     Tensor
-        An ``arrayad.Tensor`` on the backend of ``x`` when arrayad supports it, else on the
-        default backend.
+        An ``arrayad.Tensor`` on the backend of ``x`` for NumPy, torch, CuPy and
+        array-api-strict arrays, else on the default backend.
 
     Raises
     ------

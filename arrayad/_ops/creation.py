@@ -76,8 +76,50 @@ def _contains_arrays(obj):
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
-    """Convert ``obj`` to an arrayad array. An arrayad array (or tracer) passes through, keeping
-    its gradient; a backend array keeps its backend; Python data goes to the default backend."""
+    """Convert ``obj`` to an arrayad array.
+
+    An arrayad array (or a tracer) passes through, keeping its gradient; a backend array keeps
+    its backend; Python data (numbers, nested lists) goes to the default backend.
+
+    Parameters
+    ----------
+    obj : array, Python number or nested sequence
+        The data. A list of arrays is stacked (differentiably).
+    dtype : dtype, optional
+        The result's dtype (a cast of an arrayad array is differentiable); by default the
+        dtype of ``obj``, or for Python data the backend's default (int64, float64 or
+        complex128 on NumPy; float32 for Python floats on torch).
+    device : device, optional
+        A backend's device object (``x.device``): the array is made, or moved, there.
+    copy : bool, optional
+        True: always copy; False: never copy (the backend raises if it must); None: copy only
+        when needed.
+
+    Returns
+    -------
+    Tensor or tracer
+        ``obj`` itself when it is an arrayad array and nothing changes; otherwise an
+        ``arrayad.Tensor`` (a constant of the innermost transform, inside one) on the backend
+        of ``obj``, or for Python data on the default backend (inside a transform: its inputs').
+
+    Raises
+    ------
+    TypeError
+        If the data has a dtype outside the standard's (strings, objects, float16): the error
+        lists the dtypes arrayad has.
+    ValueError
+        If nested lists are ragged (the backend's error).
+
+    Examples
+    --------
+    >>> ad.asarray([1.0, 2.0])
+    tensor([1., 2.])
+    >>> ad.asarray([1, 2], dtype=ad.float32)
+    tensor([1., 2.], dtype=arrayad.float32)
+    >>> x = ad.tensor([1.0], requires_grad=True)
+    >>> ad.asarray(x) is x
+    True
+    """
     if isinstance(obj, Array):
         if dtype is not None:
             obj = ops.astype(obj, dtype, copy=bool(copy))
@@ -112,7 +154,43 @@ _copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=
 
 @decl.export(traced=False)
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
-    """torch-style constructor: a new Tensor holding a copy of ``data``."""
+    """A new Tensor holding a copy of ``data`` (torch's ``torch.tensor``).
+
+    Parameters
+    ----------
+    data : array, Python number or nested sequence
+        The values; an ``arrayad.Tensor`` is copied and detached from its history.
+    dtype, device
+        As for ``asarray``.
+    requires_grad : bool
+        Whether the eager tape records operations on the result (``.backward()`` fills its
+        ``.grad``).
+
+    Returns
+    -------
+    Tensor
+        An ``arrayad.Tensor`` owning its data, on the backend of ``data`` (Python data: the
+        default backend; inside a transform, a constant of it on its inputs' backend).
+
+    Raises
+    ------
+    RuntimeError
+        If ``requires_grad=True`` with an integer or bool dtype: only floating-point and
+        complex Tensors can require gradients.
+    TypeError
+        If the data has a dtype outside the standard's (strings, objects, float16).
+    ValueError
+        If nested lists are ragged.
+
+    Examples
+    --------
+    >>> ad.tensor([[1.0, 2.0], [3.0, 4.0]]).shape
+    (2, 2)
+    >>> x = ad.tensor([3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad   # 2 x
+    tensor([6.])
+    """
     if isinstance(data, Array):
         data = ops.asarray(data, dtype=dtype, copy=True)
         t = data.detach() if isinstance(data, Tensor) else data
@@ -126,27 +204,157 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 # -- filled arrays ---------------------------------------------------------------------------------
 @decl.export(traced=False)
 def zeros(shape, *, dtype=None, device=None):
-    """An array of zeros."""
+    """A new array of zeros.
+
+    Parameters
+    ----------
+    shape : int or tuple of ints
+        The shape of the result.
+    dtype : dtype, optional
+        The result's dtype; by default the backend's default floating dtype (float64 on NumPy,
+        float32 on torch).
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+
+    Returns
+    -------
+    Tensor or tracer
+    An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+    transform, a constant of the innermost transform on its inputs' backend and device.
+    ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ValueError
+        If a dimension is negative (the backend's error).
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes (float16, say).
+
+    Examples
+    --------
+    >>> ad.zeros(3)
+    tensor([0., 0., 0.])
+    >>> ad.zeros((2, 1), dtype=ad.int32)
+    tensor([[0],
+            [0]], dtype=arrayad.int32)
+    """
     b, device, interp = _placement(device)
     return _made(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
 def ones(shape, *, dtype=None, device=None):
-    """An array of ones."""
+    """A new array of ones.
+
+    Parameters
+    ----------
+    shape : int or tuple of ints
+        The shape of the result.
+    dtype : dtype, optional
+        The result's dtype; by default the backend's default floating dtype (float64 on NumPy,
+        float32 on torch).
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+
+    Returns
+    -------
+    Tensor or tracer
+    An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+    transform, a constant of the innermost transform on its inputs' backend and device.
+    ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ValueError
+        If a dimension is negative (the backend's error).
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes (float16, say).
+
+    Examples
+    --------
+    >>> ad.ones((2, 3)).sum()
+    tensor(6.)
+    """
     b, device, interp = _placement(device)
     return _made(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
 def empty(shape, *, dtype=None, device=None):
-    """An uninitialised array (arrayad fills it with zeros, for reproducibility)."""
+    """A new array whose values the caller will overwrite (arrayad fills it with zeros, so
+    that runs repeat).
+
+    Parameters
+    ----------
+    shape : int or tuple of ints
+        The shape of the result.
+    dtype : dtype, optional
+        The result's dtype; by default the backend's default floating dtype (float64 on NumPy,
+        float32 on torch).
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+
+    Returns
+    -------
+    Tensor or tracer
+    An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+    transform, a constant of the innermost transform on its inputs' backend and device.
+    ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ValueError
+        If a dimension is negative (the backend's error).
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes (float16, say).
+
+    Examples
+    --------
+    >>> ad.empty((2,))
+    tensor([0., 0.])
+    """
     return zeros(shape, dtype=dtype, device=device)
 
 
 @decl.export(traced=False)
 def full(shape, fill_value, *, dtype=None, device=None):
-    """An array filled with ``fill_value`` (a scalar, or a 0-d array: then it is differentiable)."""
+    """A new array filled with ``fill_value``.
+
+    Parameters
+    ----------
+    shape : int or tuple of ints
+        The shape of the result.
+    fill_value : Python scalar or 0-d array
+        The value. A 0-d array is broadcast (differentiably: the gradient of ``fill_value``
+        is the sum of the result's).
+    dtype : dtype, optional
+        The result's dtype; by default that of ``fill_value`` (a Python int gives int64, a
+        float the default floating dtype).
+    device : device, optional
+        A backend's device object (``x.device``).
+
+    Returns
+    -------
+    Tensor or tracer
+    An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+    transform, a constant of the innermost transform on its inputs' backend and device.
+    ``device=`` a backend's device object (``x.device``) makes it there.
+    A 0-d array ``fill_value`` keeps its backend.
+
+    Raises
+    ------
+    ValueError
+        If a dimension is negative (the backend's error).
+    TypeError
+        If ``fill_value`` is not a number or an array (a str: its dtype is not the standard's).
+
+    Examples
+    --------
+    >>> ad.full((2,), 7.0)
+    tensor([7., 7.])
+    >>> ad.func.grad(lambda v: ad.full((3,), v).sum())(2.0)   # three copies of v
+    array(3.)
+    """
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
         return bind(_copy_p, ops.broadcast_to(value, _shape(shape))) if _shape(shape) else value
@@ -165,19 +373,128 @@ def _like(name, **public):
 
 
 zeros_like_p = _like("zeros_like", api="x, /, *, dtype=None, device=None",
-                     doc="Zeros with the shape (and by default dtype and device) of ``x``.")
+                     doc="""Zeros with the shape (and by default the dtype and device) of ``x``.
+
+    Parameters
+    ----------
+    x : array
+        The array whose shape the result takes.
+    dtype, device : optional
+        The result's dtype and device, instead of those of ``x``.
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (a NumPy array for a NumPy ``x``, a Tensor for
+        a Tensor; inside a transform the transform's value), with its shape and, unless given,
+        its dtype and device. Not differentiable: the values do not depend on ``x``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of a supported backend (a str: convert it with ``asarray``),
+        or ``dtype`` is not one of the standard's.
+
+    Examples
+    --------
+    >>> ad.zeros_like(np.ones((2, 2), dtype=np.float32))
+    array([[0., 0.],
+           [0., 0.]], dtype=float32)
+    >>> ad.zeros_like(ad.tensor([1, 2]), dtype=ad.float64)
+    tensor([0., 0.])
+    """)
 ones_like_p = _like("ones_like", api="x, /, *, dtype=None, device=None",
-                    doc="Ones with the shape of ``x``.")
+                    doc="""Ones with the shape (and by default the dtype and device) of ``x``.
+
+    Parameters
+    ----------
+    x : array
+        The array whose shape the result takes.
+    dtype, device : optional
+        The result's dtype and device, instead of those of ``x``.
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (a NumPy array for a NumPy ``x``, a Tensor for
+        a Tensor; inside a transform the transform's value), with its shape and, unless given,
+        its dtype and device. Not differentiable: the values do not depend on ``x``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of a supported backend (a str: convert it with ``asarray``),
+        or ``dtype`` is not one of the standard's.
+
+    Examples
+    --------
+    >>> ad.ones_like(ad.tensor([5.0, 6.0]))
+    tensor([1., 1.])
+    """)
 
 
 @decl.export(primitive=zeros_like_p)
 def empty_like(x, /, *, dtype=None, device=None):
-    """An uninitialised array like ``x`` (zeros, for reproducibility)."""
+    """An array like ``x`` whose values the caller will overwrite (zeros, so that runs repeat).
+
+    Parameters
+    ----------
+    x : array
+        The array whose shape the result takes.
+    dtype, device : optional
+        The result's dtype and device, instead of those of ``x``.
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (a NumPy array for a NumPy ``x``, a Tensor for
+        a Tensor; inside a transform the transform's value), with its shape and, unless given,
+        its dtype and device. Not differentiable: the values do not depend on ``x``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of a supported backend (a str: convert it with ``asarray``),
+        or ``dtype`` is not one of the standard's.
+
+    Examples
+    --------
+    >>> ad.empty_like(np.ones(2))
+    array([0., 0.])
+    """
     return bind(zeros_like_p, x, dtype=dtype, device=device)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
-    """``fill_value`` with the shape of ``x``; a 0-d array ``fill_value`` is differentiable."""
+    """``fill_value`` with the shape (and by default the dtype and device) of ``x``.
+
+    Parameters
+    ----------
+    x : array
+        The array whose shape the result takes.
+    fill_value : Python scalar or 0-d array
+        The value. A 0-d array is broadcast (differentiably: ``zeros_like(x) + fill_value``).
+    dtype, device : optional
+        The result's dtype and device, instead of those of ``x``.
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (a NumPy array for a NumPy ``x``, a Tensor for
+        a Tensor; inside a transform the transform's value), with its shape and, unless given,
+        its dtype and device.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of a supported backend, or ``fill_value`` is not a number or
+        an array (NumPy: ``UFuncTypeError``, a TypeError, for a str).
+
+    Examples
+    --------
+    >>> ad.full_like(np.ones(2), 7)
+    array([7., 7.])
+    """
     if not isinstance(fill_value, (bool, int, float, complex)):
         return zeros_like(x, dtype=dtype, device=device) + fill_value
     return bind(full_like_p, x, dtype=dtype, device=device, fill_value=fill_value)
@@ -189,14 +506,86 @@ full_like_p = _like("full_like", public=full_like)
 # -- ranges ----------------------------------------------------------------------------------------
 @decl.export(traced=False)
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)``."""
+    """Evenly spaced values in ``[start, stop)``, ``step`` apart.
+
+    Parameters
+    ----------
+    start : int or float
+        The first value; with no ``stop``, the end (and the start is 0).
+    stop : int or float, optional
+        The end, excluded.
+    step : int or float
+        The spacing (may be negative; not zero).
+    dtype : dtype, optional
+        By default int64 when every argument is an int, else the default floating dtype.
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+
+    Returns
+    -------
+    Tensor or tracer
+        A 1-d array of ``ceil((stop - start) / step)`` values.
+        An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+        transform, a constant of the innermost transform on its inputs' backend and
+        device. ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ZeroDivisionError
+        If ``step`` is 0 (NumPy's error; other backends raise their own).
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes.
+
+    Examples
+    --------
+    >>> ad.arange(4)
+    tensor([0, 1, 2, 3])
+    >>> ad.arange(0.0, 1.0, 0.25)
+    tensor([0.0000, 0.2500, 0.5000, 0.7500])
+    """
     b, device, interp = _placement(device)
     return _made(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    """``num`` evenly spaced values from ``start`` to ``stop``."""
+    """``num`` evenly spaced values from ``start`` to ``stop``.
+
+    Parameters
+    ----------
+    start, stop : float
+        The first and last values (``stop`` excluded when ``endpoint=False``).
+    num : int
+        How many values (non-negative).
+    dtype : dtype, optional
+        By default the default floating dtype.
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+    endpoint : bool
+        Whether ``stop`` is the last value.
+
+    Returns
+    -------
+    Tensor or tracer
+        A 1-d array of ``num`` values.
+        An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+        transform, a constant of the innermost transform on its inputs' backend and
+        device. ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ValueError
+        If ``num`` is negative.
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes.
+
+    Examples
+    --------
+    >>> ad.linspace(0, 1, 5)
+    tensor([0.0000, 0.2500, 0.5000, 0.7500, 1.0000])
+    >>> ad.linspace(0, 1, 4, endpoint=False)
+    tensor([0.0000, 0.2500, 0.5000, 0.7500])
+    """
     b, device, interp = _placement(device)
     return _made(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
                                endpoint=endpoint), interp)
@@ -204,14 +593,84 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
 
 @decl.export(traced=False)
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
-    """A matrix with ones on diagonal ``k``."""
+    """A matrix with ones on diagonal ``k`` and zeros elsewhere.
+
+    Parameters
+    ----------
+    n_rows : int
+        The number of rows.
+    n_cols : int, optional
+        The number of columns (default: ``n_rows``).
+    k : int
+        The diagonal: 0 the main one, positive above it, negative below.
+    dtype : dtype, optional
+        By default the default floating dtype.
+    device : device, optional
+        A backend's device object (``x.device``), or a name the backend understands.
+
+    Returns
+    -------
+    Tensor or tracer
+        An array of shape ``(n_rows, n_cols)``.
+        An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
+        transform, a constant of the innermost transform on its inputs' backend and
+        device. ``device=`` a backend's device object (``x.device``) makes it there.
+
+    Raises
+    ------
+    ValueError
+        If ``n_rows`` or ``n_cols`` is negative (the backend's error).
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes.
+
+    Examples
+    --------
+    >>> ad.eye(2)
+    tensor([[1., 0.],
+            [0., 1.]])
+    >>> ad.eye(2, 3, k=1)
+    tensor([[0., 1., 0.],
+            [0., 0., 1.]])
+    """
     b, device, interp = _placement(device)
     return _made(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.composite
 def meshgrid(*arrays, indexing="xy"):
-    """Coordinate matrices from coordinate vectors (differentiable: reshapes and broadcasts)."""
+    """Coordinate matrices from coordinate vectors.
+
+    Differentiable (reshapes and broadcasts): the gradient of each vector is the sum of its
+    matrix's gradient over the other axes.
+
+    Parameters
+    ----------
+    *arrays : 1-d arrays
+        The coordinate vectors, of lengths ``n1, n2, ...``.
+    indexing : {'xy', 'ij'}
+        'xy' (Cartesian, the default): the first two axes are swapped, results of shape
+        ``(n2, n1, n3, ...)``; 'ij' (matrix): results of shape ``(n1, n2, n3, ...)``.
+
+    Returns
+    -------
+    tuple of arrays
+        One array per input, of the inputs' backend and kind (inside a transform, its values).
+
+    Raises
+    ------
+    ValueError
+        If ``indexing`` is neither 'xy' nor 'ij', or an input is not 1-d.
+
+    Examples
+    --------
+    >>> X, Y = ad.meshgrid(ad.arange(3), ad.arange(2))
+    >>> X
+    tensor([[0, 1, 2],
+            [0, 1, 2]])
+    >>> Y
+    tensor([[0, 0, 0],
+            [1, 1, 1]])
+    """
     if indexing not in ("xy", "ij"):
         raise ValueError("meshgrid: indexing must be 'xy' or 'ij'")
     n = len(arrays)
@@ -231,7 +690,32 @@ def meshgrid(*arrays, indexing="xy"):
 
 @decl.export(traced=False)
 def from_dlpack(x, /, *, device=None, copy=None):
-    """An array from any object that supports DLPack (kept on its backend where possible)."""
+    """An array sharing the memory of any object that supports DLPack.
+
+    Parameters
+    ----------
+    x : object
+        An object with ``__dlpack__`` (a NumPy, torch, CuPy or array-api-strict array...).
+        An arrayad array is returned as ``asarray(x, device=device, copy=copy)``.
+    device, copy : optional
+        As for ``asarray`` (used for arrayad arrays only).
+
+    Returns
+    -------
+    Tensor
+        An ``arrayad.Tensor`` on the backend of ``x`` for NumPy, torch, CuPy and
+        array-api-strict arrays, else on the default backend.
+
+    Raises
+    ------
+    AttributeError
+        If ``x`` does not support DLPack (has no ``__dlpack__``).
+
+    Examples
+    --------
+    >>> ad.from_dlpack(np.arange(3))
+    tensor([0, 1, 2])
+    """
     if isinstance(x, Array):
         return asarray(x, device=device, copy=copy)
     for name in ("numpy", "torch", "cupy", "array_api_strict"):
@@ -296,8 +780,49 @@ def _source(generator, b, fn):
 
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Standard normal samples of shape ``size`` (ints or one list), from the default backend
-    (inside a transform, the inputs'), drawn from ``generator`` if one is given."""
+    """Samples of the standard normal distribution (mean 0, variance 1).
+
+    Parameters
+    ----------
+    *size : ints, or one tuple or list of ints
+        The shape of the result: ``randn(2, 3)`` or ``randn((2, 3))``.
+    dtype : dtype, optional
+        By default the backend's default floating dtype (float64 on NumPy, float32 on torch).
+    device : device, optional
+        A backend's device object (``x.device``).
+    requires_grad : bool
+        Whether the eager tape records operations on the result.
+    generator : arrayad.Generator, optional
+        Draw from this generator instead of the thread's generator of the backend.
+
+    Returns
+    -------
+    Tensor or tracer
+        An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
+        its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
+        element). The numbers come from the calling thread's generator of that backend
+        (``manual_seed``), or from ``generator``.
+
+    Raises
+    ------
+    TypeError
+        If ``generator`` is not an ``arrayad.Generator``.
+    ValueError
+        If ``generator`` draws for another backend than the array's (make it with
+        ``Generator(device=x.device)``), or a dimension is negative.
+    RuntimeError
+        Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
+        ``'different'`` to ``vmap``.
+
+    Examples
+    --------
+    >>> ad.randn(2, 3).shape
+    (2, 3)
+    >>> ad.manual_seed(0); a = ad.randn(3)
+    >>> ad.manual_seed(0); b = ad.randn(3)
+    >>> ad.all(a == b)   # the same seed, the same numbers
+    tensor(True)
+    """
     b, device, interp = _placement(device)
     g = _source(generator, b, "randn")
     return _random(lambda s: b.normal(g, s, _dt(dtype, b), device), _size_args(size),
@@ -306,7 +831,46 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
 
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Uniform samples on [0, 1)."""
+    """Samples of the uniform distribution on ``[0, 1)``.
+
+    Parameters
+    ----------
+    *size : ints, or one tuple or list of ints
+        The shape of the result: ``randn(2, 3)`` or ``randn((2, 3))``.
+    dtype : dtype, optional
+        By default the backend's default floating dtype (float64 on NumPy, float32 on torch).
+    device : device, optional
+        A backend's device object (``x.device``).
+    requires_grad : bool
+        Whether the eager tape records operations on the result.
+    generator : arrayad.Generator, optional
+        Draw from this generator instead of the thread's generator of the backend.
+
+    Returns
+    -------
+    Tensor or tracer
+        An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
+        its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
+        element). The numbers come from the calling thread's generator of that backend
+        (``manual_seed``), or from ``generator``.
+
+    Raises
+    ------
+    TypeError
+        If ``generator`` is not an ``arrayad.Generator``.
+    ValueError
+        If ``generator`` draws for another backend than the array's (make it with
+        ``Generator(device=x.device)``), or a dimension is negative.
+    RuntimeError
+        Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
+        ``'different'`` to ``vmap``.
+
+    Examples
+    --------
+    >>> x = ad.rand(1000)
+    >>> x.shape, bool(ad.all((0 <= x) & (x < 1)))
+    ((1000,), True)
+    """
     b, device, interp = _placement(device)
     g = _source(generator, b, "rand")
     return _random(lambda s: b.uniform(g, s, _dt(dtype, b), device), _size_args(size),
@@ -315,7 +879,48 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
 
 @decl.export(traced=False)
 def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None):
-    """Random integers in ``[low, high)`` (torch's ``randint(high, size)`` form works too)."""
+    """Random integers, uniform in ``[low, high)``.
+
+    Parameters
+    ----------
+    low : int
+        The lowest value; with no ``high``, the end (torch's ``randint(high, size)``).
+    high : int, optional
+        The end, excluded.
+    size : int or tuple of ints
+        The shape of the result (default: a 0-d array).
+    dtype : dtype, optional
+        By default int64.
+    device : device, optional
+        A backend's device object (``x.device``).
+    generator : arrayad.Generator, optional
+        Draw from this generator instead of the thread's generator of the backend.
+
+    Returns
+    -------
+    Tensor or tracer
+        An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
+        its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
+        element). The numbers come from the calling thread's generator of that backend
+        (``manual_seed``), or from ``generator``.
+
+    Raises
+    ------
+    TypeError
+        If ``generator`` is not an ``arrayad.Generator``.
+    ValueError
+        If ``generator`` draws for another backend than the array's (make it with
+        ``Generator(device=x.device)``), or ``low >= high``.
+    RuntimeError
+        Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
+        ``'different'`` to ``vmap``.
+
+    Examples
+    --------
+    >>> x = ad.randint(0, 5, (100,))
+    >>> x.dtype, bool(ad.all((0 <= x) & (x < 5)))
+    (arrayad.int64, True)
+    """
     if high is None:
         low, high = 0, low
     b, device, interp = _placement(device)
@@ -325,12 +930,10 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
 
 
 def manual_seed(seed):
-    """Seed the random generators of every backend (loaded now or later), in this thread."""
     _manual_seed(seed)
 
 
 def get_rng_state():
-    """This thread's random state of every loaded backend (restored by ``set_rng_state``)."""
     return _get_rng_state()
 
 
@@ -338,5 +941,7 @@ def set_rng_state(state):
     _set_rng_state(state)
 
 
-for _f in (manual_seed, get_rng_state, set_rng_state):
+for _f, _defined in ((manual_seed, _manual_seed), (get_rng_state, _get_rng_state),
+                     (set_rng_state, _set_rng_state)):
+    _f.__doc__ = _defined.__doc__   # (documented once, where they are defined)
     decl.export(_f, traced=False)

@@ -18,7 +18,36 @@ _KINDS = {
 
 @decl.export(traced=False)
 def isdtype(dtype, kind):
-    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
+    """Whether ``dtype`` is of ``kind``.
+
+    Parameters
+    ----------
+    dtype : dtype
+        An arrayad dtype, or any backend's (``torch.float32``) or its name.
+    kind : dtype, str or tuple
+        A dtype (then: the same dtype), a kind name ('bool', 'signed integer', 'unsigned
+        integer', 'integral', 'real floating', 'complex floating', 'numeric'), or a tuple of
+        them (any of them).
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` is a name the standard does not define ('floating', say).
+    TypeError
+        If a dtype is not one of the standard's (float16, a string that names none): the
+        error lists the dtypes arrayad has.
+
+    Examples
+    --------
+    >>> ad.isdtype(ad.float64, 'real floating')
+    True
+    >>> ad.isdtype(ad.int32, ('unsigned integer', ad.float64))
+    False
+    """
     dtype = from_backend(dtype)
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)
@@ -57,7 +86,43 @@ def _promote2(a, b):
 
 @decl.export(traced=False)
 def result_type(*arrays_and_dtypes):
-    """The dtype that the arguments promote to (Python scalars are weak)."""
+    """The dtype that the arguments promote to, by the standard's promotion table.
+
+    Within a kind (bool, integers, floating-point) the wider dtype wins; a signed and an
+    unsigned integer give the signed integer that holds both; real and complex floating give
+    the complex dtype of the larger precision. Python scalars are weak: they take the dtype of
+    the arrays when of the same kind (a float with integer arrays gives float64).
+
+    Parameters
+    ----------
+    *arrays_and_dtypes : arrays, dtypes or Python scalars
+        At least one array or dtype.
+
+    Returns
+    -------
+    dtype
+        An arrayad dtype.
+
+    Raises
+    ------
+    ValueError
+        If no array or dtype is given (Python scalars alone).
+    TypeError
+        If the standard defines no promotion between two of them: bool with a number, an
+        integer with a floating dtype (use ``astype`` first), int64 with uint64.
+    TypeError
+        If a dtype is not one of the standard's (float16, a string that names none): the
+        error lists the dtypes arrayad has.
+
+    Examples
+    --------
+    >>> ad.result_type(ad.int8, ad.uint8)
+    arrayad.int16
+    >>> ad.result_type(ad.float32, ad.complex64, 1.0)
+    arrayad.complex64
+    >>> ad.result_type(ad.tensor([1.0]), ad.complex64)   # float64 with complex64
+    arrayad.complex128
+    """
     dts = []
     scalars = []
     for a in arrays_and_dtypes:
@@ -86,7 +151,37 @@ def result_type(*arrays_and_dtypes):
 
 @decl.export(traced=False)
 def can_cast(from_, to, /):
-    """Whether ``from_`` casts to ``to`` under the standard's promotion rules."""
+    """Whether ``from_`` casts to ``to`` under the standard's promotion rules.
+
+    True when ``from_`` promotes to ``to`` (a cast that loses nothing within a kind); across
+    kinds the standard defines no casting, so the answer is False.
+
+    Parameters
+    ----------
+    from_ : dtype or array
+        The dtype, or an array whose dtype is meant.
+    to : dtype
+        The target dtype.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    TypeError
+        If a dtype is not one of the standard's (float16, a string that names none): the
+        error lists the dtypes arrayad has.
+
+    Examples
+    --------
+    >>> ad.can_cast(ad.int8, ad.int16)
+    True
+    >>> ad.can_cast(ad.float64, ad.float32)
+    False
+    >>> ad.can_cast(ad.int8, ad.float32)   # across kinds: not defined
+    False
+    """
     f = dtype_of(from_) if isinstance(from_, Array) else from_backend(from_)
     t = from_backend(to)
     # within the standard's promotion lattice only (across kinds it defines no casting)
@@ -121,7 +216,35 @@ class _IInfo:
 
 @decl.export(traced=False)
 def finfo(type, /):
-    """Machine limits of a floating dtype."""
+    """Machine limits of a floating-point dtype.
+
+    Parameters
+    ----------
+    type : dtype or array
+        A real or complex floating dtype, or an array of one.
+
+    Returns
+    -------
+    object
+        With attributes ``bits``, ``eps`` (the difference between 1.0 and the next value),
+        ``max``, ``min``, ``smallest_normal`` (Python floats) and ``dtype`` (the real dtype:
+        float32 for complex64).
+
+    Raises
+    ------
+    ValueError
+        If the dtype is not floating-point.
+    TypeError
+        If a dtype is not one of the standard's (float16, a string that names none): the
+        error lists the dtypes arrayad has.
+
+    Examples
+    --------
+    >>> ad.finfo(ad.float32).eps == 2.0 ** -23
+    True
+    >>> ad.finfo(ad.complex128).dtype
+    arrayad.float64
+    """
     d = dtype_of(type) if isinstance(type, Array) else from_backend(type)
     if not is_inexact(d):
         raise ValueError(f"finfo: {d.name} is not a floating dtype")
@@ -130,7 +253,33 @@ def finfo(type, /):
 
 @decl.export(traced=False)
 def iinfo(type, /):
-    """Machine limits of an integer dtype."""
+    """Machine limits of an integer dtype.
+
+    Parameters
+    ----------
+    type : dtype or array
+        A signed or unsigned integer dtype, or an array of one.
+
+    Returns
+    -------
+    object
+        With attributes ``bits``, ``max``, ``min`` (Python ints) and ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        If the dtype is not an integer dtype.
+    TypeError
+        If a dtype is not one of the standard's (float16, a string that names none): the
+        error lists the dtypes arrayad has.
+
+    Examples
+    --------
+    >>> ad.iinfo(ad.int8).min, ad.iinfo(ad.int8).max
+    (-128, 127)
+    >>> ad.iinfo(ad.uint8).max
+    255
+    """
     d = dtype_of(type) if isinstance(type, Array) else from_backend(type)
     if d.kind not in "iu":
         raise ValueError(f"iinfo: {d.name} is not an integer dtype")

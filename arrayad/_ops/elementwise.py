@@ -227,3 +227,8 @@ clip_p = decl.primitive(
          lambda t, ans, x, lo, hi: broadcast_like(ops.where(x > hi, t, 0.0), ans)),
     api="x, /, min=None, max=None", args=("x", "min", "max"),
     doc="Clamp each element of ``x`` to ``[min, max]``; the bounds may be scalars or arrays.")
+
+
+# -- docstrings: one row per function, the sections they share written once (_elementwise_docs)
+from ._elementwise_docs import document  # noqa: E402
+document(globals())

@@ -370,7 +370,43 @@ def index_add(x, key, value):
 # -- take / take_along_axis ------------------------------------------------------------------------
 @decl.composite
 def take(x, indices, /, *, axis=None):
-    """Elements of ``x`` at integer ``indices`` along ``axis`` (x must be 1-d if axis is None)."""
+    """Elements of ``x`` at integer ``indices`` along ``axis`` (NumPy's ``take``).
+
+    Parameters
+    ----------
+    x : array
+        The input.
+    indices : 1-d integer array
+        The positions along ``axis`` (negative ones count from the end).
+    axis : int, optional
+        The axis to take along; may be omitted only for a 1-d ``x``.
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (inside a transform, its value).
+        Differentiable in ``x``: the gradient is scattered back to the positions taken, summed
+        where an index repeats.
+        Its shape is that of ``x`` with axis ``axis`` of length ``len(indices)``.
+
+    Raises
+    ------
+    ValueError
+        If ``axis`` is omitted and ``x`` is not 1-d.
+    IndexError
+        If ``axis`` is out of range, an index is out of bounds (NumPy), or ``indices`` is not
+        of an integer dtype.
+    TypeError
+        If ``x`` and ``indices`` are arrays of two backends.
+
+    Examples
+    --------
+    >>> x = ad.tensor([10.0, 20.0, 30.0])
+    >>> ad.take(x, ad.asarray([2, 0]))
+    tensor([30., 10.])
+    >>> ad.func.grad(lambda v: ad.take(v, ad.asarray([0, 0, 2])).sum())(np.ones(3))
+    array([2., 0., 1.])
+    """
     if axis is None:
         if ndim_of(x) != 1:
             raise ValueError("take: axis may be omitted only for a one-dimensional x")
@@ -381,7 +417,45 @@ def take(x, indices, /, *, axis=None):
 
 @decl.composite
 def take_along_axis(x, indices, /, *, axis=-1):
-    """Elements of ``x`` at ``indices``, which has the shape of x but along ``axis``."""
+    """Elements of ``x`` at ``indices`` along ``axis``, one choice per position of the other axes
+    (NumPy's ``take_along_axis``; the companion of ``argsort``).
+
+    Parameters
+    ----------
+    x : array
+        The input.
+    indices : integer array
+        As many dimensions as ``x``; along the other axes its shape broadcasts against that
+        of ``x``.
+    axis : int
+        The axis to take along (default: the last).
+
+    Returns
+    -------
+    array
+        An array of the backend and kind of ``x`` (inside a transform, its value).
+        Differentiable in ``x``: the gradient is scattered back to the positions taken, summed
+        where an index repeats.
+        Its shape is the broadcast of ``x`` and ``indices`` outside ``axis``, and that of
+        ``indices`` along it.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` and ``indices`` have different numbers of dimensions.
+    IndexError
+        If ``axis`` is out of range, an index is out of bounds (NumPy), or the shapes do not
+        broadcast.
+    TypeError
+        If ``x`` and ``indices`` are arrays of two backends.
+
+    Examples
+    --------
+    >>> m = ad.tensor([[10.0, 30.0, 20.0], [60.0, 40.0, 50.0]])
+    >>> ad.take_along_axis(m, ad.argsort(m, axis=1), axis=1)   # each row sorted
+    tensor([[10., 20., 30.],
+            [40., 50., 60.]])
+    """
     nd = ndim_of(x)
     if ndim_of(indices) != nd:
         raise ValueError("take_along_axis: x and indices must have the same number of dimensions")

@@ -36,8 +36,37 @@ _LOADED = {}
 
 
 class Backend:
-    """What arrayad needs from one array library. Subclasses fill in ``name``, ``xp``, the
-    array types, and override the methods whose generic version does not fit."""
+    """What arrayad needs from one array library: the adapter that ``get_backend`` returns.
+
+    Everything the standard covers goes through ``xp``, the library's array-api-compat
+    namespace; an adapter adds random numbers, indexing updates (the transposes of indexing),
+    conversion to NumPy for printing, and what the library lacks. Subclasses fill in ``name``,
+    ``xp`` and ``array_types`` and override the methods whose generic version (written with
+    standard functions only) does not fit; ``register()`` tells the core which array types
+    belong to the adapter. The built-in adapters are made by ``get_backend``.
+
+    Attributes
+    ----------
+    name : str
+        The backend's name ('numpy', 'torch'...).
+    xp : module
+        The standard namespace of the library.
+    array_types : tuple of types
+        The library's array types.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own when made; its methods raise the library's errors.
+
+    Examples
+    --------
+    >>> b = ad.get_backend('numpy')
+    >>> b.name, isinstance(b, ad.backends.Backend)
+    ('numpy', True)
+    >>> b.xp.sin(np.zeros(1))   # the standard namespace of NumPy
+    array([0.])
+    """
 
     name = None
     xp = None
@@ -380,7 +409,21 @@ def generic_getitem(xp, x, key):
 
 
 class NumpyLikeBackend(Backend):
-    """NumPy and CuPy: native indexing, and a copy for the functional ``x[key] = v``."""
+    """The adapter base of NumPy and CuPy: native indexing, and a copy for the functional
+    ``x[key] = v`` (the generic versions of ``Backend`` use standard functions only).
+
+    Raises
+    ------
+    Exception
+        Nothing of its own when made; its methods raise the library's errors.
+
+    Examples
+    --------
+    >>> isinstance(ad.get_backend('numpy'), ad.backends.NumpyLikeBackend)
+    True
+    >>> isinstance(ad.get_backend('array_api_strict'), ad.backends.NumpyLikeBackend)
+    False
+    """
 
     def owned(self, x):
         # (broadcast_to's zero-stride views, read-only in NumPy; CuPy has no writeable flag)
@@ -406,7 +449,33 @@ def _canonical(name):
 
 
 def get_backend(name):
-    """The adapter for backend ``name``, imported on first use."""
+    """The adapter of backend ``name``, imported on first use.
+
+    Parameters
+    ----------
+    name : str
+        'numpy', 'array_api_strict', 'torch', 'cupy', 'dask' or 'jax' (aliases: 'np',
+        'strict', 'array-api-strict', 'pytorch', 'dask.array').
+
+    Returns
+    -------
+    Backend
+        The adapter (one per process and name).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a backend arrayad knows; the error lists them.
+    ImportError
+        If the backend's library is not installed here.
+
+    Examples
+    --------
+    >>> ad.get_backend('np')
+    <arrayad backend numpy>
+    >>> ad.get_backend('np') is ad.get_backend('numpy')
+    True
+    """
     name = _canonical(name)
     b = _LOADED.get(name)
     if b is None:
@@ -422,7 +491,26 @@ def get_backend(name):
 
 
 def available_backends():
-    """Names of the backends whose library imports here."""
+    """The names of the backends whose library imports here.
+
+    Each backend is loaded to find out (its library imported), in the order numpy,
+    array_api_strict, torch, cupy, dask, jax.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    Exception
+        Nothing of its own: a backend whose library fails to import is left out.
+
+    Examples
+    --------
+    >>> names = ad.available_backends()
+    >>> names[0], 'array_api_strict' in names
+    ('numpy', True)
+    """
     out = []
     for name in _ADAPTERS:
         try:
@@ -453,12 +541,37 @@ def _thread_seed():
 
 
 class Generator:
-    """A random number generator of its own (torch's ``torch.Generator``): ``randn(...,
-    generator=g)`` draws from it instead of the thread's generator, on ``g``'s backend.
+    """A random number generator of its own (torch's ``torch.Generator``).
 
-    ``device`` (a backend's device object, or None) or ``backend`` (a name) picks the backend;
-    by default the default backend. A new generator starts from ``seed`` (torch's default seed
-    of a new generator, so that runs repeat)."""
+    ``randn(..., generator=g)`` (also ``rand``, ``randint``) draws from ``g`` instead of the
+    thread's generator, so that one stream of numbers is independent of every other draw and
+    of ``manual_seed``. It draws for one backend: arrays of another backend refuse it.
+
+    Parameters
+    ----------
+    device : device, optional
+        A backend's device object (``x.device``) picks that backend; None or a name such as
+        'cpu': the default backend.
+    backend : str, optional
+        The backend's name, instead of ``device``.
+    seed : int
+        The starting seed (torch's default seed of a new generator, so that runs repeat).
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a device of a supported backend.
+    ValueError
+        If ``backend`` is not a backend arrayad knows (ImportError: its library is missing).
+
+    Examples
+    --------
+    >>> g = ad.Generator(seed=1)
+    >>> a = ad.randn(3, generator=g)
+    >>> b = ad.randn(3, generator=g.manual_seed(1))   # reseeded: the same numbers
+    >>> ad.all(a == b)
+    tensor(True)
+    """
 
     def __init__(self, device=None, *, backend=None, seed=67280421310721):
         if backend is not None:
@@ -469,17 +582,21 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed):
+        """Restart the generator from ``seed``; returns the generator."""
         self._seed = int(seed)
         self._impl = self.backend.new_generator(self._seed)
         return self
 
     def initial_seed(self):
+        """The seed the generator was last started from."""
         return self._seed
 
     def get_state(self):
+        """The generator's state, for ``set_state``."""
         return self.backend.generator_state(self._impl)
 
     def set_state(self, state):
+        """Restore a state from ``get_state``; returns the generator."""
         self._impl = self.backend.set_generator_state(self._impl, state)
         return self
 
@@ -488,7 +605,32 @@ class Generator:
 
 
 def manual_seed(seed):
-    """Seed the random generators of every backend, in the calling thread."""
+    """Seed the random generators of every backend (loaded now or later), in this thread.
+
+    The generators are remade from ``seed`` on their next use, so that what follows repeats;
+    other threads keep theirs, and ``arrayad.Generator`` objects are not affected.
+
+    Parameters
+    ----------
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    TypeError
+        If ``seed`` is not an int (a float, a bool).
+
+    Examples
+    --------
+    >>> ad.manual_seed(1); a = ad.rand(2)
+    >>> ad.manual_seed(1); b = ad.rand(2)
+    >>> ad.all(a == b)
+    tensor(True)
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) and not hasattr(seed, "__index__"):
         raise TypeError(f"manual_seed(seed): seed must be an int, got {type(seed).__name__}")
     st = _core.thread_state()
@@ -497,12 +639,59 @@ def manual_seed(seed):
 
 
 def get_rng_state():
-    """The calling thread's random state, for every backend loaded (``set_rng_state`` restores
-    it)."""
+    """This thread's random state, for every backend loaded (``set_rng_state`` restores it).
+
+    Returns
+    -------
+    dict
+        Backend name -> that backend's generator state (for NumPy-based generators, the bit
+        generator's state dict), to pass to ``set_rng_state``.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own: it takes no argument.
+
+    Examples
+    --------
+    >>> state = ad.get_rng_state()
+    >>> a = ad.rand(2)
+    >>> ad.set_rng_state(state)
+    >>> ad.all(ad.rand(2) == a)   # the same numbers again
+    tensor(True)
+    """
     return {name: b.get_rng_state() for name, b in _LOADED.items()}
 
 
 def set_rng_state(state):
+    """Restore this thread's random state from ``get_rng_state()``.
+
+    Parameters
+    ----------
+    state : dict
+        Backend name -> generator state, as ``get_rng_state`` returns it.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If a key is not a backend name.
+    ImportError
+        If a backend of ``state`` cannot be imported here.
+    AttributeError
+        If ``state`` is not a dict.
+
+    Examples
+    --------
+    >>> state = ad.get_rng_state()
+    >>> a = ad.randn(3)
+    >>> ad.set_rng_state(state)
+    >>> ad.all(ad.randn(3) == a)
+    tensor(True)
+    """
     for name, s in state.items():
         get_backend(name).set_rng_state(s)
 
@@ -512,6 +701,27 @@ _process_default = []   # ARRAYAD_BACKEND's adapter, looked up once
 
 
 def default_backend():
+    """The backend of new arrays in the calling thread.
+
+    The calling thread's choice (the last ``set_backend``, or the enclosing ``with
+    backend(...)`` block), else ``ARRAYAD_BACKEND`` (read once), else NumPy. Inside a transform, new arrays
+    follow the transform's inputs instead (``arrayad.zeros``).
+
+    Returns
+    -------
+    Backend
+
+    Raises
+    ------
+    ValueError
+        If ``ARRAYAD_BACKEND`` names no backend (ImportError: its library is missing).
+
+    Examples
+    --------
+    >>> with ad.backend('array_api_strict'):
+    ...     ad.backends.default_backend()
+    <arrayad backend array_api_strict>
+    """
     b = _core.thread_state().default_backend
     if b is None:
         if not _process_default:
@@ -521,16 +731,71 @@ def default_backend():
 
 
 def set_backend(name):
-    """Make ``name`` the backend of new arrays (``ad.tensor``, ``ad.randn``, ``ad.zeros``...) in
-    the calling thread. Other threads keep theirs; new threads start with ``ARRAYAD_BACKEND`` (or
-    NumPy)."""
+    """Make ``name`` the backend of new arrays in the calling thread.
+
+    ``ad.tensor``, ``ad.asarray`` of Python data, ``ad.zeros``, ``ad.randn``... then make arrays
+    of that backend (outside transforms; inside one, new arrays follow its inputs). Other
+    threads keep theirs; new threads start with ``ARRAYAD_BACKEND`` (or NumPy). For a block of
+    code, ``with arrayad.backend(name):`` is the tidier choice.
+
+    Parameters
+    ----------
+    name : str
+        A backend name or alias, as for ``get_backend``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a backend arrayad knows.
+    ImportError
+        If the backend's library is not installed here.
+
+    Examples
+    --------
+    >>> ad.set_backend('array_api_strict')
+    >>> ad.zeros(2)
+    tensor([0., 0.], backend=array_api_strict)
+    >>> ad.set_backend('numpy')
+    """
     _core.thread_state().default_backend = get_backend(name)
 
 
 @contextlib.contextmanager
 def backend(name):
-    """``with arrayad.backend('torch'):`` new arrays inside the block (in this thread) use that
-    backend."""
+    """A ``with`` block in which new arrays (in this thread) are made on backend ``name``.
+
+    The previous default is restored on leaving the block, also when it raises.
+
+    Parameters
+    ----------
+    name : str
+        A backend name or alias, as for ``get_backend``.
+
+    Returns
+    -------
+    context manager
+        Entering it gives the ``Backend``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a backend arrayad knows.
+    ImportError
+        If the backend's library is not installed here.
+
+    Examples
+    --------
+    >>> with ad.backend('array_api_strict') as b:
+    ...     x = ad.ones(2)
+    >>> b.name, ad.backends.backend_of(x).name
+    ('array_api_strict', 'array_api_strict')
+    >>> ad.backends.default_backend().name   # restored
+    'numpy'
+    """
     st = _core.thread_state()
     prev = st.default_backend
     st.default_backend = get_backend(name)
@@ -585,5 +850,28 @@ def can_stand_for(b, like):
 
 
 def backend_of(x):
-    """The backend adapter of an arrayad Tensor or tracer, or of a raw array."""
+    """The backend adapter of an arrayad Tensor or tracer, or of a raw array.
+
+    Parameters
+    ----------
+    x : array
+        An ``arrayad.Tensor``, a tracer, or an array of a supported library.
+
+    Returns
+    -------
+    Backend
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of a supported backend (a list, a Python number): convert it
+        with ``arrayad.asarray``.
+
+    Examples
+    --------
+    >>> ad.backends.backend_of(np.ones(2))
+    <arrayad backend numpy>
+    >>> ad.backends.backend_of(ad.tensor([1.0])).name
+    'numpy'
+    """
     return _core.backend_of(_core.raw_value(x))

@@ -63,6 +63,18 @@ def _is_dtype(obj):
     return any(obj is getattr(_dtypes, n) for n in _dtypes.__all__)
 
 
+def _defined_in(name, obj):
+    """The module of ``arrayad/_ops`` that declares ``name``: its ``__module__``, or for the
+    elementwise functions (generated with ``__module__`` 'arrayad') the module whose
+    ``__all__`` lists it."""
+    mod = getattr(obj, "__module__", "")
+    if mod not in GROUPS:
+        for group in GROUPS:
+            if name in getattr(importlib.import_module(group), "__all__", ()):
+                return group
+    return mod
+
+
 def _entry(modname, name, obj):
     if isinstance(obj, type):
         return f".. autoclass:: {modname}.{name}\n   :members:\n"
@@ -85,7 +97,7 @@ def _page(modname):
         elif modname == "arrayad" and _is_dtype(obj):
             dtypes.append(name)
         else:
-            heading = GROUPS.get(getattr(obj, "__module__", ""), "Transforms, tensors and state") \
+            heading = GROUPS.get(_defined_in(name, obj), "Transforms, tensors and state") \
                 if modname == "arrayad" else "Functions and classes"
             groups.setdefault(heading, []).append(name)
     for heading in sorted(groups, key=lambda h: (h not in GROUPS.values(), h)):

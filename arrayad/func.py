@@ -537,13 +537,36 @@ def _numel(shape):
     return n
 
 
+class _Rows:
+    """``n`` rows of a constant (n, *shape) array made a chunk at a time, so that
+    ``chunk_size`` bounds the memory of a Jacobian's basis as well as its results: the rows
+    ``start:stop`` of the standard basis of R^n (``basis``) or zeros."""
+
+    def __init__(self, like, n, shape, basis):
+        b = backend_of(like)
+        self.xp, self.n, self.shape, self.basis = b.xp, n, tuple(shape), basis
+        self.dtype = _dtypes.to_backend(dtype_of(like), b.xp)
+
+    def rows(self, start, stop):
+        xp, m = self.xp, stop - start
+        if not self.basis:
+            return xp.zeros((m,) + self.shape, dtype=self.dtype)
+        if self.n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
+            return xp.ones((1,) + self.shape, dtype=self.dtype)
+        # (rows start:stop of the identity; eye(m, n, k=start) would do, but Dask's loses a
+        # dependency when it is reshaped)
+        rows = xp.reshape(xp.arange(start, stop), (m, 1)) == xp.arange(self.n)
+        return xp.reshape(xp.astype(rows, self.dtype), (m,) + self.shape)
+
+
 def _basis(like, n, shape):
-    """The standard basis of R^n as an (n, *shape) constant on the backend of ``like``."""
-    dtype = _dtypes.to_backend(dtype_of(like), backend_of(like).xp)
-    xp = backend_of(like).xp
-    if n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
-        return xp.ones((1,) + tuple(shape), dtype=dtype)
-    return xp.reshape(xp.eye(n, dtype=dtype), (n,) + tuple(shape))
+    """The standard basis of R^n as (n, *shape) rows on the backend of ``like``."""
+    return _Rows(like, n, shape, basis=True)
+
+
+def _zero_rows(leaf, n):
+    """Zero cotangents (n of them) for an output other than the one being differentiated."""
+    return _Rows(leaf, n, shape_of(leaf), basis=False)
 
 
 def _map_rows(fn, arrays, n, chunk_size, out_dims=0, randomness="error"):
@@ -603,13 +626,6 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         return (jac, res[2]) if has_aux else jac
 
     return wrapper
-
-
-def _zero_rows(leaf, n):
-    """Zero cotangents (n of them) for an output other than the one being differentiated."""
-    b = backend_of(leaf)
-    return b.xp.zeros((n,) + tuple(shape_of(leaf)),
-                      dtype=_dtypes.to_backend(dtype_of(leaf), b.xp))
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
@@ -789,8 +805,17 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
     ``leaves`` (None: unbatched), in one vmap or, with ``chunk_size``, in pieces joined along
     ``out_dims``. With ``loop_rows`` (the Jacobians), a single row or ``chunk_size=1`` runs as a
     plain loop of unbatched calls, where no vmap restriction applies."""
+    def piece(x, d, index):
+        """The rows ``index`` (an int or a slice) of a leaf mapped along axis ``d``."""
+        if isinstance(x, _Rows):   # (mapped along axis 0, made on demand)
+            if isinstance(index, int):
+                return x.xp.reshape(x.rows(index, index + 1), x.shape)
+            return x.rows(index.start, index.stop)
+        return x if d is None else ops._getitem(x, (slice(None),) * d + (index,))
+
     if chunk_size is None or chunk_size >= size:
         if not (loop_rows and size == 1):
+            leaves = [x.rows(0, size) if isinstance(x, _Rows) else x for x in leaves]
             return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
         chunk_size = 1
     state = get_rng_state() if randomness == "same" else None
@@ -798,14 +823,12 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
     for start in range(0, size, chunk_size):
         stop = min(start + chunk_size, size)
         if loop_rows and chunk_size == 1:
-            row = [x if d is None else ops._getitem(x, (slice(None),) * d + (start,))
-                   for x, d in zip(leaves, dims)]
+            row = [piece(x, d, start) for x, d in zip(leaves, dims)]
             parts.append(func(*tree_unflatten(row, spec), **kwargs))
             continue
         if state is not None:
             set_rng_state(state)   # randomness="same": every chunk draws what the first drew
-        chunk = [x if d is None else ops._getitem(x, (slice(None),) * d + (slice(start, stop),))
-                 for x, d in zip(leaves, dims)]
+        chunk = [piece(x, d, slice(start, stop)) for x, d in zip(leaves, dims)]
         parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
                                 kwargs))
     join = ops.stack if loop_rows and chunk_size == 1 else ops.concat

@@ -259,6 +259,27 @@ def test_jacobian_chunking_and_pytrees(backend):
     np.testing.assert_allclose(to_numpy(outs[1]), np.ones(4))
 
 
+@pytest.mark.parametrize("jac", [jacrev, jacfwd])
+def test_chunk_size_bounds_the_memory_of_the_basis(jac):
+    # The basis is made a chunk at a time: with 2000 outputs (jacrev) or inputs (jacfwd), a
+    # whole identity is 2000 * 2000 * 8 bytes = 32 MB; a chunk of 10 rows is 160 KB.
+    import tracemalloc
+    n = 2000
+    W = np.ones((n, 3)) if jac is jacrev else np.ones((3, n))
+    f = lambda x: ad.matmul(W, x)  # noqa: E731
+    x = np.ones(W.shape[1])
+    jac(f, chunk_size=10)(x)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        J = jac(f, chunk_size=10)(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(J, W)
+    assert peak < 4e6, f"peak {peak / 1e6:.1f} MB: the whole identity (32 MB) was made"
+
+
 def test_linearize_evaluates_once(backend):
     calls = []
 

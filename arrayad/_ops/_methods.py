@@ -56,9 +56,13 @@ METHODS["var"] = _stat("var")
 
 for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square",
-              "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "conj", "real",
-              "imag", "isnan", "isinf", "isfinite", "negative", "positive"]:
+              "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "conj", "isnan",
+              "isinf", "isfinite", "negative", "positive"]:
     METHODS[_name] = (lambda f: lambda self: f(self))(getattr(ops, _name))
+# ``x.real`` and ``x.imag`` are properties in torch and NumPy (``__getattr__`` hands a property
+# its value through ``__get__``)
+METHODS["real"] = property(lambda self: ops.real(self), doc="``arrayad.real`` of this array.")
+METHODS["imag"] = property(lambda self: ops.imag(self), doc="``arrayad.imag`` of this array.")
 METHODS["neg"] = METHODS["negative"]
 METHODS["arcsin"], METHODS["arccos"], METHODS["arctan"] = METHODS["asin"], METHODS["acos"], METHODS["atan"]
 

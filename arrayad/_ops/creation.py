@@ -63,7 +63,27 @@ def _dt(dtype, b):
 def _shape(shape):
     if isinstance(shape, int):
         return (shape,)
-    return tuple(int(s) for s in shape)
+    for s in shape:
+        if not isinstance(s, int) and not hasattr(s, "__index__"):
+            raise TypeError(f"a shape must be a tuple of ints, got {tuple(shape)!r} (a {type(s).__name__} "
+                            f"dimension); convert it with int() if you mean to truncate")
+    return tuple(s.__index__() for s in shape)
+
+
+def _samples(api, draw, dtype, b, device, scale):
+    """``draw(shape)`` for the real floating dtypes; for complex ones, real and imaginary parts
+    drawn separately and scaled by ``scale`` (torch's complex ``randn`` has variance 1 in all,
+    its ``rand`` uniform parts); other dtypes are refused (torch refuses them too)."""
+    dt = _dt(dtype, b)
+    xp = b.xp
+    if dt is None or xp.isdtype(dt, "real floating"):   # (None: the backend's default)
+        return lambda s: draw(s, dt)
+    if xp.isdtype(dt, "complex floating"):
+        real = xp.float32 if dt == xp.complex64 else xp.float64
+        return lambda s: (xp.astype(draw(s, real), dt)
+                          + xp.astype(draw(s, real), dt) * 1j) * scale
+    raise TypeError(f"{api}: dtype must be a floating (or complex) dtype, got {dtype}: draw "
+                    f"floats and convert them with astype if you want to round them")
 
 
 # -- asarray / tensor ------------------------------------------------------------------------------
@@ -731,8 +751,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
 # -- random numbers (torch-style) ------------------------------------------------------------------
 def _size_args(size):
     if len(size) == 1 and isinstance(size[0], (list, tuple)):
-        return tuple(size[0])
-    return tuple(size)
+        return _shape(size[0])
+    return _shape(size)
 
 
 def _random(draw, shape, requires_grad, interp):
@@ -825,8 +845,9 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """
     b, device, interp = _placement(device)
     g = _source(generator, b, "randn")
-    return _random(lambda s: b.normal(g, s, _dt(dtype, b), device), _size_args(size),
-                   requires_grad, interp)
+    draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, device,
+                    0.5 ** 0.5)
+    return _random(draw, _size_args(size), requires_grad, interp)
 
 
 @decl.export(traced=False)
@@ -873,8 +894,8 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """
     b, device, interp = _placement(device)
     g = _source(generator, b, "rand")
-    return _random(lambda s: b.uniform(g, s, _dt(dtype, b), device), _size_args(size),
-                   requires_grad, interp)
+    draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, device, 1)
+    return _random(draw, _size_args(size), requires_grad, interp)
 
 
 @decl.export(traced=False)

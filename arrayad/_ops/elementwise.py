@@ -124,7 +124,9 @@ linear_unary("positive", lambda g, x: g)
 linear_unary("conj", lambda g, x: ops.conj(g))
 # real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
 linear_unary("real", lambda g, x: ops.astype(g, x.dtype) if ops.isdtype(x.dtype, "complex floating") else g)
-linear_unary("imag", lambda g, x: ops.astype(g, x.dtype) * 1j if ops.isdtype(x.dtype, "complex floating")
+# (ops.multiply, not `*`: a raw 0-d NumPy array times 1j is a NumPy scalar)
+linear_unary("imag", lambda g, x: ops.multiply(ops.astype(g, x.dtype), 1j)
+             if ops.isdtype(x.dtype, "complex floating")
              else ops.zeros_like(g))
 
 # -- unary, not differentiable (bool/int results, or zero derivative almost everywhere) ----------

@@ -489,8 +489,10 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
         else:
             raise TypeError(f"arrayad: {prim.name} expects an array, got None")
         b = _host.resolve_backend(None)
-        if prim.xp_name is not None:
+        if prim.xp_name is not None and b.name == "numpy":
             return fix_scalar(getattr(b.xp, prim.xp_name)(*args, **params))
+        # (other namespaces take arrays only: torch.sin(1.0) raises)
+        args = tuple([b.xp.asarray(a) if _is_scalar(a) else a for a in args])
     if prim.xp_name is not None:
         fn = prim._direct.get(b)
         if fn is None:

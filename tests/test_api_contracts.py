@@ -1,0 +1,67 @@
+"""Small contracts of the namespace that used to give a wrong value silently (each checked
+against torch's or NumPy's behaviour, or refused with the fix)."""
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad.func import grad, vmap
+
+from conftest import BACKENDS, Backend, to_numpy
+
+
+def test_a_shape_must_be_integers():
+    with pytest.raises(TypeError, match="tuple of ints.*int\\(\\)"):
+        ad.zeros((2.5,))          # made 2 elements
+    with pytest.raises(TypeError, match="tuple of ints"):
+        ad.randn(2.0, 3)
+    assert ad.zeros((np.int64(2), 3)).shape == (2, 3)   # integers of any kind
+
+
+@pytest.mark.parametrize("draw", [ad.randn, ad.rand])
+def test_random_draws_refuse_integer_dtypes(draw):
+    with pytest.raises(TypeError, match="floating.*astype"):
+        draw(3, dtype=ad.int64)   # gave zeros: the samples truncated
+
+
+@pytest.mark.parametrize("name", [b for b in ("numpy", "array_api_strict", "torch") if b in BACKENDS])
+def test_complex_samples_have_both_parts(name):
+    # torch: a complex normal sample has variance 1 in all (1/2 per part); uniform parts in [0, 1)
+    device = Backend(name).adapter.default_device()
+    ad.manual_seed(0)
+    z = to_numpy(ad.randn(20000, dtype=ad.complex128, device=device))
+    assert abs(z.real.var() - 0.5) < 0.03 and abs(z.imag.var() - 0.5) < 0.03
+    assert abs(np.mean(z.real * z.imag)) < 0.03
+    u = to_numpy(ad.rand(20000, dtype=ad.complex64, device=device))
+    assert u.dtype == np.complex64
+    assert 0 <= u.imag.min() and u.imag.max() < 1 and abs(u.imag.mean() - 0.5) < 0.02
+
+
+def test_real_and_imag_are_properties_as_in_torch():
+    torch = pytest.importorskip("torch")
+    z = np.array([1 + 2j, 3 - 4j])
+    assert np.array_equal(to_numpy(ad.asarray(z).imag), torch.tensor(z).imag.numpy())
+    assert np.array_equal(to_numpy(ad.asarray(z).real), torch.tensor(z).real.numpy())
+    # under transforms too: d/dx Re(sin(x)) = cos(x), a method object before
+    assert grad(lambda x: ad.sin(x).real)(np.asarray(1.0)) == pytest.approx(np.cos(1.0))
+    np.testing.assert_array_equal(vmap(lambda v: v.imag)(z), [2.0, -4.0])
+
+
+def test_gradient_of_imag_is_an_array():
+    g = grad(ad.imag)(np.asarray(3 + 4j))
+    assert isinstance(g, np.ndarray) and g.shape == () and g == 1j   # torch: tensor(0.+1.j)
+
+
+def test_meshgrid_refuses_two_backends():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="meshgrid: cannot mix.*numpy and torch"):
+        ad.meshgrid(np.ones(2), torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", [b for b in ("array_api_strict", "torch") if b in BACKENDS])
+def test_python_numbers_on_a_non_numpy_default_backend(name):
+    # torch.sin(1.0) raises; the default backend's array of the number is meant
+    with ad.backend(name):
+        out = ad.sin(1.0)
+        assert ad.backends.backend_of(out).name == name
+        assert float(out) == pytest.approx(np.sin(1.0), rel=1e-6)

@@ -1212,7 +1212,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         If ``chunk_size`` or ``out_dims`` is invalid; when called, if ``in_dims`` is not an int
         or a tuple matching the arguments, points past an input's dimensions or at a
         non-array, if no argument is mapped, if the mapped sizes differ, or if ``func``
-        returns a non-array where a batch dimension is expected.
+        returns a non-array where a batch dimension is expected, or a batched value where
+        ``out_dims`` is None.
     TypeError
         If ``func`` is not callable.
 

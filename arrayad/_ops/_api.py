@@ -533,7 +533,7 @@ def stop_gradient(x):
     Raises
     ------
     TypeError
-        If ``x`` is not an array of a supported backend.
+        If ``x`` is of a type no backend accepts (a string, for instance).
 
     Examples
     --------

@@ -1249,15 +1249,68 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
     function calling the backend directly. Later calls with that signature run it without
     calling ``func``: side effects of ``func`` (prints, appends) happen while tracing only. A
     new signature traces again; the last ``cache_size`` programs are kept (least recently used
-    dropped).
-
-    ``static_argnums``/``static_argnames``: arguments passed as they are (hashable; part of the
-    cache key), e.g. a flag that Python control flow depends on.
+    dropped). It saves the per-operation overhead of small arrays; the backend still does the
+    arithmetic (no fusion, unlike ``jax.jit``).
 
     It composes: ``jit(grad(f))`` stages forward and backward pass into one program;
     ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))`` bind the program's primitives on the
     outer transform's values. ``jit(f).lower(*args)`` returns the program (it prints one line
     per instruction). Usable as a decorator, with or without arguments.
+
+    Parameters
+    ----------
+    func : callable, optional
+        The function, of arrays (or pytrees of arrays) and Python values. Its Python control
+        flow may depend on shapes and static arguments, not on array values. Omitted:
+        ``jit(static_argnums=...)`` returns a decorator.
+    static_argnums : int or tuple of int, optional
+        Positional arguments passed as they are (hashable; part of the cache key), e.g. a flag
+        that Python control flow depends on.
+    static_argnames : str or tuple of str, optional
+        The same, for keyword arguments.
+    cache_size : int, optional
+        How many programs (signatures) to keep.
+
+    Returns
+    -------
+    callable
+        The jitted function: same arguments and results as ``func`` (NumPy in, NumPy out),
+        with a ``lower(*args)`` method returning the program for those arguments. Without
+        ``func``, a decorator.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable; when called, if a static argument is not hashable.
+    ValueError
+        When called: if a ``static_argnums`` entry is out of range.
+    RuntimeError
+        While tracing: if ``func`` branches on an array value (``if x > 0``: use ``ad.where``,
+        or make the argument static), or converts one to a Python number.
+
+    Examples
+    --------
+    ``func`` runs on the first call only; later calls replay the program:
+
+    >>> calls = []
+    >>> @ad.jit
+    ... def f(x):
+    ...     calls.append(1)
+    ...     return ad.sum(x ** 2)
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> f(x), f(x), len(calls)
+    (array(14.), array(14.), 1)
+
+    Its gradient, ``2 x``, staged as one program too:
+
+    >>> ad.jit(ad.func.grad(f))(x)
+    array([2., 4., 6.])
+
+    A static argument selects the program:
+
+    >>> scale = ad.jit(lambda x, double: x * 2 if double else x, static_argnums=1)
+    >>> scale(x, True)
+    array([2., 4., 6.])
     """
     if func is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,

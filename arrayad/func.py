@@ -292,10 +292,60 @@ def _unit_cotangent(value):
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
-    """``func``'s gradient with respect to the ``argnums`` arguments, and its value.
+    """The gradient of scalar-valued ``func`` and its value, from one evaluation.
 
-    Returns ``(grad, value)``, or ``(grad, (value, aux))`` with ``has_aux`` (torch.func's order).
-    It is ``vjp`` of ``func`` pulled back from a cotangent of one.
+    Parameters
+    ----------
+    func : callable
+        The function to differentiate. Called with the same arguments as the returned function;
+        it must return a 0-d float array (shape ``(1,)`` is refused, as in torch.func), or
+        ``(output, aux)`` with ``has_aux``.
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0). Negative values
+        count from the end. An argument there may be an array or a pytree (tuple, list, dict,
+        registered class) of float or complex arrays; a Python float becomes a 0-d float64
+        array of the default backend. Other arguments and keyword arguments are passed through
+        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` (any pytree, also non-arrays: torch
+        requires arrays) is returned alongside, not differentiated.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args, **kwargs) -> (grad, value)``, or ``(grad, (value, aux))`` with
+        ``has_aux``: torch.func's order, the reverse of JAX's ``value_and_grad``. ``grad`` has
+        the structure of the differentiated argument (a tuple of them when ``argnums`` is a
+        tuple) and is on its backend: NumPy in, NumPy out; ``ad.Tensor`` in, ``ad.Tensor`` out.
+        An input the output does not depend on gets zeros, not None.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    RuntimeError
+        When called: if ``func`` returns something other than an array, an array that is not
+        0-d or is complex, or (with ``has_aux``) not a pair; if ``argnums`` is not an int or a
+        tuple of distinct ints within the number of positional arguments.
+    ValueError
+        When called: if a differentiated argument is not an array or Python float, or has an
+        integer or boolean dtype.
+
+    See Also
+    --------
+    grad : the gradient only.
+    value_and_grad : JAX's order, ``(value, grad)``.
+
+    Examples
+    --------
+    The gradient of ``sum(x ** 2)`` is ``2 x``:
+
+    >>> from arrayad.func import grad_and_value
+    >>> g, value = grad_and_value(lambda x: ad.sum(x ** 2))(np.array([1.0, 2.0, 3.0]))
+    >>> g
+    array([2., 4., 6.])
+    >>> value
+    array(14.)
     """
     _check_callable(func, "grad_and_value")
     api = "grad_and_value(f)(*args)"
@@ -342,9 +392,71 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 
 def grad(func, argnums=0, has_aux=False):
-    """The gradient of scalar-valued ``func`` with respect to argument(s) ``argnums``.
+    """The gradient of scalar-valued ``func`` with respect to the argument(s) ``argnums``.
 
-    With ``has_aux``, ``func`` returns ``(output, aux)`` and the result is ``(grad, aux)``.
+    Reverse mode: ``func`` runs once, recording its operations, and the record is pulled back
+    from a cotangent of one (``vjp`` with ``1``). Transforms nest: ``grad(grad(f))`` is the
+    second derivative, ``vmap(grad(f))`` gives per-example gradients.
+
+    Parameters
+    ----------
+    func : callable
+        The function to differentiate. It must return a 0-d float array (shape ``(1,)`` is
+        refused, as in torch.func), or ``(output, aux)`` with ``has_aux``. Inside it the
+        arguments are arrayad tracers: use ``arrayad`` functions (or NumPy's, which dispatch to
+        them) and Python control flow on their values.
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0). Negative values
+        count from the end. An argument there may be an array or a pytree (tuple, list, dict,
+        registered class) of float or complex arrays; a Python float becomes a 0-d float64
+        array of the default backend. Other arguments and keyword arguments are passed through
+        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned as it is, not
+        differentiated (any pytree: torch.func requires arrays there).
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args, **kwargs)``, returning the gradient (``(gradient, aux)`` with
+        ``has_aux``): the structure of the differentiated argument, or a tuple of them when
+        ``argnums`` is a tuple, on the arguments' backend (NumPy in, NumPy out; ``ad.Tensor``
+        in, ``ad.Tensor`` out). An input the output does not depend on gets zeros.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    RuntimeError
+        When called: if ``func`` does not return a 0-d real array (use ``vjp`` or ``jacrev``
+        for other outputs), or not ``(output, aux)`` with ``has_aux``; if ``argnums`` is not
+        an int or a tuple of distinct ints within the number of positional arguments.
+    ValueError
+        When called: if a differentiated argument is not a float or complex array (integers
+        are refused: convert with ``x.astype(ad.float64)``).
+
+    Examples
+    --------
+    The derivative of ``x ** 3`` at 2 is ``3 * 2 ** 2 = 12``, and its second derivative
+    ``6 * 2 = 12`` too:
+
+    >>> from arrayad.func import grad
+    >>> grad(lambda x: x ** 3)(2.0)
+    array(12.)
+    >>> grad(grad(lambda x: x ** 3))(2.0)
+    array(12.)
+
+    The gradient of ``sum(x * y)`` is ``y`` with respect to ``x`` and ``x`` with respect to
+    ``y``:
+
+    >>> x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> grad(lambda x, y: ad.sum(x * y), argnums=(0, 1))(x, y)
+    (array([3., 4.]), array([1., 2.]))
+
+    An auxiliary output comes back as it is:
+
+    >>> grad(lambda x: (ad.sum(x ** 2), x.shape), has_aux=True)(x)
+    (array([2., 4.]), (2,))
     """
     _check_callable(func, "grad")
     gv = grad_and_value(func, argnums, has_aux)
@@ -358,7 +470,44 @@ def grad(func, argnums=0, has_aux=False):
 
 
 def value_and_grad(func, argnums=0, has_aux=False):
-    """JAX's spelling: ``(value, grad)``, or ``((value, aux), grad)`` with ``has_aux``."""
+    """JAX's spelling of ``grad_and_value``: the value first, then the gradient.
+
+    Parameters
+    ----------
+    func : callable
+        The function to differentiate; it returns a 0-d float array, or ``(output, aux)`` with
+        ``has_aux``.
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0). Negative values
+        count from the end. An argument there may be an array or a pytree (tuple, list, dict,
+        registered class) of float or complex arrays; a Python float becomes a 0-d float64
+        array of the default backend. Other arguments and keyword arguments are passed through
+        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args, **kwargs) -> (value, grad)``, or ``((value, aux), grad)`` with
+        ``has_aux``, as ``jax.value_and_grad``; arrays on the arguments' backend.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    RuntimeError
+        When called: as ``grad_and_value`` (an output that is not a 0-d real array, bad
+        ``argnums``).
+    ValueError
+        When called: if a differentiated argument is not a float or complex array.
+
+    Examples
+    --------
+    >>> from arrayad.func import value_and_grad
+    >>> value_and_grad(lambda x: ad.sum(x ** 2))(np.array([1.0, 2.0, 3.0]))
+    (array(14.), array([2., 4., 6.]))
+    """
     _check_callable(func, "value_and_grad")
     gv = grad_and_value(func, argnums, has_aux)
 
@@ -371,8 +520,57 @@ def value_and_grad(func, argnums=0, has_aux=False):
 
 
 def vjp(func, *primals, has_aux=False):
-    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one cotangent per primal and
-    may be called any number of times (also under other transforms: ``vmap(vjp_fn)``)."""
+    """Evaluate ``func`` and return its vector-Jacobian product function (reverse mode).
+
+    Parameters
+    ----------
+    func : callable
+        A function of the primals returning an array or a pytree of float/complex arrays
+        (``(output, aux)`` with ``has_aux``).
+    *primals
+        The point: arrays or pytrees of float/complex arrays, all differentiated (close over
+        the others).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned third, not
+        differentiated.
+
+    Returns
+    -------
+    output : array or pytree
+        ``func(*primals)``, on the primals' backend.
+    vjp_fn : callable
+        ``vjp_fn(cotangents)`` with ``cotangents`` of the output's structure and shapes
+        returns a tuple with one cotangent per primal (the transposed Jacobian applied to
+        ``cotangents``), on the cotangents' backend. It can be called any number of times,
+        and under other transforms (``vmap(vjp_fn)`` gives several rows of the Jacobian at
+        once). ``retain_graph`` and ``create_graph`` are accepted for torch's signature.
+    aux : pytree
+        Only with ``has_aux``.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    RuntimeError
+        If an output is not a float or complex array; from ``vjp_fn``: cotangents of another
+        structure or shape than the output.
+    ValueError
+        If a primal is not a float or complex array; from ``vjp_fn``: a cotangent on another
+        backend than its output.
+
+    Examples
+    --------
+    For a linear map ``v -> A @ v`` the VJP with ``u`` is ``A.T @ u``: with ``u`` the first
+    unit vector it is the first row of ``A``:
+
+    >>> from arrayad.func import vjp
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> out, vjp_fn = vjp(lambda v: A @ v, np.array([1.0, 1.0]))
+    >>> out
+    array([ 3.,  7., 11.])
+    >>> vjp_fn(np.array([1.0, 0.0, 0.0]))
+    (array([1., 2.]),)
+    """
     _check_callable(func, "vjp")
     api = "vjp(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
@@ -444,7 +642,62 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """``(func(*primals), J @ tangents)``: forward-mode automatic differentiation."""
+    """The output of ``func`` and its Jacobian-vector product: forward-mode differentiation.
+
+    ``func`` runs once on dual values carrying the tangents; nothing is recorded, so the cost
+    is about twice that of ``func``, whatever the output size.
+
+    Parameters
+    ----------
+    func : callable
+        A function of the primals returning an array or a pytree of arrays (``(output, aux)``
+        with ``has_aux``).
+    primals : tuple
+        The point, a tuple (or list) so that ``func(*primals)`` is the call: arrays or
+        pytrees of float/complex arrays.
+    tangents : tuple
+        The direction: the same structure, shapes and backends as ``primals``.
+    strict : bool, optional
+        Raise if the output does not depend on the inputs (by default its tangent is zeros).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned third.
+
+    Returns
+    -------
+    tuple
+        ``(output, tangent_out)`` (``(output, tangent_out, aux)`` with ``has_aux``), with
+        ``tangent_out`` the Jacobian of ``func`` at ``primals`` applied to ``tangents``, of the
+        output's structure, on the primals' backend.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    RuntimeError
+        If ``primals`` is not a tuple or list, ``tangents`` has another structure or a tangent
+        another shape than its primal; with ``strict=True``, if the output does not depend on
+        the inputs.
+    ValueError
+        If a primal is not a float or complex array, or a tangent is on another backend than
+        its primal.
+
+    Examples
+    --------
+    For a linear map the JVP with ``t`` is ``A @ t``: with the first unit vector, the first
+    column of ``A``:
+
+    >>> from arrayad.func import jvp
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> jvp(lambda v: A @ v, (np.array([1.0, 1.0]),), (np.array([1.0, 0.0]),))
+    (array([ 3.,  7., 11.]), array([1., 3., 5.]))
+
+    The derivative of ``sin`` is ``cos``, so along a tangent of ones:
+
+    >>> x = np.array([0.0, 1.0])
+    >>> out, t = jvp(ad.sin, (x,), (np.ones(2),))
+    >>> bool(np.allclose(t, np.cos(x)))
+    True
+    """
     _check_callable(func, "jvp")
     api = "jvp(f, primals, tangents)"
     native = _Native(tree_flatten(primals)[0])
@@ -470,8 +723,49 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 def linearize(func, *primals):
-    """``(func(*primals), jvp_fn)``, evaluating ``func`` once: the forward pass is recorded and
-    ``jvp_fn(*tangents)`` pushes tangents through the recorded graph with the JVP rules."""
+    """The output of ``func`` at ``primals`` and a function computing its JVPs there.
+
+    ``func`` is evaluated once (torch.func evaluates it twice): its operations are recorded,
+    and ``jvp_fn`` pushes tangents through the record with the forward rules, without calling
+    ``func`` again. Use it to apply one Jacobian to many tangents.
+
+    Parameters
+    ----------
+    func : callable
+        A function of the primals returning an array or a pytree of arrays.
+    *primals
+        The point: float or complex arrays, or pytrees of them.
+
+    Returns
+    -------
+    output : array or pytree
+        ``func(*primals)``, on the primals' backend.
+    jvp_fn : callable
+        ``jvp_fn(*tangents)``, one tangent per primal with its structure and shape, returns the
+        Jacobian at ``primals`` applied to them (the output's structure).
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable.
+    ValueError
+        If a primal is not a float or complex array.
+    RuntimeError
+        From ``jvp_fn``: tangents of another structure or shape than the primals.
+    NotImplementedError
+        From ``jvp_fn``: if an operation on the path has no forward rule.
+
+    Examples
+    --------
+    The derivative of ``sin`` at 0 and at pi is ``cos``: 1 and -1.
+
+    >>> from arrayad.func import linearize
+    >>> out, jvp_fn = linearize(ad.sin, np.array([0.0, np.pi]))
+    >>> jvp_fn(np.array([1.0, 1.0]))
+    array([ 1., -1.])
+    >>> jvp_fn(np.array([2.0, 0.5]))
+    array([ 2. , -0.5])
+    """
     _check_callable(func, "linearize")
     api = "linearize(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
@@ -585,8 +879,67 @@ def _check_chunk_size(chunk_size, api):
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
-    """Jacobian of ``func`` by reverse mode: ``vmap(vjp_fn)`` over the output basis. Each block
-    has shape ``out.shape + in.shape``; indexed ``[output][argnum]`` for pytrees."""
+    """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by reverse mode.
+
+    Computed as ``vmap(vjp_fn)`` over the standard basis of the output: one evaluation of
+    ``func`` and one batched backward pass. Prefer it to ``jacfwd`` when the output is smaller
+    than the input.
+
+    Parameters
+    ----------
+    func : callable
+        The function, returning an array or a pytree of float arrays (``(output, aux)`` with
+        ``has_aux``).
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0). Negative values
+        count from the end. An argument there may be an array or a pytree (tuple, list, dict,
+        registered class) of float or complex arrays; a Python float becomes a 0-d float64
+        array of the default backend. Other positional arguments are passed through
+        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned second.
+    chunk_size : int, optional
+        Compute this many rows of the Jacobian per backward pass, to bound memory (None: all
+        at once). ``chunk_size=1`` is a plain loop of VJPs, where vmap's restrictions do not
+        apply.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args)`` (positional arguments only, as torch.func), returning the Jacobian:
+        for one array input and output an array of shape ``out.shape + in.shape``; for pytrees,
+        indexed ``[output leaf][argnum]``. On the arguments' backend. With ``has_aux``,
+        ``(jacobian, aux)``.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable, or the returned function gets keyword arguments.
+    ValueError
+        If ``chunk_size`` is not None or a positive int; when called, if a differentiated
+        argument is not a float array.
+    RuntimeError
+        When called: if a differentiated argument is complex (torch.func refuses them too), or
+        ``argnums`` is invalid.
+
+    Examples
+    --------
+    The Jacobian of a linear map is its matrix:
+
+    >>> from arrayad.func import jacrev
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> J = jacrev(lambda v: A @ v)(np.array([1.0, 1.0]))
+    >>> J.shape
+    (3, 2)
+    >>> bool(np.array_equal(J, A))
+    True
+
+    An elementwise function has a diagonal Jacobian:
+
+    >>> x = np.array([0.0, 1.0])
+    >>> bool(np.allclose(jacrev(ad.sin)(x), np.diag(np.cos(x))))
+    True
+    """
     _check_callable(func, "jacrev")
     _check_chunk_size(chunk_size, "jacrev")
 
@@ -629,7 +982,64 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
-    """Jacobian of ``func`` by forward mode: ``vmap(jvp)`` over the input basis."""
+    """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by forward mode.
+
+    Computed as ``vmap(jvp)`` over the standard basis of each input: one batched forward pass,
+    nothing recorded. Prefer it to ``jacrev`` when the input is smaller than the output.
+
+    Parameters
+    ----------
+    func : callable
+        The function, returning an array or a pytree of arrays (``(output, aux)`` with
+        ``has_aux``).
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0). Negative values
+        count from the end. An argument there may be an array or a pytree (tuple, list, dict,
+        registered class) of float or complex arrays; a Python float becomes a 0-d float64
+        array of the default backend. Other positional arguments are passed through
+        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned second.
+    randomness : {'error', 'different', 'same'}, optional
+        Passed to the ``vmap`` over the basis (see ``vmap``).
+    chunk_size : int, optional
+        Columns of the Jacobian per forward pass (None: all at once). torch.func's ``jacfwd``
+        has no ``chunk_size``.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args)`` (positional arguments only), returning the Jacobian: shape
+        ``out.shape + in.shape`` for one array input and output, indexed
+        ``[output leaf][argnum]`` for pytrees, on the arguments' backend; with ``has_aux``,
+        ``(jacobian, aux)``.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable, or the returned function gets keyword arguments.
+    ValueError
+        If ``chunk_size`` is not None or a positive int; when called, if a differentiated
+        argument is not a float or complex array.
+    RuntimeError
+        When called: if ``argnums`` is invalid, or ``func`` draws random numbers with
+        ``randomness='error'``.
+
+    Examples
+    --------
+    The Jacobian of a linear map is its matrix:
+
+    >>> from arrayad.func import jacfwd
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> bool(np.array_equal(jacfwd(lambda v: A @ v)(np.array([1.0, 1.0])), A))
+    True
+
+    With respect to the second argument:
+
+    >>> jacfwd(lambda w, x: w * x, argnums=1)(2.0, np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 2.]])
+    """
     _check_callable(func, "jacfwd")
     _check_chunk_size(chunk_size, "jacfwd")
 
@@ -684,7 +1094,50 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
 
 
 def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
-    """``jacfwd(jacrev(func, argnums), argnums)``: forward-over-reverse second derivatives."""
+    """The Hessian of scalar-valued ``func``: ``jacfwd(jacrev(func, argnums), argnums)``.
+
+    Forward-over-reverse second derivatives. For a non-scalar output it is the Jacobian of the
+    Jacobian (shape ``out.shape + in.shape + in.shape``).
+
+    Parameters
+    ----------
+    func : callable
+        The function, returning a float array (``(output, aux)`` with ``has_aux``).
+    argnums : int or tuple of int, optional
+        Which positional arguments to differentiate with respect to (default 0).
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)`` (torch.func's ``hessian`` has no
+        ``has_aux``).
+    chunk_size : int, optional
+        Passed to both ``jacrev`` and ``jacfwd``, to bound memory.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args)``, returning the Hessian: shape ``in.shape + in.shape`` for a scalar
+        function of one array, on the argument's backend (``(hessian, aux)`` with
+        ``has_aux``).
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable, or the returned function gets keyword arguments.
+    ValueError
+        If ``chunk_size`` is not None or a positive int; when called, if a differentiated
+        argument is not a float array.
+    RuntimeError
+        When called: if ``argnums`` is invalid.
+
+    Examples
+    --------
+    The Hessian of the quadratic ``v @ M @ v / 2`` with ``M`` symmetric is ``M``:
+
+    >>> from arrayad.func import hessian
+    >>> M = np.array([[2.0, 1.0], [1.0, 3.0]])
+    >>> hessian(lambda v: v @ M @ v / 2)(np.array([0.5, -1.0]))
+    array([[2., 1.],
+           [1., 3.]])
+    """
     if has_aux:
         inner = jacrev(func, argnums, has_aux=True, chunk_size=chunk_size)
 
@@ -733,8 +1186,76 @@ def _flat_in_dims(in_dims, args, n_leaves):
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    """``func`` mapped over a dimension of its inputs (0 by default), with the batch dimension
-    placed at ``out_dims`` of the outputs. kwargs are passed through unbatched."""
+    """Vectorize ``func`` over a dimension of its inputs: ``func`` written for one example runs
+    on a batch in one call.
+
+    Inside ``func`` each mapped argument has the batch dimension removed; the operations are
+    batched (no Python loop), and the results are stacked along ``out_dims``. Nests with
+    itself and the other transforms (``vmap(grad(f))``: per-example gradients).
+
+    Parameters
+    ----------
+    func : callable
+        A function of arrays (or pytrees of arrays) returning an array or a pytree of arrays.
+    in_dims : int, None or tuple, optional
+        The mapped dimension of each positional argument: an int for all, or a tuple with one
+        entry per argument, an int, None (not mapped: shared by the whole batch) or a nested
+        tuple/dict matching a pytree argument. Negative values count from the end. Lists are
+        refused, as in torch.func. Keyword arguments are never mapped (JAX maps them).
+    out_dims : int, None or tuple, optional
+        Where the batch dimension goes in each output (None: an output that is not batched,
+        returned as it is).
+    randomness : {'error', 'different', 'same'}, optional
+        What a random function called inside ``func`` does: raise (the default), draw
+        different numbers for each example, or the same numbers for all.
+    chunk_size : int, optional
+        Process this many examples per call of ``func`` and concatenate (None: all at once),
+        to bound memory.
+
+    Returns
+    -------
+    callable
+        ``wrapper(*args, **kwargs)``, returning ``func``'s outputs with the batch dimension
+        at ``out_dims``, on the inputs' backend (NumPy in, NumPy out).
+
+    Raises
+    ------
+    RuntimeError
+        If ``randomness`` is not one of the three values; when called, if ``func`` draws random
+        numbers with ``randomness='error'``, branches on a batched value (``if x > 0``: use
+        ``ad.where``) or calls ``.item()`` / ``float()`` on one.
+    ValueError
+        If ``chunk_size`` or ``out_dims`` is invalid; when called, if ``in_dims`` is not an int
+        or a tuple matching the arguments, points past an input's dimensions or at a
+        non-array, if no argument is mapped, if the mapped sizes differ, or if ``func``
+        returns a non-array where a batch dimension is expected, or a batched value where
+        ``out_dims`` is None.
+    TypeError
+        If ``func`` is not callable.
+
+    Examples
+    --------
+    Sum of squares of each row:
+
+    >>> from arrayad.func import vmap
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> vmap(lambda row: ad.sum(row ** 2))(X)
+    array([ 5., 25., 61.])
+
+    A second argument shared by every row (``in_dims=None`` for it):
+
+    >>> w = np.array([1.0, -1.0])
+    >>> vmap(lambda row, w: ad.sum(row * w), in_dims=(0, None))(X, w)
+    array([-1., -1., -1.])
+
+    Per-example gradients of ``sum(w * row) ** 2`` with respect to ``w``, checked against the
+    formula ``2 (w . row) row``:
+
+    >>> from arrayad.func import grad
+    >>> G = vmap(grad(lambda w, row: ad.sum(w * row) ** 2), in_dims=(None, 0))(w, X)
+    >>> bool(np.allclose(G, 2 * (X @ w)[:, None] * X))
+    True
+    """
     _check_callable(func, "vmap")
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "

@@ -163,22 +163,68 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), eps=1e-6, rtol=1e-5, ato
     and, when both modes are checked, against the JVP (an identity exact up to rounding). Higher
     orders apply the same checks to the derivative functions ``(x, v) -> jvp(f, x, v)`` and
     ``(x, u) -> vjp(f, x)(u)``, so ``order=2`` covers forward-over-forward, forward-over-reverse,
-    reverse-over-forward and reverse-over-reverse.
+    reverse-over-forward and reverse-over-reverse. It costs a few evaluations of ``f`` per
+    check, whatever the sizes (no Jacobian is formed).
 
-    ``f`` takes the arrays in ``args`` positionally (all of them are differentiated; close over the
-    others) and returns an array or a pytree of arrays. Arrays may live on any backend (NumPy,
-    torch, array-api-strict, Dask...) or be ``ad.Tensor``s; the random directions are generated
-    with NumPy (seeded by ``seed``) and converted to the backend of each argument. Use float64
-    inputs: the default ``eps``/``rtol`` assume them. Complex inputs are treated as pairs of reals.
+    Parameters
+    ----------
+    f : callable
+        Takes the arrays in ``args`` positionally (all of them are differentiated; close over
+        the others) and returns a float array or a pytree of them.
+    args : tuple or list of arrays, or one array
+        The point. Arrays may live on any backend (NumPy, torch, array-api-strict, Dask...) or
+        be ``ad.Tensor``; Python floats become float64 NumPy arrays. Use float64: the default
+        ``eps``/``rtol`` assume it. Complex inputs are treated as pairs of reals.
+    order : int, optional
+        The highest order of derivatives to check (default 2).
+    modes : {"fwd", "rev"} or tuple of them, optional
+        Forward mode (JVP), reverse mode (VJP), or both (the default).
+    eps : float, optional
+        The finite-difference step.
+    rtol, atol : float, optional
+        The tolerances of the comparison, ``abs(auto - numeric) <= atol + rtol * abs(numeric)``.
+    seed : int, optional
+        Seed of the NumPy generator of the random directions (converted to each argument's
+        backend).
 
-    Raises ``AssertionError`` naming the order (e.g. ``vjp(jvp(f))``), the mode and the error.
+    Returns
+    -------
+    None
+        It returns when every check passes.
 
-    Example::
+    Raises
+    ------
+    AssertionError
+        If a derivative does not match, naming the order (e.g. ``vjp(jvp(f))``), the mode and
+        the error, with the first values of both sides.
+    TypeError
+        If an argument is not a float or complex array, or ``f`` returns a non-float output.
+    ValueError
+        If ``modes`` is not a non-empty subset of ``("fwd", "rev")`` or ``order`` is not a
+        positive int.
 
-        >>> import numpy as np, arrayad as ad
-        >>> from arrayad.testing import check_grads
-        >>> x = np.array([0.3, 1.2, -0.7])
-        >>> check_grads(lambda x: ad.sum(ad.sin(x) * x), (x,), order=2)   # passes silently
+    Examples
+    --------
+    >>> import numpy as np, arrayad as ad
+    >>> from arrayad.testing import check_grads
+    >>> x = np.array([0.3, 1.2, -0.7])
+    >>> check_grads(lambda x: ad.sum(ad.sin(x) * x), (x,), order=2)   # passes silently
+
+    A custom rule with a wrong derivative (``1.01 cos``) is caught:
+
+    >>> class BadSin(ad.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return ad.sin(x)
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return g * ad.cos(x) * 1.01
+    >>> check_grads(BadSin.apply, (x,), order=1, modes="rev")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: check_grads: VJP (reverse mode) <vjp(u), v> vs <u, central differences along v> does not match at apply: ...
     """
     if not isinstance(args, (tuple, list)):
         args = (args,)

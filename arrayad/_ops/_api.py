@@ -514,7 +514,37 @@ def _check_not_transformed(what):
 
 # -- stop_gradient: the value, as a constant to every transform ---------------------------------------
 def stop_gradient(x):
-    """``x`` as a constant: no derivative flows through it (``Tensor.detach`` for tracers)."""
+    """``x`` as a constant: no derivative flows through it (JAX's ``stop_gradient``).
+
+    Under a transform its derivative is zero; on an eager ``Tensor`` it is ``x.detach()``.
+    Use it to hold a value fixed in a derivative (a target, a baseline, a running statistic).
+
+    Parameters
+    ----------
+    x : array
+        Any backend's array, an ``ad.Tensor`` or a tracer.
+
+    Returns
+    -------
+    array
+        The same value, of the same kind (a Tensor that does not require grad for a Tensor), as
+        a constant for every transform.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is of a type no backend accepts (a string, for instance).
+
+    Examples
+    --------
+    In ``d/dx (stop_gradient(x) * x)`` only the second factor is differentiated, so the
+    derivative is ``x`` (and not ``2 x``):
+
+    >>> ad.func.grad(lambda x: ad.sum(ad.stop_gradient(x) * x))(np.array([1.0, 2.0]))
+    array([1., 2.])
+    >>> ad.stop_gradient(ad.tensor([1.0], requires_grad=True)).requires_grad
+    False
+    """
     if isinstance(x, Tensor):
         return x.detach()
     return bind(stop_gradient_p, x)

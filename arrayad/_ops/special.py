@@ -26,7 +26,9 @@ xlogy and xlog1py: SciPy's result is 0 wherever x == 0 (whatever y), so d/dy is 
 is log y (log1p y) where that is finite, else 0, as torch.
 """
 
+import inspect
 import math
+import textwrap
 
 from array_api_compat import (is_cupy_namespace, is_dask_namespace, is_jax_namespace,
                               is_numpy_namespace, is_torch_namespace)
@@ -308,24 +310,164 @@ def _impl(name):
 
 
 # ---------------------------------------------------------------------------------------------
+# NOTE [special docstrings]: the API reference's sections that every function here shares
+# (Parameters' types, Returns, Raises, Notes, and an example that compares with scipy.special and
+# checks each derivative against a central difference of SciPy's function) are written once, in
+# ``_doc``; a declaration gives only its own part: the math (``doc``), what each argument is, an
+# example input inside the domain and values known by hand. Which arguments are differentiated
+# and which derivatives are refused is read from the declaration's rules (``_refused`` marks its
+# rule), so the text follows the rules.
+
+_X = "np.array([0.5, 1.0, 2.0])"     # the example input of most functions of one argument
+
+
+def _how(name):
+    """Which code computes ``name`` (NOTE [special implementations]), for the Notes."""
+    torch = _TORCH_NAMES.get(name, name)
+    native = (f"the backend's own function where it has one: ``scipy.special.{name}`` for NumPy "
+              f"(blockwise for Dask), ``torch.special.{torch}``, ``cupyx.scipy.special.{name}``"
+              f", ``jax.scipy.special.{name}``")
+    if name in _TORCH_SKIP:
+        native += (f" (not torch's: off by up to 1e-3 relative near its zeros, so SciPy on a "
+                   f"host copy for torch on the CPU)")
+    if name in _GENERIC:
+        return native + "; elsewhere a formula in array API functions, on any backend and device."
+    return (native + "; elsewhere SciPy on a host copy, for arrays in CPU memory "
+            "(array-api-strict's CPU device, for instance).")
+
+
+def _doc(name, summary, names, about, example, *, wrt, refused=(), known=(), how=None,
+         custom=None, returns=None, uses=None):
+    """The docstring of ``arrayad.special.<name>`` (NOTE [special docstrings]).
+
+    ``names``/``about``: the parameters (``"x"`` for an array, or ``"name : type"``) and what
+    each is; ``example``: one Python expression per
+    leading parameter, inside the domain; ``wrt``: the indices of the arguments whose derivative
+    the example checks (arrays of the full shape); ``refused``: ``(parameter, rule)`` pairs for
+    derivatives refused by name (the ``_refused`` rule, or the fix as text); ``known``:
+    ``(expression, output)`` doctest lines of values
+    known by hand; ``how``: the Notes' account of what computes it (``_how(name)`` by default);
+    ``custom``/``returns``: an example and a Returns section of its own (the reductions);
+    ``uses``: the special function a composite computes with (None: ``name`` itself, unless
+    ``how`` says otherwise)."""
+    def para(text, indent=""):
+        return textwrap.wrap(text, 96, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+    lines = [summary, "", "Parameters", "----------"]
+    for n, a in zip(names, about):
+        lines += [n if " : " in n else f"{n} : array_like"] + para(a, "    ")
+    lines += ["", "Returns", "-------"]
+    lines += returns or [
+        "array",
+        f"    ``{name}`` elementwise, of the arguments' broadcast shape and a floating dtype, on",
+        "    their backend: a NumPy array for NumPy arrays and Python numbers, an",
+        "    ``ad.Tensor`` for Tensors (on the tape when one requires grad), a tracer inside a",
+        "    transform."]
+    lines += ["", "Raises", "------", "TypeError"]
+    lines += para("If an argument is neither an array of a supported backend nor a Python "
+                  "number.", "    ")
+    if (how is None and name not in _GENERIC) or uses is not None:
+        lines += ["NotImplementedError"] + para(
+            f"If the arguments' backend has no ``{uses or name}`` of its own and they are not "
+            "in CPU memory, where SciPy would compute it (move them to the CPU), or SciPy is not "
+            "installed.", "    ")
+    for param, rule in refused:
+        fix = rule if isinstance(rule, str) else rule.fix
+        lines += ["NotImplementedError"] + para(
+            f"When differentiated with respect to ``{param}``: that derivative is not "
+            f"implemented. {fix[0].upper()}{fix[1:]}.", "    ")
+    diff = ", ".join(f"``{names[i].split(' :')[0]}``" for i in wrt)
+    lines += ["", "Notes", "-----"] + para(f"Computed by {how or _how(name)}")
+    if how is not None:
+        lines += [""] + para("Its derivatives are those of the functions it is written with: "
+                             "they differentiate again (``hessian``) and batch (``vmap``).")
+    elif diff:
+        lines += [""] + para(f"Its derivatives (in {diff}) are rules written with arrayad "
+                             "functions, so they differentiate again (``hessian``) and batch "
+                             "(``vmap``).")
+    lines += ["", "Examples", "--------"]
+    if custom is not None:
+        lines += custom
+    else:
+        args = [n.split(" :")[0] for n in names[:len(example)]]
+        call = f"{', '.join(args)}"
+        lines += para("Against SciPy" + (", and each derivative against a central difference "
+                                         "of SciPy's function (``grad`` of the sum is the "
+                                         "elementwise derivative):" if wrt else ":")) + [
+                  "",
+                  ">>> from scipy import special as sp",
+                  f">>> {', '.join(args)} = {', '.join(example)}",
+                  f">>> bool(np.allclose(ad.special.{name}({call}), sp.{name}({call})))",
+                  "True"]
+        if wrt:
+            lines += [">>> h = 1e-6"]
+        for i in wrt:
+            plus = ", ".join(f"{a} + h" if k == i else a for k, a in enumerate(args))
+            minus = ", ".join(f"{a} - h" if k == i else a for k, a in enumerate(args))
+            nums = "" if i == 0 else f", argnums={i}"
+            lines += [f">>> g = ad.func.grad(lambda {call}: ad.sum(ad.special.{name}({call}))"
+                      f"{nums})({call})",
+                      f">>> bool(np.allclose(g, (sp.{name}({plus}) - sp.{name}({minus})) "
+                      f"/ (2 * h)))",
+                      "True"]
+    if known:
+        lines += ["", "Values known by hand:", ""]
+        for expr, out in known:
+            lines += [f">>> {expr}", out]
+    return "\n".join(lines) + "\n"
+
+
+def _documented(names, about, example, *, wrt, refused=(), known=(), custom=None, returns=None,
+                composite=True, uses=None):
+    """The docstring of a hand-written function by ``_doc``: its own docstring is the summary;
+    ``composite``: written with arrayad functions (no implementation of its own)."""
+    def apply(fn):
+        how = ("the arrayad functions it is written with"
+               + (f" (``{uses}`` and arithmetic)" if uses else "")
+               + ", on every backend where they run.") if composite else None
+        fn.__doc__ = _doc(fn.__name__, inspect.cleandoc(fn.__doc__), names, about, example, wrt=wrt,
+                          refused=refused, known=known, how=how, custom=custom, returns=returns,
+                          uses=uses)
+        return fn
+    return apply
+
+
+# ---------------------------------------------------------------------------------------------
 # Declarations
 
-def unary(name, deriv, *, over=False, doc):
+def unary(name, deriv, *, over=False, doc, x="Real values.", example=_X, known=()):
     """An elementwise function of one argument; ``deriv(ans, x)`` its derivative (with
-    ``over``: the derivative's reciprocal, which the rules divide by)."""
+    ``over``: the derivative's reciprocal, which the rules divide by). ``doc`` is the math,
+    ``x`` the argument's domain, ``example``/``known`` as ``_doc``'s."""
+    refused = getattr(deriv, "fix", None) is not None
+    doc = _doc(name, doc, ["x"], [x], [example], wrt=[] if refused else [0],
+               refused=[("x", deriv)] if refused else [], known=known)
     return decl.primitive(name, _impl(name), vjp=(UnaryVJP(deriv, over),),
                           reads=[names_read(deriv)], full_jvp=UnaryJVP(deriv, over),
                           batch=ELEMENTWISE, api="x, /", doc=doc)
 
 
-def binary(name, d1, d2, *, doc):
+def _doc_of_rules(name, doc, names, about, example, rules, known):
+    """``_doc`` for a declaration whose per-argument derivative rules are ``rules`` (None: not
+    differentiable, e.g. an integer order; a ``_refused`` rule: refused by name)."""
+    wrt = [i for i, r in enumerate(rules) if r is not None and getattr(r, "fix", None) is None]
+    refused = [(n, r) for n, r in zip(names, rules) if getattr(r, "fix", None) is not None]
+    return _doc(name, doc, names, about, example, wrt=wrt, refused=refused, known=known)
+
+
+def binary(name, d1, d2, *, doc, about, example, known=(), names=("x", "y")):
     """An elementwise function of two broadcasting arguments with partial derivatives
-    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument)."""
+    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument). ``doc`` is
+    the math, ``names`` the (positional-only) parameters' names in it, ``about`` what each
+    argument is, ``example``/``known`` as ``_doc``'s."""
+    doc = _doc_of_rules(name, doc, list(names), about, example, (d1, d2), known)
     return decl.primitive(name, _impl(name),
                           vjp=(None if d1 is None else PartialVJP(d1, 0),
                                None if d2 is None else PartialVJP(d2, 1)),
                           reads=["" if d is None else names_read(d) for d in (d1, d2)],
-                          full_jvp=BinaryJVP(d1, d2), batch=ELEMENTWISE, api="x, y, /", doc=doc)
+                          full_jvp=BinaryJVP(d1, d2), batch=ELEMENTWISE,
+                          api=f"{names[0]}, {names[1]}, /", doc=doc)
 
 
 def _where0(cond, x, like):
@@ -364,24 +506,40 @@ def _log1p(x):
 
 
 # -- error function and normal distribution ----------------------------------------------------
-unary("erf", lambda ans, x: ops.exp(-ops.square(x)) * (2 / _SQRT_PI), doc="The error function.")
+unary("erf", lambda ans, x: ops.exp(-ops.square(x)) * (2 / _SQRT_PI),
+      doc="The error function erf(x) = 2/sqrt(pi) times the integral of exp(-t^2) from 0 to x.",
+      known=[("ad.special.erf(0.0)", "array(0.)")])
 unary("erfc", lambda ans, x: ops.exp(-ops.square(x)) * (-2 / _SQRT_PI),
-      doc="The complementary error function, 1 - erf(x).")
+      doc="The complementary error function, 1 - erf(x).",
+      known=[("ad.special.erfc(0.0)", "array(1.)")])
 unary("erfinv", lambda ans, x: ops.exp(ops.square(ans)) * (_SQRT_PI / 2),
-      doc="The inverse of erf on (-1, 1).")
+      doc="The inverse of erf on (-1, 1).", x="Values in (-1, 1) (-inf and inf at -1 and 1).",
+      example="np.array([-0.5, 0.1, 0.9])",
+      known=[("ad.special.erfinv(0.0)", "array(0.)"),
+             ("bool(np.allclose(ad.special.erf(ad.special.erfinv(0.3)), 0.3))", "True")])
 unary("ndtr", lambda ans, x: ops.exp(ops.square(x) * -0.5) * (1 / _SQRT_2PI),
-      doc="The standard normal distribution function.")
+      doc="The standard normal distribution function ndtr(x) = (1 + erf(x / sqrt(2))) / 2.",
+      known=[("ad.special.ndtr(0.0)", "array(0.5)")])
 # d log(ndtr) = pdf / ndtr = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi): no underflow far left
 unary("log_ndtr", lambda ans, x: ops.exp(ops.subtract(ops.square(x) * -0.5, ans)) * (1 / _SQRT_2PI),
-      doc="log(ndtr(x)), accurate far into the left tail.")
+      doc="log(ndtr(x)), accurate far into the left tail.",
+      example="np.array([-20.0, 0.0, 3.0])",
+      known=[("bool(np.isclose(ad.special.log_ndtr(0.0), np.log(0.5)))", "True")])
 unary("ndtri", lambda ans, x: ops.exp(ops.square(ans) * 0.5) * _SQRT_2PI,
-      doc="The inverse of ndtr (the standard normal quantile function).")
+      doc="The inverse of ndtr (the standard normal quantile function).",
+      x="Probabilities in (0, 1) (-inf and inf at 0 and 1).", example="np.array([0.1, 0.5, 0.9])",
+      known=[("ad.special.ndtri(0.5)", "array(0.)")])
 
 # -- gamma function ---------------------------------------------------------------------------
 unary("gammaln", lambda ans, x: ops.special.digamma(x),
-      doc="log|Gamma(x)|.")
+      doc="The logarithm of the absolute value of the gamma function.",
+      x="Real values (inf at the poles 0, -1, -2...).",
+      known=[("ad.special.gammaln(1.0)", "array(0.)"),
+             ("bool(np.isclose(ad.special.gammaln(5.0), np.log(24.0)))", "True")])
 digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x),
-                  doc="The digamma function, d/dx log Gamma(x) (SciPy's psi).")
+                  doc="The digamma function, d/dx log Gamma(x) (``psi`` is the same function, "
+                      "SciPy's other name).",
+                  known=[("bool(np.isclose(ad.special.digamma(1.0), -np.euler_gamma))", "True")])
 decl.export(digamma, name="psi", primitive=digamma_p)   # noqa: F821  (SciPy's name)
 
 
@@ -396,14 +554,23 @@ decl.primitive(
     reads=["", "x1 x2"],
     full_jvp=BinaryJVP(None, lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2)),
     batch=ELEMENTWISE, api="n, x, /",
-    doc="The polygamma function psi^(n)(x), the n-th derivative of digamma (n an integer).")
+    doc=_doc("polygamma", "The polygamma function psi^(n)(x), the n-th derivative of digamma.",
+             ["n", "x"], ["The order, a non-negative integer (or an array of them): no derivative "
+                          "(its gradient is zero).", "Real values."], ["1", _X], wrt=[1],
+             known=[("bool(np.isclose(ad.special.polygamma(1, 1.0), np.pi ** 2 / 6))", "True")]))
 
 # -- logistic function -------------------------------------------------------------------------
 unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans),
-      doc="The logistic sigmoid 1 / (1 + exp(-x)).")
+      doc="The logistic sigmoid 1 / (1 + exp(-x)).",
+      known=[("ad.special.expit(0.0)", "array(0.5)"),
+             ("ad.func.grad(ad.special.expit)(0.0)    # expit(0) (1 - expit(0))", "array(0.25)")])
 unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True,
-      doc="log(x / (1 - x)), expit's inverse.")
-unary("log_expit", lambda ans, x: ops.special.expit(-x), doc="log(expit(x)), without overflow.")
+      doc="log(x / (1 - x)), expit's inverse.",
+      x="Probabilities in [0, 1] (-inf and inf at 0 and 1).", example="np.array([0.1, 0.5, 0.9])",
+      known=[("ad.special.logit(0.5)", "array(0.)")])
+unary("log_expit", lambda ans, x: ops.special.expit(-x), doc="log(expit(x)), without overflow.",
+      example="np.array([-50.0, 0.0, 2.0])",
+      known=[("bool(np.isclose(ad.special.log_expit(0.0), np.log(0.5)))", "True")])
 
 # -- x log y and entropies ---------------------------------------------------------------------
 # xlogy = x log y: d/dx = log y, d/dy = x/y. SciPy's value is 0 wherever x == 0, so there
@@ -426,15 +593,25 @@ def _dy_xlog1py(ans, x1, x2):
     return _where0(x1 == 0, x1 / (1 + _safe(x2, x1 == 0, 0.0)), ans)
 
 
-binary("xlogy", _dx_xlogy, _dy_xlogy, doc="x * log(y), 0 where x == 0 (whatever y).")
-binary("xlog1py", _dx_xlog1py, _dy_xlog1py, doc="x * log1p(y), 0 where x == 0 (whatever y).")
+binary("xlogy", _dx_xlogy, _dy_xlogy, doc="x * log(y), 0 where x == 0 (whatever y).",
+       about=["The factor.", "The argument of the logarithm."],
+       example=["np.array([0.0, 1.0, 2.0])", "np.array([0.5, 2.0, 3.0])"],
+       known=[("ad.special.xlogy(0.0, 0.0)", "array(0.)")])
+binary("xlog1py", _dx_xlog1py, _dy_xlog1py, doc="x * log1p(y), 0 where x == 0 (whatever y).",
+       about=["The factor.", "The argument of log1p."],
+       example=["np.array([0.0, 1.0, 2.0])", "np.array([-0.5, 1.0, 2.0])"],
+       known=[("ad.special.xlog1py(0.0, -1.0)", "array(0.)")])
 # entr = -x log x: d = -(log x + 1), +inf at 0 (the one-sided limit) as torch; nan below 0
 unary("entr", lambda ans, x: -(ops.log(x) + 1),
-      doc="The elementwise entropy -x log x (0 at 0, -inf for x < 0).")
+      doc="The elementwise entropy -x log x (0 at 0, -inf for x < 0).",
+      known=[("ad.special.entr(0.0)", "array(0.)")])
 # rel_entr = x log(x/y): d/dx = log(x/y) + 1, d/dy = -x/y (0 where x == 0, also at y == 0)
 binary("rel_entr", lambda ans, x1, x2: _log(x1) - _log(x2) + 1,
        lambda ans, x1, x2: _where0(x1 == 0, -x1 / _safe(x2, x1 == 0, 1.0), ans),
-       doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).")
+       doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
+       about=["Non-negative values.", "Non-negative values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
+       known=[("ad.special.rel_entr(1.0, 1.0)", "array(0.)")])
 
 
 # -- sinc --------------------------------------------------------------------------------------
@@ -450,7 +627,8 @@ def _sinc_d(ans, x):
     return ops.where(small, near, far)
 
 
-unary("sinc", _sinc_d, doc="The normalized sinc sin(pi x) / (pi x), 1 at 0.")
+unary("sinc", _sinc_d, doc="The normalized sinc sin(pi x) / (pi x), 1 at 0.",
+      known=[("ad.special.sinc(0.0)", "array(1.)")])
 
 
 # -- modified Bessel functions of orders 0 and 1 (and their exponentially scaled versions) -----
@@ -460,16 +638,21 @@ def _i1_over_x(i1x, x):
     return ops.where(zero, 0.5, ops.divide(i1x, ops.where(zero, 1.0, x)))
 
 
-unary("i0", lambda ans, x: ops.special.i1(x), doc="The modified Bessel function I0.")
+unary("i0", lambda ans, x: ops.special.i1(x),
+      doc="The modified Bessel function of the first kind of order 0, I0.",
+      known=[("ad.special.i0(0.0)", "array(1.)")])
 unary("i1", lambda ans, x: ops.subtract(ops.special.i0(x), _i1_over_x(ans, x)),
-      doc="The modified Bessel function I1.")
+      doc="The modified Bessel function of the first kind of order 1, I1.",
+      known=[("ad.special.i1(0.0)", "array(0.)")])
 # i0e = exp(-|x|) i0: d = i1e - sign(x) i0e
 unary("i0e", lambda ans, x: ops.subtract(ops.special.i1e(x), ops.multiply(ops.sign(x), ans)),
-      doc="exp(-|x|) I0(x).")
+      doc="exp(-abs(x)) I0(x), the exponentially scaled I0.",
+      example="np.array([-2.0, 0.5, 3.0])", known=[("ad.special.i0e(0.0)", "array(1.)")])
 # i1e = exp(-|x|) i1: d = i0e - i1e/x - sign(x) i1e (1/2 at 0)
 unary("i1e", lambda ans, x: ops.subtract(ops.subtract(ops.special.i0e(x), _i1_over_x(ans, x)),
                                               ops.multiply(ops.sign(x), ans)),
-      doc="exp(-|x|) I1(x).")
+      doc="exp(-abs(x)) I1(x), the exponentially scaled I1.",
+      example="np.array([-2.0, 0.5, 3.0])", known=[("ad.special.i1e(0.0)", "array(0.)")])
 
 
 # -- gamma, beta and their relatives ----------------------------------------------------------
@@ -480,6 +663,7 @@ def _refused(name, arg, fix):
         raise NotImplementedError(
             f"arrayad.special.{name}: the derivative with respect to {arg} is not implemented; "
             f"{fix}")
+    rule.fix = fix     # (read by the docstrings: NOTE [special docstrings])
     return rule
 
 
@@ -494,7 +678,9 @@ def _betaln_of(a, b):
 
 
 unary("gamma", lambda ans, x: ops.multiply(ans, ops.special.digamma(x)),
-      doc="The gamma function.")
+      doc="The gamma function, (n - 1)! at a positive integer n.",
+      x="Real values (inf or nan at the poles 0, -1, -2...).",
+      known=[("ad.special.gamma(5.0)", "array(24.)")])
 # d(1/Gamma) = -digamma/Gamma; at the poles x = -n of Gamma, where 1/Gamma is 0 and digamma
 # infinite, from 1/Gamma(-n + e) = (-1)^n n! e (1 - digamma(n + 1) e + O(e^2)) the first two
 # derivatives (-1)^n n! and -2 (-1)^n n! digamma(n + 1) (not the third, at exactly a pole).
@@ -507,17 +693,25 @@ def _rgamma_d(ans, x):
     return ops.where(pole, at_pole, -ops.multiply(ans, ops.special.digamma(xs)))
 
 
-unary("rgamma", _rgamma_d, doc="1 / Gamma(x) (0 at the poles of Gamma).")
+unary("rgamma", _rgamma_d, doc="1 / Gamma(x), 0 at the poles of Gamma (and differentiable there).",
+      example="np.array([-1.0, 0.5, 2.0])", known=[("ad.special.rgamma(1.0)", "array(1.)")])
 unary("loggamma", lambda ans, x: ops.special.digamma(x),
-      doc="The principal branch of log Gamma(x) (log|Gamma(x)| for x > 0).")
+      doc="The principal branch of log Gamma(x) (gammaln(x) for x > 0).",
+      known=[("ad.special.loggamma(1.0)", "array(0.)")])
 binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),
        lambda ans, x1, x2: ops.special.digamma(x2) - ops.special.digamma(x1 + x2),
-       doc="log|B(a, b)|, the logarithm of the beta function.")
+       doc="The logarithm of the absolute value of the beta function B(a, b).",
+       names=("a", "b"), about=["Real values.", "Real values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
+       known=[("ad.special.betaln(1.0, 1.0)", "array(0.)")])
 # poch(z, m) = Gamma(z + m) / Gamma(z)
 binary("poch", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)
                                                 - ops.special.digamma(x1)),
        lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)),
-       doc="The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z).")
+       doc="The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z).",
+       names=("z", "m"), about=["Real values.", "Real values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
+       known=[("ad.special.poch(1.0, 3.0)     # 1 * 2 * 3", "array(6.)")])
 
 # Regularized incomplete gamma: d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q = 1 - P: its
 # negative). The derivative in a has no closed form (a series or quadrature would be needed):
@@ -530,19 +724,27 @@ def _gammainc_dx(ans, x1, x2):
 
 
 binary("gammainc", _refused("gammainc", "a (the first argument)", _NO_A), _gammainc_dx,
-       doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).")
+       doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
+       names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
+       known=[("bool(np.allclose(ad.special.gammainc(1.0, 2.0), 1 - np.exp(-2.0)))", "True")])
 binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
        lambda ans, x1, x2: -_gammainc_dx(ans, x1, x2),
        doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
-           "(differentiable in x).")
+           "(differentiable in x).",
+       names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
+       known=[("bool(np.allclose(ad.special.gammaincc(1.0, 2.0), np.exp(-2.0)))", "True")])
 
 
-def ternary(name, dx, *, doc):
+def ternary(name, dx, *, doc, about, example, known=()):
     """An elementwise function of three broadcasting arguments ``(a, b, x)`` differentiable in
     ``x`` only, ``dx(ans, a, b, x)`` its derivative; the derivatives in the shape parameters a and
     b are refused by name."""
     names = ("a (the first argument)", "b (the second argument)")
     fix = _NO_A.replace("x only", "x (the third argument) only")
+    doc = _doc_of_rules(name, doc, ["a", "b", "x"], about, example,
+                        (_refused(name, names[0], fix), _refused(name, names[1], fix), dx), known)
 
     def vjp_x(g, ans, a, b, x):
         return unbroadcast(ops.multiply(g, dx(ans, a, b, x)), x)
@@ -565,26 +767,44 @@ def ternary(name, dx, *, doc):
 ternary("betainc", lambda ans, a, b, x: ops.exp(ops.special.xlogy(a - 1, x)
                                                 + ops.special.xlog1py(b - 1, -x)
                                                 - _betaln_of(a, b)),
-        doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).")
+        doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
+        about=["Positive values.", "Positive values.", "Values in [0, 1]."],
+        example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
+        known=[("ad.special.betainc(1.0, 1.0, 0.25)     # I_x(1, 1) = x", "array(0.25)")])
 # Kummer's 1F1(a; b; x): d/dx = a/b 1F1(a + 1; b + 1; x)
 ternary("hyp1f1", lambda ans, a, b, x: ops.special.hyp1f1(a + 1, b + 1, x) * (a / b),
-        doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).")
+        doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
+        about=["Real values.", "Real values other than 0, -1, -2...", "Real values."],
+        example=["1.0", "2.0", _X],
+        known=[("bool(np.isclose(ad.special.hyp1f1(1.0, 1.0, 0.5), np.exp(0.5)))   # 1F1(a; a; x)",
+                "True")])
 
 
 # The inverses in p of P(a, .) and Q(a, .): 1 / (d/dx P(a, x)) at x = the result
 binary("gammaincinv", _refused("gammaincinv", "a (the first argument)", _NO_A.replace("x", "p")),
        lambda ans, x1, x2: 1 / _gammainc_dx(None, x1, ans),
-       doc="The inverse of gammainc(a, .) (differentiable in p).")
+       doc="The inverse of gammainc(a, .) (differentiable in p).",
+       names=("a", "p"), about=["The shape, positive.", "A probability in [0, 1]."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([0.1, 0.5, 0.9])"],
+       known=[("bool(np.isclose(ad.special.gammainc(2.0, ad.special.gammaincinv(2.0, 0.3)), 0.3))",
+               "True")])
 binary("gammainccinv", _refused("gammainccinv", "a (the first argument)",
                                 _NO_A.replace("x", "p")),
        lambda ans, x1, x2: -1 / _gammainc_dx(None, x1, ans),
-       doc="The inverse of gammaincc(a, .) (differentiable in p).")
+       doc="The inverse of gammaincc(a, .) (differentiable in p).",
+       names=("a", "p"), about=["The shape, positive.", "A probability in [0, 1]."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([0.1, 0.5, 0.9])"],
+       known=[("bool(np.isclose(ad.special.gammaincc(2.0, ad.special.gammainccinv(2.0, 0.3)), "
+               "0.3))", "True")])
 # binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k)
 binary("binom", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + 1)
                                                  - ops.special.digamma(x1 - x2 + 1)),
        lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 - x2 + 1)
                                         - ops.special.digamma(x2 + 1)),
-       doc="The binomial coefficient as a function of real n and k.")
+       doc="The binomial coefficient as a function of real n and k.",
+       names=("n", "k"), about=["Real values.", "Real values."],
+       example=["np.array([5.0, 6.0, 7.5])", "np.array([2.0, 3.0, 1.5])"],
+       known=[("ad.special.binom(5.0, 2.0)", "array(10.)")])
 
 
 # expn(n, x) = int_1^inf e^(-x t) / t^n dt: d/dx = -E_{n-1}(x), with E_{-1}(x) = e^-x (1+x)/x^2;
@@ -597,10 +817,20 @@ def _expn_dx(ans, x1, x2):
     return -ops.where(x1 == 0, em1, ops.special.expn(ops.where(x1 == 0, 1.0, x1) - 1, x2))
 
 
-binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x) (n an integer).")
+binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x).",
+       names=("n", "x"),
+              about=["A non-negative integer: no derivative (its gradient is zero).",
+              "Positive values."],
+       example=["2", _X],
+       known=[("bool(np.isclose(ad.special.expn(0, 2.0), np.exp(-2.0) / 2))   # e^-x / x",
+               "True")])
 # yn(n, x): d/dx = (Y_{n-1}(x) - Y_{n+1}(x)) / 2 (SciPy's yn takes negative orders)
 binary("yn", None, lambda ans, x1, x2: (ops.special.yn(x1 - 1, x2) - ops.special.yn(x1 + 1, x2))
-       * 0.5, doc="The Bessel function of the second kind Y_n (n an integer).")
+       * 0.5, doc="The Bessel function of the second kind Y_n of integer order n.",
+       names=("n", "x"),
+       about=["An integer: no derivative (its gradient is zero).", "Positive values."],
+       example=["1", _X],
+       known=[("bool(np.allclose(ad.special.yn(0, 2.0), ad.special.y0(2.0)))", "True")])
 
 
 # Hurwitz zeta(x, q) = sum_k (k + q)^-x: d/dq = -x zeta(x + 1, q); the derivative in x (a sum
@@ -609,19 +839,21 @@ def _zeta_dq(ans, x1, x2):
     return -ops.multiply(x1, bind(zeta_p, x1 + 1, x2))
 
 
+_ZETA_DX = _refused("zeta", "x (the exponent, first argument)",
+                    "treat it as a constant (arrayad.stop_gradient); the derivative in q works")
 zeta_p = decl.primitive(
     "zeta", _impl("zeta"),
-    vjp=(_refused("zeta", "x (the exponent, first argument)",
-                  "treat it as a constant (arrayad.stop_gradient); the derivative in q works"),
-         PartialVJP(_zeta_dq, 1)),
+    vjp=(_ZETA_DX, PartialVJP(_zeta_dq, 1)),
     reads=["", "x1 x2"],
-    full_jvp=BinaryJVP(_refused("zeta", "x (the exponent, first argument)",
-                                "treat it as a constant (arrayad.stop_gradient); the derivative "
-                                "in q works"), _zeta_dq),
+    full_jvp=BinaryJVP(_ZETA_DX, _zeta_dq),
     batch=ELEMENTWISE)
 
 
 @decl.export(primitive=zeta_p)
+@_documented(["x", "q : array_like, optional"],
+             ["The exponent, > 1 (inf at 1).", "q > 0; None for Riemann's zeta (q = 1)."],
+             ["3.0", _X], wrt=[1], refused=[("x", _ZETA_DX)], composite=False,
+             known=[("bool(np.isclose(ad.special.zeta(2.0), np.pi ** 2 / 6))", "True")])
 def zeta(x, q=None):
     """The Hurwitz zeta function sum_k (k + q)^-x (Riemann's for q=None), differentiable in
     q."""
@@ -629,7 +861,9 @@ def zeta(x, q=None):
 
 
 unary("zetac", _refused("zetac", "x", "treat it as a constant (arrayad.stop_gradient)"),
-      doc="Riemann's zeta(x) - 1, accurate for large x (its derivative is refused by name).")
+      doc="Riemann's zeta(x) - 1, accurate for large x.", x="Real values (inf at 1).",
+      example="np.array([0.5, 2.0, 3.0])",
+      known=[("bool(np.isclose(ad.special.zetac(2.0), np.pi ** 2 / 6 - 1))", "True")])
 
 
 # -- complete elliptic integrals K(m), E(m) (parameter m = k^2) ---------------------------------
@@ -664,9 +898,16 @@ def _ellipe_d(ans, x):
 
 
 unary("ellipk", lambda ans, x: _ellipk_d(x), doc="The complete elliptic integral of the first "
-      "kind K(m), m = k^2 < 1.")
-unary("ellipkm1", lambda ans, x: -_ellipk_d(1 - x), doc="K(1 - p), accurate for small p.")
-unary("ellipe", _ellipe_d, doc="The complete elliptic integral of the second kind E(m), m <= 1.")
+      "kind K(m), with the parameter m = k^2.", x="The parameter m < 1.",
+      example="np.array([0.0, 0.5, 0.9])",
+      known=[("bool(np.isclose(ad.special.ellipk(0.0), np.pi / 2))", "True")])
+unary("ellipkm1", lambda ans, x: -_ellipk_d(1 - x), doc="K(1 - p), accurate for small p.",
+      x="p > 0.", example="np.array([0.1, 0.5, 1.0])",
+      known=[("bool(np.isclose(ad.special.ellipkm1(1.0), np.pi / 2))", "True")])
+unary("ellipe", _ellipe_d, doc="The complete elliptic integral of the second kind E(m), with the "
+      "parameter m = k^2.", x="The parameter m <= 1.", example="np.array([0.0, 0.5, 0.9])",
+      known=[("ad.special.ellipe(1.0)", "array(1.)"),
+             ("bool(np.isclose(ad.special.ellipe(0.0), np.pi / 2))", "True")])
 
 
 # Box-Cox: boxcox(x, l) = (x^l - 1)/l (log x at l = 0), boxcox1p the same of 1 + x. With
@@ -685,10 +926,16 @@ def _boxcox_dl(ans, l, L):
 
 binary("boxcox", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log(x1)),
-       doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).")
+       doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
+       names=("x", "lmbda"), about=["Positive values.", "Real values."],
+       example=[_X, "np.array([0.0, 0.5, 2.0])"],
+       known=[("bool(np.isclose(ad.special.boxcox(2.0, 0.0), np.log(2.0)))", "True")])
 binary("boxcox1p", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log1p(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log1p(x1)),
-       doc="The Box-Cox transform of 1 + x.")
+       doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
+       names=("x", "lmbda"), about=["Values greater than -1.", "Real values."],
+       example=[_X, "np.array([0.0, 0.5, 2.0])"],
+       known=[("bool(np.isclose(ad.special.boxcox1p(1.0, 0.0), np.log(2.0)))", "True")])
 
 
 # inv_boxcox(y, l) = (1 + l y)^(1/l) (exp y at l = 0): d/dy = ans / (1 + l y), and
@@ -708,10 +955,19 @@ def _inv_boxcox_dl(val, y, l):
 
 binary("inv_boxcox", lambda ans, x1, x2: ans / (1 + ops.multiply(x2, x1)),
        lambda ans, x1, x2: _inv_boxcox_dl(ans, x1, x2),
-       doc="The inverse of boxcox in its first argument.")
+       doc="The inverse of boxcox in its first argument, (1 + lmbda y)^(1/lmbda) (exp y at "
+           "lmbda = 0).",
+       names=("y", "lmbda"), about=["Real values.", "Real values."],
+       example=[_X, "np.array([0.0, 0.5, 2.0])"],
+       known=[("bool(np.isclose(ad.special.inv_boxcox(ad.special.boxcox(3.0, 0.5), 0.5), 3.0))",
+               "True")])
 binary("inv_boxcox1p", lambda ans, x1, x2: (ans + 1) / (1 + ops.multiply(x2, x1)),
        lambda ans, x1, x2: _inv_boxcox_dl(ans + 1, x1, x2),
-       doc="The inverse of boxcox1p in its first argument.")
+       doc="The inverse of boxcox1p in its first argument.",
+       names=("y", "lmbda"), about=["Real values.", "Real values."],
+       example=[_X, "np.array([0.0, 0.5, 2.0])"],
+       known=[("bool(np.isclose(ad.special.inv_boxcox1p(ad.special.boxcox1p(3.0, 0.5), 0.5), "
+               "3.0))", "True")])
 
 
 def _like(v, arr):
@@ -721,6 +977,11 @@ def _like(v, arr):
 
 
 @decl.composite
+@_documented(["a", "d : int"], ["Real values > (d - 1) / 2.", "The dimension, a Python int."],
+             ["np.array([2.0, 3.0, 4.0])", "2"], wrt=[0],
+             known=[("bool(np.isclose(ad.special.multigammaln(3.0, 1), np.log(2.0)))   "
+                     "# gammaln(3)", "True")],
+             uses="gammaln")
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension ``d`` (a Python int):
     d(d-1)/4 log(pi) + sum_j gammaln(a - j/2), j = 0..d-1."""
@@ -732,6 +993,13 @@ def multigammaln(a, d):
 
 
 @decl.composite
+@_documented(["a", "b", "x"],
+             ["The rate, positive.", "The shape, positive.", "Non-negative values."],
+             ["np.array([0.5, 1.0, 2.0])", "2.0", "np.array([1.0, 2.0, 3.0])"], wrt=[0, 2],
+             refused=[("b", _NO_A.replace("x only", "a and x only"))],
+             known=[("bool(np.isclose(ad.special.gdtr(1.0, 1.0, 2.0), 1 - np.exp(-2.0)))",
+                     "True")],
+             uses="gammainc")
 def gdtr(a, b, x):
     """The gamma distribution function of rate ``a`` and shape ``b`` at ``x``: P(b, a x)
     (differentiable in a and x)."""
@@ -740,6 +1008,12 @@ def gdtr(a, b, x):
 
 
 @decl.composite
+@_documented(["a", "b", "x"],
+             ["The rate, positive.", "The shape, positive.", "Non-negative values."],
+             ["np.array([0.5, 1.0, 2.0])", "2.0", "np.array([1.0, 2.0, 3.0])"], wrt=[0, 2],
+             refused=[("b", _NO_A.replace("x only", "a and x only"))],
+             known=[("bool(np.isclose(ad.special.gdtrc(1.0, 1.0, 2.0), np.exp(-2.0)))", "True")],
+             uses="gammaincc")
 def gdtrc(a, b, x):
     """1 - gdtr(a, b, x): Q(b, a x) (differentiable in a and x)."""
     ax = ops.multiply(a, x)
@@ -747,6 +1021,10 @@ def gdtrc(a, b, x):
 
 
 @decl.composite
+@_documented(["v", "x"], ["The degrees of freedom, positive.", "Non-negative values."],
+             ["3.0", _X], wrt=[1], refused=[("v", _NO_A)],
+             known=[("bool(np.isclose(ad.special.chdtr(2.0, 2.0), 1 - np.exp(-1.0)))", "True")],
+             uses="gammainc")
 def chdtr(v, x):
     """The chi-square distribution function with ``v`` degrees of freedom: P(v/2, x/2)
     (differentiable in x)."""
@@ -754,18 +1032,32 @@ def chdtr(v, x):
 
 
 @decl.composite
+@_documented(["v", "x"], ["The degrees of freedom, positive.", "Non-negative values."],
+             ["3.0", _X], wrt=[1], refused=[("v", _NO_A)],
+             known=[("bool(np.isclose(ad.special.chdtrc(2.0, 2.0), np.exp(-1.0)))", "True")],
+             uses="gammaincc")
 def chdtrc(v, x):
     """1 - chdtr(v, x): Q(v/2, x/2) (differentiable in x)."""
     return ops.special.gammaincc(v / 2, x / 2)
 
 
 @decl.composite
+@_documented(["a", "b", "x"], ["Positive values.", "Positive values.", "Values in [0, 1]."],
+             ["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"], wrt=[2],
+             refused=[("a", _NO_A), ("b", _NO_A)],
+             known=[("ad.special.betaincc(1.0, 1.0, 0.25)     # 1 - x", "array(0.75)")],
+             uses="betainc")
 def betaincc(a, b, x):
     """1 - betainc(a, b, x) = I_{1-x}(b, a) (differentiable in x)."""
     return ops.special.betainc(b, a, 1 - x)
 
 
 @decl.composite
+@_documented(["df", "t"], ["The degrees of freedom, positive.", "Real values."],
+             ["3.0", "np.array([-1.0, 0.5, 2.0])"], wrt=[1],
+             refused=[("df", _NO_A.replace("x only", "t only"))],
+             known=[("ad.special.stdtr(3.0, 0.0)", "array(0.5)")],
+             uses="betainc")
 def stdtr(df, t):
     """Student's t distribution function: half of I_{df/(df+t^2)}(df/2, 1/2) for t < 0, one
     minus it above (differentiable in t)."""
@@ -774,6 +1066,11 @@ def stdtr(df, t):
 
 
 @decl.composite
+@_documented(["k", "m"], ["The number of events, >= 0, rounded down: a step function of k, so its "
+                          "gradient is zero.", "The mean, positive."],
+             ["2.0", _X], wrt=[1],
+             known=[("bool(np.isclose(ad.special.pdtr(0.0, 2.0), np.exp(-2.0)))", "True")],
+             uses="gammaincc")
 def pdtr(k, m):
     """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
     k = math.floor(k) if isinstance(k, PY_SCALARS) else ops.floor(k)
@@ -781,6 +1078,13 @@ def pdtr(k, m):
 
 
 @decl.composite
+@_documented(["dfn", "dfd", "x"], ["The numerator's degrees of freedom, positive.",
+                                   "The denominator's degrees of freedom, positive.",
+                                   "Non-negative values."],
+             ["2.0", "3.0", _X], wrt=[2],
+             refused=[("dfn", _NO_A), ("dfd", _NO_A)],
+             known=[("ad.special.fdtr(2.0, 3.0, 0.0)", "array(0.)")],
+             uses="betainc")
 def fdtr(dfn, dfd, x):
     """The F distribution function: I_{dfn x / (dfd + dfn x)}(dfn/2, dfd/2) (differentiable in
     x)."""
@@ -790,13 +1094,20 @@ def fdtr(dfn, dfd, x):
 # -- error function relatives and exponentials -------------------------------------------------
 # erfcx = exp(x^2) erfc(x): d = 2 x erfcx(x) - 2/sqrt(pi)
 unary("erfcx", lambda ans, x: ops.multiply(x, ans) * 2 - 2 / _SQRT_PI,
-      doc="The scaled complementary error function exp(x^2) erfc(x).")
-unary("exp2", lambda ans, x: ans * math.log(2.0), doc="2**x.")
-unary("exp10", lambda ans, x: ans * math.log(10.0), doc="10**x.")
-unary("cosm1", lambda ans, x: -ops.sin(x), doc="cos(x) - 1, accurate near 0.")
-unary("cbrt", lambda ans, x: ops.square(ans) * 3, over=True, doc="The real cube root.")
-unary("exp1", lambda ans, x: -ops.exp(-x) / x, doc="The exponential integral E1(x).")
-unary("expi", lambda ans, x: ops.exp(x) / x, doc="The exponential integral Ei(x).")
+      doc="The scaled complementary error function exp(x^2) erfc(x).",
+      known=[("ad.special.erfcx(0.0)", "array(1.)")])
+unary("exp2", lambda ans, x: ans * math.log(2.0), doc="2**x.",
+      known=[("ad.special.exp2(3.0)", "array(8.)")])
+unary("exp10", lambda ans, x: ans * math.log(10.0), doc="10**x.",
+      known=[("ad.special.exp10(2.0)", "array(100.)")])
+unary("cosm1", lambda ans, x: -ops.sin(x), doc="cos(x) - 1, accurate near 0.",
+      known=[("ad.special.cosm1(0.0)", "array(0.)")])
+unary("cbrt", lambda ans, x: ops.square(ans) * 3, over=True, doc="The real cube root.",
+      example="np.array([-8.0, 1.0, 27.0])", known=[("ad.special.cbrt(27.0)", "array(3.)")])
+unary("exp1", lambda ans, x: -ops.exp(-x) / x, doc="The exponential integral E1(x).",
+      x="Positive values (inf at 0).")
+unary("expi", lambda ans, x: ops.exp(x) / x, doc="The exponential integral Ei(x).",
+      x="Real values (-inf at 0).")
 
 
 def _exprel_d(ans, x):
@@ -811,7 +1122,8 @@ def _exprel_d(ans, x):
     return ops.where(small, near, far)
 
 
-unary("exprel", _exprel_d, doc="(exp(x) - 1) / x, 1 at 0.")
+unary("exprel", _exprel_d, doc="(exp(x) - 1) / x, 1 at 0.",
+      example="np.array([0.0, 0.05, 2.0])", known=[("ad.special.exprel(0.0)", "array(1.)")])
 
 
 # spence(z) = integral from 1 to z of log(t) / (1 - t): d = log(z) / (1 - z), -1 at z = 1
@@ -821,20 +1133,32 @@ def _spence_d(ans, x):
     return ops.where(one, -1.0, ops.log(xs) / (1 - xs))
 
 
-unary("spence", _spence_d, doc="Spence's function (the dilogarithm Li2(1 - z)), for z >= 0.")
+unary("spence", _spence_d, doc="Spence's function, the dilogarithm Li2(1 - z).",
+      x="z >= 0 (nan below).", known=[("ad.special.spence(1.0)", "array(0.)")])
 
 # -- trigonometric functions of degrees --------------------------------------------------------
 _DEG = math.pi / 180
-unary("sindg", lambda ans, x: ops.special.cosdg(x) * _DEG, doc="sin of an angle in degrees.")
-unary("cosdg", lambda ans, x: ops.special.sindg(x) * -_DEG, doc="cos of an angle in degrees.")
-unary("tandg", lambda ans, x: (1 + ops.square(ans)) * _DEG, doc="tan of an angle in degrees.")
-unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angle in degrees.")
+unary("sindg", lambda ans, x: ops.special.cosdg(x) * _DEG, doc="sin of an angle in degrees.",
+      x="Angles in degrees.", example="np.array([30.0, 45.0, 90.0])",
+      known=[("ad.special.sindg(90.0)", "array(1.)")])
+unary("cosdg", lambda ans, x: ops.special.sindg(x) * -_DEG, doc="cos of an angle in degrees.",
+      x="Angles in degrees.", example="np.array([30.0, 45.0, 90.0])",
+      known=[("ad.special.cosdg(180.0)", "array(-1.)")])
+unary("tandg", lambda ans, x: (1 + ops.square(ans)) * _DEG, doc="tan of an angle in degrees.",
+      x="Angles in degrees.", example="np.array([30.0, 45.0, 60.0])",
+      known=[("ad.special.tandg(45.0)", "array(1.)")])
+unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angle in degrees.",
+      x="Angles in degrees.", example="np.array([30.0, 45.0, 60.0])",
+      known=[("ad.special.cotdg(45.0)", "array(1.)")])
 
 # -- losses ----------------------------------------------------------------------------------------
 # kl_div = x log(x/y) - x + y: d/dx = log(x/y), d/dy = 1 - x/y (1 where x == 0)
 binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
        lambda ans, x1, x2: 1 - _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans),
-       doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).")
+       doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
+       about=["Non-negative values.", "Non-negative values."],
+       example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
+       known=[("ad.special.kl_div(1.0, 1.0)", "array(0.)")])
 
 
 # huber(delta, r) = r^2/2 for |r| <= delta, else delta (|r| - delta/2)
@@ -855,7 +1179,11 @@ def _huber_ddelta(ans, x1, x2):
 
 
 binary("huber", _huber_ddelta, _huber_dr,
-       doc="The Huber loss of a residual r (second argument) with threshold delta (first).")
+       doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
+       names=("delta", "r"), about=["The threshold.", "The residual."],
+       example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],
+       known=[("ad.special.huber(1.0, 0.5)", "array(0.125)"),
+              ("ad.special.huber(1.0, 3.0)", "array(2.5)")])
 
 
 # pseudo_huber(delta, r) = delta^2 (s - 1), s = sqrt(1 + (r/delta)^2) = ans/delta^2 + 1:
@@ -868,22 +1196,39 @@ binary("pseudo_huber",
        lambda ans, x1, x2: (2 * x1) * (_ph_s(ans, x1) - 1)
        - _sq(x2) / ops.multiply(x1, _ph_s(ans, x1)),
        lambda ans, x1, x2: x2 / _ph_s(ans, x1),
-       doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).")
+       doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).",
+       names=("delta", "r"), about=["The scale, positive.", "The residual."],
+       example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],
+       known=[("ad.special.pseudo_huber(1.0, 0.0)", "array(0.)")])
 
 
 # -- Bessel functions of integer order ------------------------------------------------------------
-unary("j0", lambda ans, x: -ops.special.j1(x), doc="The Bessel function J0.")
+unary("j0", lambda ans, x: -ops.special.j1(x),
+      doc="The Bessel function of the first kind of order 0, J0.",
+      known=[("ad.special.j0(0.0)", "array(1.)")])
 # (j1/x, like i1/x, is 1/2 at 0)
 unary("j1", lambda ans, x: ops.subtract(ops.special.j0(x), _i1_over_x(ans, x)),
-      doc="The Bessel function J1.")
-unary("y0", lambda ans, x: -ops.special.y1(x), doc="The Bessel function of the second kind Y0.")
+      doc="The Bessel function of the first kind of order 1, J1.",
+      known=[("ad.special.j1(0.0)", "array(0.)")])
+unary("y0", lambda ans, x: -ops.special.y1(x),
+      doc="The Bessel function of the second kind of order 0, Y0.",
+      x="Positive values (-inf at 0, nan below).")
 unary("y1", lambda ans, x: ops.special.y0(x) - ans / x,
-      doc="The Bessel function of the second kind Y1.")
-unary("k0", lambda ans, x: -ops.special.k1(x), doc="The modified Bessel function K0.")
-unary("k1", lambda ans, x: -ops.special.k0(x) - ans / x, doc="The modified Bessel function K1.")
+      doc="The Bessel function of the second kind of order 1, Y1.",
+      x="Positive values (-inf at 0, nan below).")
+unary("k0", lambda ans, x: -ops.special.k1(x),
+      doc="The modified Bessel function of the second kind of order 0, K0.",
+      x="Positive values (inf at 0, nan below).")
+unary("k1", lambda ans, x: -ops.special.k0(x) - ans / x,
+      doc="The modified Bessel function of the second kind of order 1, K1.",
+      x="Positive values (inf at 0, nan below).")
 # k0e = e^x k0: d = k0e - k1e; k1e = e^x k1: d = k1e - k0e - k1e/x
-unary("k0e", lambda ans, x: ans - ops.special.k1e(x), doc="exp(x) K0(x).")
-unary("k1e", lambda ans, x: ans - ops.special.k0e(x) - ans / x, doc="exp(x) K1(x).")
+unary("k0e", lambda ans, x: ans - ops.special.k1e(x),
+      doc="exp(x) K0(x), the exponentially scaled K0.",
+      x="Positive values (inf at 0, nan below).")
+unary("k1e", lambda ans, x: ans - ops.special.k0e(x) - ans / x,
+      doc="exp(x) K1(x), the exponentially scaled K1.",
+      x="Positive values (inf at 0, nan below).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -894,9 +1239,30 @@ def _axes(axis, x):
 
 
 @decl.composite
+@_documented(
+    ["a", "axis : int or tuple of int, optional", "b : array_like, optional",
+     "keepdims : bool, optional", "return_sign : bool, optional"],
+    ["The values.", "The axes to reduce (None: all, as SciPy).",
+     "Weights, broadcast against ``a`` (entries of weight 0 do not count).",
+     "Keep the reduced axes with length one.",
+     "Also return the sign of the sum (for weights of any sign)."],
+    [], wrt=[], returns=[
+        "array or tuple",
+        "    The reduction, on the backend of ``a`` (``(log(abs(sum)), sign)`` with "
+        "``return_sign``)."],
+    custom=[
+        "Against SciPy, and its gradient, the softmax:", "",
+        ">>> from scipy import special as sp",
+        ">>> a = np.array([1.0, 2.0, 3.0])",
+        ">>> bool(np.allclose(ad.special.logsumexp(a), sp.logsumexp(a)))", "True",
+        ">>> bool(np.allclose(ad.func.grad(ad.special.logsumexp)(a), sp.softmax(a)))", "True",
+        "", "No overflow where ``exp`` alone would, and the sum of four ones is 4:", "",
+        ">>> bool(np.isclose(ad.special.logsumexp(np.array([1000.0, 1000.0])), "
+        "1000.0 + np.log(2.0)))", "True",
+        ">>> bool(np.isclose(ad.special.logsumexp(np.zeros(4)), np.log(4.0)))", "True"])
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """log(sum(b * exp(a))) over ``axis`` (all axes by default), shifted by the maximum for
-    stability; with ``return_sign``, ``(log|sum|, sign(sum))`` for weights ``b`` of any sign,
+    stability; with ``return_sign``, ``(log(abs(sum)), sign(sum))`` for weights ``b`` of any sign,
     else nan where the sum is negative (as SciPy)."""
     if b is not None:
         a, b = ops.broadcast_arrays(a, b)
@@ -920,12 +1286,45 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 @decl.composite
+@_documented(
+    ["x", "axis : int or tuple of int, optional"],
+    ["The values.", "The axes to normalize over (None: all, as SciPy)."],
+    [], wrt=[], returns=[
+        "array",
+        "    Non-negative values of the shape of ``x`` summing to one over ``axis``, on its "
+        "backend."],
+    custom=[
+        "Against SciPy, and its Jacobian ``diag(s) - s s^T``:", "",
+        ">>> from scipy import special as sp",
+        ">>> x = np.array([1.0, 2.0, 3.0])",
+        ">>> s = ad.special.softmax(x)",
+        ">>> bool(np.allclose(s, sp.softmax(x)))", "True",
+        ">>> J = ad.func.jacrev(ad.special.softmax)(x)",
+        ">>> bool(np.allclose(J, np.diag(s) - np.outer(s, s)))", "True",
+        "", "Equal values share the mass equally:", "",
+        ">>> ad.special.softmax(np.zeros(4))", "array([0.25, 0.25, 0.25, 0.25])"])
 def softmax(x, axis=None):
     """exp(x) / sum(exp(x)) over ``axis`` (all axes by default, as SciPy)."""
     return ops.exp(x - logsumexp(x, axis=axis, keepdims=True))
 
 
 @decl.composite
+@_documented(
+    ["x", "axis : int or tuple of int, optional"],
+    ["The values.", "The axes to normalize over (None: all, as SciPy)."],
+    [], wrt=[], returns=[
+        "array",
+        "    ``log(softmax(x))`` without its underflow, of the shape of ``x``, on its backend."],
+    custom=[
+        "Against SciPy, by rows:", "",
+        ">>> from scipy import special as sp",
+        ">>> x = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, -800.0]])",
+        ">>> bool(np.allclose(ad.special.log_softmax(x, axis=1), sp.log_softmax(x, axis=1)))",
+        "True",
+        "",
+        "where ``log(softmax(x))`` would give -inf: ``log(exp(-800) / 2)``:", "",
+        ">>> bool(np.isclose(ad.special.log_softmax(x, axis=1)[1, 2], -800.0 - np.log(2.0)))",
+        "True"])
 def log_softmax(x, axis=None):
     """x - logsumexp(x) over ``axis`` (all axes by default, as SciPy)."""
     return x - logsumexp(x, axis=axis, keepdims=True)

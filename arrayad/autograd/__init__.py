@@ -87,19 +87,101 @@ def _generator_in_mode(gen, make_mode):
 
 
 class no_grad(_GradMode):
-    """Operations inside record nothing on the tape (transforms inside still work)."""
+    """Context manager and decorator under which operations record nothing on the tape.
+
+    Inside, results of operations on tensors that require grad do not require grad (no
+    ``grad_fn``), which saves the memory of the record: use it for evaluation and for
+    parameter updates. The mode is this thread's; the previous one is restored on exit, also
+    when an exception leaves the block. The transforms of ``arrayad.func`` are not affected:
+    ``grad(f)`` still differentiates ``f`` inside a ``no_grad`` block, and respects one inside
+    ``f`` (as torch.func).
+
+    As a decorator, each call of the function runs in the mode (a generator function: each
+    step of the generator).
+
+    Raises
+    ------
+    Exception
+        Nothing of its own; an exception raised inside the block propagates, after the
+        previous mode is restored.
+
+    See Also
+    --------
+    enable_grad, set_grad_enabled, is_grad_enabled
+
+    Examples
+    --------
+    >>> x = ad.tensor([1.0, 2.0], requires_grad=True)
+    >>> with ad.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    >>> (x * 2).requires_grad
+    True
+
+    As a decorator:
+
+    >>> @ad.no_grad()
+    ... def evaluate(x):
+    ...     return ad.sum(x ** 2)
+    >>> evaluate(x)
+    tensor(5.)
+    """
     _mode = False
 
 
 class enable_grad(_GradMode):
-    """Re-enable recording, e.g. inside a ``no_grad`` block."""
+    """Context manager and decorator that re-enables recording, e.g. inside a ``no_grad`` block.
+
+    The mode is this thread's; the previous one is restored on exit. As a decorator, each call
+    of the function runs with recording enabled.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own; an exception raised inside the block propagates, after the
+        previous mode is restored.
+
+    Examples
+    --------
+    >>> x = ad.tensor([1.0, 2.0], requires_grad=True)
+    >>> with ad.no_grad():
+    ...     with ad.enable_grad():
+    ...         y = x * 2
+    ...     z = x * 2
+    >>> y.requires_grad, z.requires_grad
+    (True, False)
+    """
     _mode = True
 
 
 class set_grad_enabled(_GradMode):
     """Set this thread's grad mode to ``mode``: at once when called, back on exit when used with
-    ``with``. As a decorator it undoes that immediate change and sets the mode only while the
-    decorated function runs (torch's behaviour)."""
+    ``with``.
+
+    As a decorator it undoes that immediate change and sets the mode only while the decorated
+    function runs (torch's behaviour). Called alone, ``ad.set_grad_enabled(False)`` changes the
+    mode until it is set again.
+
+    Parameters
+    ----------
+    mode : bool
+        True to record operations on tensors that require grad, False not to.
+
+    Raises
+    ------
+    TypeError
+        If ``mode`` is not a bool (or NumPy bool).
+
+    Examples
+    --------
+    >>> x = ad.tensor([1.0, 2.0], requires_grad=True)
+    >>> is_train = False
+    >>> with ad.set_grad_enabled(is_train):
+    ...     y = x * 2
+    >>> y.requires_grad, ad.is_grad_enabled()
+    (False, True)
+    """
 
     def __init__(self, mode):
         super().__init__()
@@ -125,6 +207,26 @@ class set_grad_enabled(_GradMode):
 
 
 def is_grad_enabled():
+    """Whether operations on tensors that require grad are recorded in this thread.
+
+    Returns
+    -------
+    bool
+        True unless a ``no_grad`` block or ``set_grad_enabled(False)`` is in force.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own.
+
+    Examples
+    --------
+    >>> ad.autograd.is_grad_enabled()
+    True
+    >>> with ad.no_grad():
+    ...     ad.autograd.is_grad_enabled()
+    False
+    """
     return _core.is_grad_enabled()
 
 
@@ -184,7 +286,52 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
-    """Accumulate d(tensors)/d(leaf) into the ``.grad`` of the leaves (or only of ``inputs``)."""
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
+
+    The eager tape's backward pass, as ``torch.autograd.backward`` (``t.backward()`` calls it):
+    gradients are summed into ``.grad``, so zero it (``x.grad = None``) between steps.
+
+    Parameters
+    ----------
+    tensors : Tensor or sequence of Tensor
+        Outputs to differentiate; each must require grad.
+    grad_tensors : array or sequence, optional
+        The cotangent of each output (its shape); None for an output with one element means 1.
+    retain_graph : bool, optional
+        Keep the saved values so that the graph can be traversed again (default:
+        ``create_graph``).
+    create_graph : bool, optional
+        Record the backward pass itself, so that the gradients can be differentiated again.
+    grad_variables : optional
+        An old name of ``grad_tensors``.
+    inputs : Tensor or sequence of Tensor, optional
+        Accumulate only into these (which may be non-leaves); by default into every leaf.
+
+    Returns
+    -------
+    None
+        The gradients are in ``.grad``.
+
+    Raises
+    ------
+    RuntimeError
+        If an output does not require grad; if an output with more than one element gets no
+        gradient, or a gradient of another shape; if the graph was freed by an earlier backward
+        pass (pass ``retain_graph=True`` to the first); if called inside an ``arrayad.func``
+        transform (use ``arrayad.func.grad`` or ``vjp`` there).
+
+    Examples
+    --------
+    The gradient of ``sum(x ** 2)`` is ``2 x``; a second pass adds to it:
+
+    >>> x = ad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> ad.autograd.backward(ad.sum(x ** 2))
+    >>> x.grad
+    tensor([2., 4., 6.])
+    >>> ad.sum(x ** 2).backward()
+    >>> x.grad
+    tensor([ 4.,  8., 12.])
+    """
     _no_transform("backward")
     tensors = _as_tuple(tensors)
     if grad_variables is not None:
@@ -211,7 +358,60 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """The gradients of ``outputs`` with respect to ``inputs`` (nothing accumulates in .grad)."""
+    """The gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left as it
+    is), as ``torch.autograd.grad``.
+
+    Parameters
+    ----------
+    outputs : Tensor or sequence of Tensor
+        Outputs to differentiate; each must require grad.
+    inputs : Tensor or sequence of Tensor
+        Tensors that require grad, leaves or not.
+    grad_outputs : array or sequence, optional
+        The cotangent of each output; None for an output with one element means 1.
+    retain_graph : bool, optional
+        Keep the graph for another pass (default: ``create_graph``).
+    create_graph : bool, optional
+        Record this backward pass, so that the gradients can be differentiated again (higher
+        derivatives).
+    only_inputs : bool, optional
+        Ignored (torch's signature).
+    allow_unused : bool, optional
+        Return None for an input the outputs do not depend on, instead of raising (default:
+        ``materialize_grads``).
+    is_grads_batched : bool, optional
+        Treat the first dimension of each ``grad_outputs`` as a batch and map over it (one
+        vector-Jacobian product per row, with ``vmap``).
+    materialize_grads : bool, optional
+        Return zeros instead of None for unused inputs.
+
+    Returns
+    -------
+    tuple of Tensor
+        One gradient per input, with its shape (None or zeros for unused inputs, as above).
+
+    Raises
+    ------
+    RuntimeError
+        If an input or an output does not require grad; if an input was not used and
+        ``allow_unused`` is false; if an output with more than one element gets no gradient,
+        or one of another shape; if the graph was freed by an earlier pass; if called inside
+        an ``arrayad.func`` transform.
+
+    Examples
+    --------
+    The derivative of ``x ** 3`` is ``3 x ** 2``, and with ``create_graph`` the second
+    derivative ``6 x`` follows:
+
+    >>> x = ad.tensor([1.0, 2.0], requires_grad=True)
+    >>> (g,) = ad.autograd.grad(ad.sum(x ** 3), x, create_graph=True)
+    >>> g
+    tensor([ 3., 12.], grad_fn=<MultiplyBackward>)
+    >>> ad.autograd.grad(ad.sum(g), x)
+    (tensor([ 6., 12.]),)
+    >>> x.grad is None
+    True
+    """
     _no_transform("autograd.grad")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)

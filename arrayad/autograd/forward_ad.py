@@ -25,13 +25,47 @@ def _levels():
 
 
 class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])):
-    """``unpack_dual``'s result: ``primal`` and ``tangent`` (None when the value is not dual)."""
+    """``unpack_dual``'s result, a named tuple ``(primal, tangent)``.
+
+    ``tangent`` is None when the value is not dual at the level asked.
+
+    Raises
+    ------
+    TypeError
+        If constructed with other than two fields (as any named tuple).
+
+    Examples
+    --------
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> fwAD.unpack_dual(np.array([1.0]))
+    UnpackedDualTensor(primal=array([1.]), tangent=None)
+    """
 
     __slots__ = ()
 
 
 def enter_dual_level():
-    """Open a new forward-AD level and return its number (use ``dual_level`` where possible)."""
+    """Open a new forward-AD level in this thread and return its number (prefer ``dual_level``,
+    which also closes it).
+
+    Returns
+    -------
+    int
+        The level, 0 for the outermost.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own.
+
+    Examples
+    --------
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> level = fwAD.enter_dual_level()
+    >>> fwAD.unpack_dual(ad.sin(fwAD.make_dual(np.array([0.0]), np.array([1.0])))).tangent
+    array([1.])
+    >>> fwAD.exit_dual_level(level=level)
+    """
     interp = JvpInterpreter(dual_level=True)
     interp.__enter__()
     levels = _levels()
@@ -40,7 +74,32 @@ def enter_dual_level():
 
 
 def exit_dual_level(*, level=None):
-    """Close the innermost forward-AD level (``level`` must be that one when given)."""
+    """Close the innermost forward-AD level of this thread; its duals lose their tangents.
+
+    Parameters
+    ----------
+    level : int, optional
+        The level to close; it must be the innermost one.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    RuntimeError
+        If no level is open, or ``level`` is not the innermost one.
+
+    Examples
+    --------
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> level = fwAD.enter_dual_level()
+    >>> fwAD.exit_dual_level(level=level)
+    >>> fwAD.exit_dual_level()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: Trying to exit a forward AD level but no level is currently active.
+    """
     levels = _levels()
     if not levels:
         raise RuntimeError("Trying to exit a forward AD level but no level is currently active.")
@@ -70,7 +129,49 @@ def _interpreter(level, api):
 
 
 def make_dual(tensor, tangent, *, level=None):
-    """A dual tensor: ``tensor`` carrying ``tangent`` (its directional derivative) in ``level``."""
+    """A dual tensor: ``tensor`` carrying ``tangent``, its directional derivative, in ``level``.
+
+    Every operation on it (built-in functions and ``Function.jvp`` alike) computes the tangent
+    of its result alongside: forward-mode differentiation in eager style, as
+    ``torch.autograd.forward_ad``. Read the tangent back with ``unpack_dual``.
+
+    Parameters
+    ----------
+    tensor : array
+        The primal, a float or complex array (any backend, or ``ad.Tensor``).
+    tangent : array
+        Its tangent, of the same shape.
+    level : int, optional
+        The level (default: the innermost open one).
+
+    Returns
+    -------
+    tracer
+        The dual value, usable in arrayad functions until its level exits (a tracer of a
+        closed level refuses to be used, where torch keeps the primal).
+
+    Raises
+    ------
+    RuntimeError
+        If no level is open (enter ``dual_level()`` first), ``level`` does not exist, or the
+        shapes differ.
+    ValueError
+        If the primal or the tangent has an integer or boolean dtype.
+    TypeError
+        If the primal or the tangent is not an array.
+
+    Examples
+    --------
+    The derivative of ``exp`` is ``exp``: at 0 and 1, along a tangent of ones:
+
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> x = np.array([0.0, 1.0])
+    >>> with fwAD.dual_level():
+    ...     y = ad.exp(fwAD.make_dual(x, np.ones(2)))
+    ...     primal, tangent = fwAD.unpack_dual(y)
+    >>> bool(np.allclose(tangent, np.exp(x)))
+    True
+    """
     interp = _interpreter(level, "make_dual")
     if interp is None:
         raise RuntimeError(
@@ -98,7 +199,34 @@ def make_dual(tensor, tangent, *, level=None):
 
 
 def unpack_dual(tensor, *, level=None):
-    """``(primal, tangent)`` of ``tensor`` at ``level``; tangent is None if it is not dual there."""
+    """The primal and the tangent of ``tensor`` at ``level``.
+
+    Parameters
+    ----------
+    tensor : array
+        A dual value, or any other array (whose tangent is None).
+    level : int, optional
+        The level (default: the innermost open one).
+
+    Returns
+    -------
+    UnpackedDualTensor
+        ``(primal, tangent)``; ``tangent`` is None if ``tensor`` is not dual at that level (or
+        its level has exited).
+
+    Raises
+    ------
+    RuntimeError
+        If ``level`` does not exist.
+
+    Examples
+    --------
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> with fwAD.dual_level():
+    ...     y = fwAD.make_dual(np.array([2.0]), np.array([1.0])) ** 2
+    ...     fwAD.unpack_dual(y)        # d/dx x ** 2 = 2 x
+    UnpackedDualTensor(primal=array([4.]), tangent=array([4.]))
+    """
     if isinstance(tensor, DualTracer) and not tensor.interpreter.alive and \
             tensor.interpreter.dual_level:
         return UnpackedDualTensor(tensor.value, None)   # its level has exited
@@ -109,7 +237,26 @@ def unpack_dual(tensor, *, level=None):
 
 
 class dual_level:
-    """``with dual_level():`` — a forward-AD level for the duration of the block."""
+    """``with dual_level():`` opens a forward-AD level for the duration of the block.
+
+    ``as`` gives the level's number. For higher derivatives, compose ``arrayad.func.jvp``.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own; an exception inside the block propagates after the level is
+        closed.
+
+    Examples
+    --------
+    >>> from arrayad.autograd import forward_ad as fwAD
+    >>> with fwAD.dual_level() as level:
+    ...     y = ad.sin(fwAD.make_dual(np.array([0.0]), np.array([1.0])))
+    ...     fwAD.unpack_dual(y).tangent     # cos(0)
+    array([1.])
+    >>> level
+    0
+    """
 
     def __enter__(self):
         return enter_dual_level()

@@ -1,9 +1,10 @@
 """Writes the API reference pages (``docs/api/generated/*.rst``) from the public names.
 
-Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd``, ``arrayad.special``,
-``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing`` and ``arrayad.backends`` gets an entry,
-so that a name added to the package appears in the reference without editing a page. The list of
-names is ``public_names`` (the test of the docstrings uses the same list).
+Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd`` (and its ``forward_ad``),
+``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing`` and
+``arrayad.backends`` gets an entry, so that a name added to the package appears in the reference
+without editing a page. The list of names is ``public_names`` (the test of the docstrings uses the
+same list).
 """
 
 import importlib
@@ -16,6 +17,8 @@ MODULES = {
                 "the eager ``Tensor``, grad mode, backends and ``jit``."),
     "arrayad.func": ("arrayad.func", "The function transforms of torch.func."),
     "arrayad.autograd": ("arrayad.autograd", "The eager tape's API and ``Function``."),
+    "arrayad.autograd.forward_ad": ("arrayad.autograd.forward_ad", "Forward-mode AD with dual "
+                                   "tensors, as ``torch.autograd.forward_ad``."),
     "arrayad.special": ("arrayad.special", "scipy.special's functions, differentiable and "
                         "batchable, on every backend."),
     "arrayad.linalg": ("arrayad.linalg", "The array API ``linalg`` extension."),

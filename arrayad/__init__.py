@@ -39,7 +39,6 @@ from ._info import __array_namespace_info__  # noqa: E402,F401
 from . import linalg, fft  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _ops/special)
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
-from . import _core_docs  # noqa: E402,F401  (the docstrings of bind and is_grad_enabled)
 
 from . import autograd, func, testing  # noqa: E402,F401
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401

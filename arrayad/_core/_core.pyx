@@ -374,7 +374,26 @@ def thread_state():
 # -- grad mode
 
 def is_grad_enabled():
-    """Whether operations on tensors that require grad are recorded (in this thread)."""
+    """Whether operations on tensors that require grad are recorded (in this thread).
+
+    Returns
+    -------
+    bool
+        True unless a ``no_grad`` block or ``set_grad_enabled(False)`` is in force in this thread.
+
+    Raises
+    ------
+    Exception
+        Nothing of its own.
+
+    Examples
+    --------
+    >>> ad.is_grad_enabled()
+    True
+    >>> with ad.no_grad():
+    ...     ad.is_grad_enabled()
+    False
+    """
     return _state().grad_enabled
 
 
@@ -519,8 +538,49 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
 
 
 def bind(Primitive prim not None, *args, **params):
-    """Apply ``prim``: by the innermost transform among the args, else eagerly (NOTE
-    [interpreters])."""
+    """Apply the primitive ``prim`` to ``args``: by the innermost transform among the arguments, else
+    eagerly (NOTE
+    [interpreters]).
+
+    Every arrayad function ends in a ``bind``: the core finds the highest transform level among
+    the arguments (a ``grad``, ``jvp``, ``vmap`` or ``jit`` tracer, or an eager ``Tensor`` that
+    requires grad) and hands the call to that transform's interpreter, which applies the
+    primitive's rule (VJP, JVP, batching) and binds again one level down; with no tracer and
+    nothing to record, the backend's function is called directly. It is the entry point for a
+    primitive declared in ``arrayad/_ops`` (see ``arrayad/_ops/_rules.py``).
+
+    Parameters
+    ----------
+    prim : Primitive
+        The primitive, with its implementation and rules.
+    *args
+        Its array arguments (any backend's arrays, ``ad.Tensor``, tracers) and Python scalars.
+    **params
+        Its static keyword parameters (``axis=``, ``keepdims=``...).
+
+    Returns
+    -------
+    array, Tensor, tracer or tuple of them
+        The primitive's result, of the arguments' kind: a backend array for backend arrays, a
+        ``Tensor`` for Tensors, a tracer of the innermost transform inside one; a tuple for a
+        primitive with several results.
+
+    Raises
+    ------
+    TypeError
+        If ``prim`` is not a ``Primitive``.
+    Exception
+        Whatever the primitive's implementation or rules raise for these arguments (a
+        non-differentiable primitive under ``grad``, a backend mismatch...).
+
+    Examples
+    --------
+    >>> from arrayad._ops.elementwise import PRIMS
+    >>> ad.bind(PRIMS["sin"], np.array([0.0, np.pi / 2]))
+    array([0., 1.])
+    >>> ad.func.grad(lambda x: ad.bind(PRIMS["sin"], x))(0.0)     # cos(0)
+    array(1.)
+    """
     return _bind(prim, args, params)
 
 
@@ -2070,7 +2130,49 @@ cdef class Array:
 
 
 cdef class Tensor(Array):
-    """arrayad's eager array: a backend array plus what eager autograd needs. See NOTE [eager tape]."""
+    """Tensor(value, requires_grad=False)
+
+    arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor (NOTE
+    [eager tape]).
+
+    It wraps an array of any backend (NumPy, torch, CuPy, array-api-strict, Dask, JAX) and carries
+    the array API's methods and operators plus the torch ones a torch.func user reaches for
+    (``sum(0)``, ``t()``, ``item()``, ``numpy()``, ``detach()``...). With ``requires_grad``, the
+    operations on it are recorded, ``.backward()`` accumulates gradients into the ``.grad`` of the
+    leaves, and ``.grad_fn`` names the operation that made a value. ``ad.tensor(data)`` is the usual
+    constructor. The transforms of ``arrayad.func`` accept Tensors too (Tensor in, Tensor out).
+
+    Parameters
+    ----------
+    value : array_like
+        The data: any supported backend's array, or nested Python lists of numbers (NumPy).
+    requires_grad : bool, optional
+        Record the operations on this tensor (it is then a leaf whose ``.grad`` is filled by
+        ``backward``). Only floating-point and complex tensors may require grad.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an array of a supported backend (nor data NumPy can convert).
+    RuntimeError
+        If ``requires_grad`` is set on an integer or boolean tensor; from its methods: ``backward()``
+        on a non-scalar without ``gradient``, ``numpy()`` on a tensor that requires grad (detach it
+        first), an in-place update of a leaf that requires grad (do it under ``no_grad``).
+
+    Examples
+    --------
+    >>> x = ad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x ** 2).sum()
+    >>> y
+    tensor(14., grad_fn=<SumBackward>)
+    >>> y.backward()
+    >>> x.grad                     # d/dx sum(x ** 2) = 2 x
+    tensor([2., 4., 6.])
+    >>> x.is_leaf, (x * 2).is_leaf
+    (True, False)
+    >>> x.detach().numpy()
+    array([1., 2., 3.])
+    """
 
     def __init__(self, value, requires_grad=False):
         if isinstance(value, Tensor):

@@ -902,8 +902,10 @@ array
 
 Raises
 ------
-TypeError
-    If ``x`` is 0-d (the backend's error).
+ValueError
+    If ``x`` has fewer than 2 dimensions, on backends that check it (array-api-strict).
+    NumPy treats a 1-d ``x`` as a row repeated into a square matrix and raises ``TypeError``
+    for a 0-d one.
 
 Examples
 --------

@@ -5,12 +5,11 @@ argmax, argmin, count_nonzero, diff.
 no rules of their own (``decl.composite``).
 """
 
-import textwrap
-
 from ._namespace import ops
 
 from .._core._core import conj_if_complex, bind, shape_of
 from .._dtypes import to_backend
+from ._docfill import paragraph
 from ._rules import (LINEAR, Declarations, arange_like, axis_batch, move_to_front, ndim_of,
                      normalize_axes, normalize_axis, per_primitive)
 
@@ -88,16 +87,8 @@ def reduction_doc(name, summary, *, returns, example, dtype=False, params="", ra
     return _REDUCTION_DOC.format(summary=summary, example=example, raises=raises,
                                  params=(_DTYPE_DOC if dtype else "") + params,
                                  axis_type=axis_type,
-                                 axis=_indented(axis), returns=_indented(returns))
+                                 axis=paragraph(axis), returns=paragraph(returns))
 
-
-def _indented(text):
-    """A paragraph of a docstring section: wrapped, indented by four spaces."""
-    # (an inline literal is kept on one line: its spaces are hidden from the wrapping)
-    parts = text.split("``")
-    text = "``".join(p.replace(" ", "\0") if i % 2 else p for i, p in enumerate(parts))
-    return textwrap.fill(text, 96, initial_indent="    ",
-                         subsequent_indent="    ").replace("\0", " ")
 
 
 def reduction(name, *, vjp=None, jvp=None, reads=None, with_dtype=True, doc=None,

@@ -546,8 +546,9 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     Returns
     -------
     array
-        1-d of length ``n``: ``k / (d * n)`` for ``k = 0 .. (n - 1) // 2``, then the negative ones, on the default backend (``ad.set_backend``; inside a transform, the
-        transform's). A constant: nothing to differentiate.
+        1-d of length ``n``: ``k / (d * n)`` for ``k = 0 .. (n - 1) // 2``, then the negative
+        ones. Of the default backend (``ad.set_backend``, ``with ad.backend(...)``), inside a
+        transform too (unlike ``arange``). A constant: nothing to differentiate.
 
     Raises
     ------
@@ -588,8 +589,9 @@ def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     Returns
     -------
     array
-        1-d of length ``n // 2 + 1``, on the default backend (``ad.set_backend``; inside a transform, the
-        transform's). A constant: nothing to differentiate.
+        1-d of length ``n // 2 + 1``. Of the default backend (``ad.set_backend``,
+        ``with ad.backend(...)``), inside a transform too (unlike ``arange``). A constant:
+        nothing to differentiate.
 
     Raises
     ------

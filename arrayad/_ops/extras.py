@@ -332,7 +332,8 @@ def allclose(x1, x2, /, *, rtol=1e-05, atol=1e-08, equal_nan=False):
 
     Examples
     --------
-    >>> ad.allclose(ad.linalg.inv(ad.asarray([[2., 0.], [0., 4.]])), ad.asarray([[0.5, 0.], [0., 0.25]]))
+    >>> a = ad.linalg.inv(ad.asarray([[2., 0.], [0., 4.]]))
+    >>> ad.allclose(a, ad.asarray([[0.5, 0.], [0., 0.25]]))
     True
     """
     return bool(ops.all(isclose(x1, x2, rtol=rtol, atol=atol, equal_nan=equal_nan)))

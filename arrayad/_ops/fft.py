@@ -206,7 +206,8 @@ _transform_doc(
     example=">>> ad.fft.fft(ad.asarray([1., 1., 1., 1.]))\n"
             "tensor([4.0000+0.0000j, 0.0000+0.0000j, 0.0000+0.0000j, 0.0000+0.0000j], "
             "dtype=arrayad.complex128)\n"
-            ">>> ad.func.grad(lambda x: ad.sum(ad.real(ad.fft.fft(x))))(ad.asarray([1., 2., 3., 4.]))\n"
+            ">>> x = ad.asarray([1., 2., 3., 4.])\n"
+            ">>> ad.func.grad(lambda x: ad.sum(ad.real(ad.fft.fft(x))))(x)\n"
             "tensor([4., 0., 0., 0.])")
 _transform_doc(
     ifft, summary="The one-dimensional inverse discrete Fourier transform of ``x`` along "

@@ -168,8 +168,9 @@ def inv(x, /):
     Returns
     -------
     array
-        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that transform); integer input gives the default floating dtype. The
-        derivative of ``inv(A)`` along ``dA`` is ``-inv(A) @ dA @ inv(A)``.
+        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that
+        transform); integer input gives the default floating dtype. The derivative of ``inv(A)``
+        along ``dA`` is ``-inv(A) @ dA @ inv(A)``.
 
     Raises
     ------
@@ -232,11 +233,12 @@ def det(x, /):
     Returns
     -------
     array
-        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that transform); integer input gives the default floating dtype. The
-        gradient is the cofactor matrix (for real ``A``: the transposed adjugate,
-        ``det(A) * inv(A).T`` where ``A`` is invertible). At a singular matrix it is still the cofactors, computed from an SVD
-        (JAX agrees; torch's eager ``backward`` and ``torch.func.jvp`` return zeros there).
-        See ``docs/correctness.md``.
+        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that
+        transform); integer input gives the default floating dtype. The gradient is the cofactor
+        matrix (for real ``A``: the transposed adjugate, ``det(A) * inv(A).T`` where ``A`` is
+        invertible). At a singular matrix it is still the cofactors, computed from an SVD (JAX
+        agrees; torch's eager ``backward`` and ``torch.func.jvp`` return zeros there). See
+        ``docs/correctness.md``.
 
     Raises
     ------
@@ -304,10 +306,11 @@ def slogdet(x, /):
     Returns
     -------
     SlogdetResult
-        A named tuple ``(sign, logabsdet)``, each shaped ``x.shape[:-2]`` and of the backend of ``x`` (inside a transform, a value of that transform):
-        ``sign`` is -1, 0 or 1 (a unit complex number for complex ``x``) and ``logabsdet``
-        real; ``det = sign * exp(logabsdet)``. A singular matrix gives ``(0, -inf)``. The
-        gradient of ``logabsdet`` is ``inv(A)^H`` (``inv(A).T`` for real ``A``).
+        A named tuple ``(sign, logabsdet)``, each shaped ``x.shape[:-2]`` and of the backend of
+        ``x`` (inside a transform, a value of that transform): ``sign`` is -1, 0 or 1 (a unit
+        complex number for complex ``x``) and ``logabsdet`` real;
+        ``det = sign * exp(logabsdet)``. A singular matrix gives ``(0, -inf)``. The gradient of
+        ``logabsdet`` is ``inv(A)^H`` (``inv(A).T`` for real ``A``).
 
     Raises
     ------
@@ -439,9 +442,10 @@ def cholesky(x, /, *, upper=False):
     Returns
     -------
     array
-        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that transform). As ``x`` is read through one triangle, its derivative is
-        defined for Hermitian perturbations: the JVP uses the Hermitian part of the tangent
-        and the gradient is Hermitian (torch's convention).
+        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that
+        transform). As ``x`` is read through one triangle, its derivative is defined for
+        Hermitian perturbations: the JVP uses the Hermitian part of the tangent and the gradient
+        is Hermitian (torch's convention).
 
     Raises
     ------
@@ -503,10 +507,15 @@ def eigh(x, /):
     Returns
     -------
     EighResult
-        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a transform, a value of that transform): the eigenvalues real and
-        ascending, shaped ``(..., M)``; the eigenvectors the orthonormal columns of an
-        ``(..., M, M)`` array, each defined up to sign (a phase for complex ``x``), so only a
-        loss that does not depend on that choice has a meaningful derivative. Where eigenvalues repeat, the eigenvectors are not unique and have no derivative: the terms that divide by a zero gap are set to zero (a finite value where torch returns nan or inf), so a loss of the eigenvalues alone stays exact and one of the eigenvectors gets one choice among many. Near-repeated eigenvalues give large derivatives.
+        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a
+        transform, a value of that transform): the eigenvalues real and ascending, shaped
+        ``(..., M)``; the eigenvectors the orthonormal columns of an ``(..., M, M)`` array, each
+        defined up to sign (a phase for complex ``x``), so only a loss that does not depend on
+        that choice has a meaningful derivative. Where eigenvalues repeat, the eigenvectors are
+        not unique and have no derivative: the terms that divide by a zero gap are set to zero
+        (a finite value where torch returns nan or inf), so a loss of the eigenvalues alone
+        stays exact and one of the eigenvectors gets one choice among many. Near-repeated
+        eigenvalues give large derivatives.
 
     Raises
     ------
@@ -541,9 +550,10 @@ def eigvalsh(x, /):
     Returns
     -------
     array
-        Real, shaped ``(..., M)``, of the backend of ``x`` (inside a transform, a value of that transform). The gradient of eigenvalue ``i`` is ``v_i v_i^H``
-        (its eigenvector's outer product), also where eigenvalues repeat: a symmetric function
-        of them, such as their sum, has the exact gradient there.
+        Real, shaped ``(..., M)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). The gradient of eigenvalue ``i`` is ``v_i v_i^H`` (its eigenvector's outer
+        product), also where eigenvalues repeat: a symmetric function of them, such as their
+        sum, has the exact gradient there.
 
     Raises
     ------
@@ -609,12 +619,13 @@ def eig(x, /):
     Returns
     -------
     EigResult
-        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a transform, a value of that transform), always complex (complex64 for
-        float32 input, complex128 otherwise), in no particular order: eigenvalues
-        ``(..., M)`` and unit-norm eigenvectors as the columns of ``(..., M, M)``. Each
-        eigenvector is defined up to a complex phase, so only a loss that does not depend on
-        it has a meaningful derivative; the gradient of a real ``x`` is real. Repeated
-        eigenvalues: as ``eigh`` (the zero-gap terms are set to zero).
+        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a
+        transform, a value of that transform), always complex (complex64 for float32 input,
+        complex128 otherwise), in no particular order: eigenvalues ``(..., M)`` and unit-norm
+        eigenvectors as the columns of ``(..., M, M)``. Each eigenvector is defined up to a
+        complex phase, so only a loss that does not depend on it has a meaningful derivative;
+        the gradient of a real ``x`` is real. Repeated eigenvalues: as ``eigh`` (the zero-gap
+        terms are set to zero).
 
     Raises
     ------
@@ -645,9 +656,10 @@ def eigvals(x, /):
     Returns
     -------
     array
-        Complex (complex64 for float32 input, complex128 otherwise), shaped ``(..., M)``,
-        of the backend of ``x`` (inside a transform, a value of that transform), in no particular order. The derivative of a simple eigenvalue is
-        ``u^H dA v / (u^H v)`` with ``u``, ``v`` its left and right eigenvectors.
+        Complex (complex64 for float32 input, complex128 otherwise), shaped ``(..., M)``, of the
+        backend of ``x`` (inside a transform, a value of that transform), in no particular
+        order. The derivative of a simple eigenvalue is ``u^H dA v / (u^H v)`` with ``u``, ``v``
+        its left and right eigenvectors.
 
     Raises
     ------
@@ -752,9 +764,10 @@ def qr(x, /, *, mode="reduced"):
     Returns
     -------
     QRResult
-        A named tuple ``(Q, R)``, of the backend of ``x`` (inside a transform, a value of that transform). Differentiable for every shape in 'reduced' mode
-        (wide matrices too); 'complete' for a tall ``x`` (M > N) is refused when
-        differentiated: the extra columns of ``Q`` are not unique.
+        A named tuple ``(Q, R)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). Differentiable for every shape in 'reduced' mode (wide matrices too);
+        'complete' for a tall ``x`` (M > N) is refused when differentiated: the extra columns of
+        ``Q`` are not unique.
 
     Raises
     ------
@@ -827,7 +840,8 @@ def _svd_jvp(tangents, ans, x, full_matrices=True):
     du = add(mm(u, mul(f, add(mul(dp, _row(s)), mul(_col(s), dph)))),
              mul(sub(mm(t, v), mm(u, dp)), _row(s_inv)))
     if is_complex(dp):
-        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
+        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) *
+        1j)))
     dv = add(mm(v, mul(f, add(mul(_col(s), dp), mul(dph, _row(s))))),
              mul(sub(mm(_mH(t), u), mm(v, dph)), _row(s_inv)))
     return du, ds, _mH(dv)
@@ -869,13 +883,14 @@ def svd(x, /, *, full_matrices=True):
     Returns
     -------
     SVDResult
-        A named tuple ``(U, S, Vh)``, of the backend of ``x`` (inside a transform, a value of that transform): ``S`` real, non-negative and descending,
-        ``(..., K)``. The singular vectors are defined up to sign (a phase for complex
-        ``x``); only losses that do not depend on it have a meaningful derivative. Where
-        singular values repeat, or are zero while ``U`` or ``Vh`` enter the loss, the vectors
-        have no derivative: the terms that divide by a zero gap are set to zero (finite, a
-        choice, where torch returns nan or inf); losses of ``S`` alone are exact. With
-        ``full_matrices=True`` only square ``x`` can be differentiated.
+        A named tuple ``(U, S, Vh)``, of the backend of ``x`` (inside a transform, a value of
+        that transform): ``S`` real, non-negative and descending, ``(..., K)``. The singular
+        vectors are defined up to sign (a phase for complex ``x``); only losses that do not
+        depend on it have a meaningful derivative. Where singular values repeat, or are zero
+        while ``U`` or ``Vh`` enter the loss, the vectors have no derivative: the terms that
+        divide by a zero gap are set to zero (finite, a choice, where torch returns nan or inf);
+        losses of ``S`` alone are exact. With ``full_matrices=True`` only square ``x`` can be
+        differentiated.
 
     Raises
     ------
@@ -910,9 +925,10 @@ def svdvals(x, /):
     Returns
     -------
     array
-        Real and non-negative, shaped ``(..., min(M, N))``, of the backend of ``x`` (inside a transform, a value of that transform). The gradient of singular
-        value ``i`` is ``u_i v_i^H``, also where singular values repeat (a symmetric function
-        of them, such as their sum, is exact there).
+        Real and non-negative, shaped ``(..., min(M, N))``, of the backend of ``x`` (inside a
+        transform, a value of that transform). The gradient of singular value ``i`` is
+        ``u_i v_i^H``, also where singular values repeat (a symmetric function of them, such as
+        their sum, is exact there).
 
     Raises
     ------
@@ -946,8 +962,9 @@ def diagonal(x, /, *, offset=0):
     -------
     array
         Shaped ``(..., L)`` with ``L`` the length of that diagonal (0 if it lies outside the
-        matrix), of the backend of ``x`` (inside a transform, a value of that transform) and of its dtype: a strided slice of the flattened matrices, so that
-        its derivative comes from reshape and indexing.
+        matrix), of the backend of ``x`` (inside a transform, a value of that transform) and of
+        its dtype: a strided slice of the flattened matrices, so that its derivative comes from
+        reshape and indexing.
 
     Raises
     ------
@@ -991,8 +1008,8 @@ def trace(x, /, *, offset=0, dtype=None):
     Returns
     -------
     array
-        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that transform). The gradient is the identity (shifted by
-        ``offset``) times the cotangent.
+        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that
+        transform). The gradient is the identity (shifted by ``offset``) times the cotangent.
 
     Raises
     ------
@@ -1144,8 +1161,8 @@ def matrix_rank(x, /, *, rtol=None):
     Returns
     -------
     array
-        Shaped ``x.shape[:-2]``, of the default integer dtype (int64), of the backend of ``x`` (inside a transform, a value of that transform). Not
-        differentiable: an integer.
+        Shaped ``x.shape[:-2]``, of the default integer dtype (int64), of the backend of ``x``
+        (inside a transform, a value of that transform). Not differentiable: an integer.
 
     Raises
     ------
@@ -1181,9 +1198,10 @@ def pinv(x, /, *, rtol=None):
     Returns
     -------
     array
-        Shaped ``(..., N, M)``, of the backend of ``x`` (inside a transform, a value of that transform). Differentiable where the rank is locally constant
-        (the derivative jumps where a singular value crosses the tolerance), and, being
-        computed from the SVD, subject to ``svd``'s rule for repeated singular values.
+        Shaped ``(..., N, M)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). Differentiable where the rank is locally constant (the derivative jumps
+        where a singular value crosses the tolerance), and, being computed from the SVD, subject
+        to ``svd``'s rule for repeated singular values.
 
     Raises
     ------
@@ -1294,9 +1312,10 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     Returns
     -------
     array
-        Real, shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that transform). The Frobenius norm's gradient at 0 is 0 (as
-        torch); the norms from singular values follow ``svdvals`` (exact at repeated ones);
-        the max/min norms share the gradient among ties (as ``max``).
+        Real, shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of
+        that transform). The Frobenius norm's gradient at 0 is 0 (as torch); the norms from
+        singular values follow ``svdvals`` (exact at repeated ones); the max/min norms share the
+        gradient among ties (as ``max``).
 
     Raises
     ------

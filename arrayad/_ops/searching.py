@@ -259,7 +259,8 @@ unique_inverse.__doc__ = _UNIQUE_DOC.format(
     returns="UniqueInverseResult\n    A named tuple ``(values, inverse_indices)``: "
             "``values[inverse_indices]`` (shaped like ``x``) is ``x``.",
     example=">>> ad.unique_inverse(ad.asarray([3., 1., 3., 2.]))\n"
-            "UniqueInverseResult(values=tensor([1., 2., 3.]), inverse_indices=tensor([2, 0, 2, 1]))")
+            "UniqueInverseResult(values=tensor([1., 2., 3.]), "
+            "inverse_indices=tensor([2, 0, 2, 1]))")
 unique_values.__doc__ = _UNIQUE_DOC.format(
     summary="The unique elements of ``x``.",
     returns="array",

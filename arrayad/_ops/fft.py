@@ -20,7 +20,7 @@ The complex transforms always see complex input (the public functions cast real 
 array-api-strict requires; the cast's own VJP takes the real part for real input).
 """
 
-from ._docfill import paragraph
+from ._docfill import paragraph, reflow
 from ._namespace import ops
 
 from .._core._core import Tensor, bind, dtype_of, shape_of
@@ -91,8 +91,9 @@ def _half_weights(g, axis, n):
 
 _NORM = """norm : {{'backward', 'ortho', 'forward'}}, optional
     Where the scaling goes: 'backward' (default) leaves the forward transform unscaled and
-    divides the inverse by ``n``; 'forward' does the opposite; 'ortho' scales both by
-    ``1 / sqrt(n)``, making them unitary."""
+    divides the inverse by the number of points ``n`` (for the n-d transforms, the product of
+    the sizes); 'forward' does the opposite; 'ortho' scales both by ``1 / sqrt(n)``, making
+    them unitary."""
 
 _ONE_D = """x : array
     Input array{real}.
@@ -152,9 +153,9 @@ def _transform_doc(fn, *, summary, returns, example, n_d=False, real="", length=
     value_error = ("If ``norm`` is not one of the three, a length in ``s`` is below 1, ``axes`` "
                    "repeats an axis, or ``s`` is shorter than ``axes``." if n_d else
                    "If ``norm`` is not one of the three, or ``n`` is below 1.")
-    fn.__doc__ = _TRANSFORM_DOC.format(summary=summary, params=params, example=example,
-                                       raises=raises, returns=paragraph(returns),
-                                       value_error=paragraph(value_error))
+    fn.__doc__ = reflow(_TRANSFORM_DOC.format(summary=summary, params=params, example=example,
+                                              raises=raises, returns=paragraph(returns),
+                                              value_error=paragraph(value_error)))
 
 
 _REAL_ONLY = ("TypeError\n    If ``x`` is complex (the transform of a real signal; use the "
@@ -434,8 +435,8 @@ _transform_doc(
     raises=_REAL_ONLY,
     example=">>> ad.fft.ihfft(ad.asarray([1., 2., 3., 4.])).shape\n"
             "(3,)\n"
-            ">>> ad.allclose(ad.fft.hfft(ad.fft.ihfft(ad.asarray([1., 2., 3., 4.]))), "
-            "ad.asarray([1., 2., 3., 4.]))\n"
+            ">>> x = ad.asarray([1., 2., 3., 4.])\n"
+            ">>> ad.allclose(ad.fft.hfft(ad.fft.ihfft(x)), x)\n"
             "True")
 
 

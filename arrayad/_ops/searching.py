@@ -11,6 +11,7 @@ naming a fixed-size alternative. ``searchsorted`` and ``isin`` have static shape
 
 from collections import namedtuple
 
+from ._docfill import reflow
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
@@ -211,6 +212,10 @@ Examples
 """
 
 
+def _unique_doc(**parts):
+    return reflow(_UNIQUE_DOC.format(**parts))
+
+
 def unique_all(x, /):
     values, indices, inverse, counts = bind(unique_all_p, x)
     if _inexact(x):
@@ -238,7 +243,7 @@ def unique_values(x, /):
     return bind(unique_values_p, x)[0]
 
 
-unique_all.__doc__ = _UNIQUE_DOC.format(
+unique_all.__doc__ = _unique_doc(
     summary="The unique elements of ``x``, where each first occurs, where each element of ``x`` "
             "is among them, and how often each occurs.",
     returns="UniqueAllResult\n    A named tuple ``(values, indices, inverse_indices, counts)``: "
@@ -249,19 +254,19 @@ unique_all.__doc__ = _UNIQUE_DOC.format(
             "(tensor([1., 2., 3.]), tensor([1, 3, 0]), tensor([1, 1, 2]))\n"
             ">>> r.inverse_indices\n"
             "tensor([2, 0, 2, 1])")
-unique_counts.__doc__ = _UNIQUE_DOC.format(
+unique_counts.__doc__ = _unique_doc(
     summary="The unique elements of ``x`` and how often each occurs.",
     returns="UniqueCountsResult\n    A named tuple ``(values, counts)``.",
     example=">>> ad.unique_counts(ad.asarray([3., 1., 3., 2.]))\n"
             "UniqueCountsResult(values=tensor([1., 2., 3.]), counts=tensor([1, 1, 2]))")
-unique_inverse.__doc__ = _UNIQUE_DOC.format(
+unique_inverse.__doc__ = _unique_doc(
     summary="The unique elements of ``x`` and, for each element of ``x``, its index among them.",
     returns="UniqueInverseResult\n    A named tuple ``(values, inverse_indices)``: "
             "``values[inverse_indices]`` (shaped like ``x``) is ``x``.",
     example=">>> ad.unique_inverse(ad.asarray([3., 1., 3., 2.]))\n"
             "UniqueInverseResult(values=tensor([1., 2., 3.]), "
             "inverse_indices=tensor([2, 0, 2, 1]))")
-unique_values.__doc__ = _UNIQUE_DOC.format(
+unique_values.__doc__ = _unique_doc(
     summary="The unique elements of ``x``.",
     returns="array",
     example=">>> ad.unique_values(ad.asarray([3., 1., 3., 2.]))\n"

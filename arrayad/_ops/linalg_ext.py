@@ -620,12 +620,12 @@ def eig(x, /):
     -------
     EigResult
         A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a
-        transform, a value of that transform), always complex (complex64 for float32 input,
-        complex128 otherwise), in no particular order: eigenvalues ``(..., M)`` and unit-norm
-        eigenvectors as the columns of ``(..., M, M)``. Each eigenvector is defined up to a
-        complex phase, so only a loss that does not depend on it has a meaningful derivative;
-        the gradient of a real ``x`` is real. Repeated eigenvalues: as ``eigh`` (the zero-gap
-        terms are set to zero).
+        transform, a value of that transform), always complex (complex64 for float32 or
+        complex64 input, complex128 otherwise), in no particular order: eigenvalues ``(..., M)``
+        and unit-norm eigenvectors as the columns of ``(..., M, M)``. Each eigenvector is
+        defined up to a complex phase, so only a loss that does not depend on it has a
+        meaningful derivative; the gradient of a real ``x`` is real. Repeated eigenvalues: as
+        ``eigh`` (the zero-gap terms are set to zero).
 
     Raises
     ------
@@ -656,7 +656,8 @@ def eigvals(x, /):
     Returns
     -------
     array
-        Complex (complex64 for float32 input, complex128 otherwise), shaped ``(..., M)``, of the
+        Complex (complex64 for float32 or complex64 input, complex128 otherwise), shaped
+        ``(..., M)``, of the
         backend of ``x`` (inside a transform, a value of that transform), in no particular
         order. The derivative of a simple eigenvalue is ``u^H dA v / (u^H v)`` with ``u``, ``v``
         its left and right eigenvectors.
@@ -840,8 +841,7 @@ def _svd_jvp(tangents, ans, x, full_matrices=True):
     du = add(mm(u, mul(f, add(mul(dp, _row(s)), mul(_col(s), dph)))),
              mul(sub(mm(t, v), mm(u, dp)), _row(s_inv)))
     if is_complex(dp):
-        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) *
-        1j)))
+        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
     dv = add(mm(v, mul(f, add(mul(_col(s), dp), mul(dph, _row(s))))),
              mul(sub(mm(_mH(t), u), mm(v, dph)), _row(s_inv)))
     return du, ds, _mH(dv)

@@ -45,7 +45,8 @@ def reshape(x, /, shape, *, copy=None):
     Raises
     ------
     ValueError
-        If ``shape`` does not have as many elements as ``x``.
+        If ``shape`` does not have as many elements as ``x``, or ``copy=False`` and the
+        backend cannot reshape without copying (e.g. a transposed NumPy array).
 
     Examples
     --------
@@ -631,7 +632,7 @@ WHERE_DOC = """Elements of ``x1`` where ``condition`` is true, of ``x2`` elsewhe
 Parameters
 ----------
 condition : array
-    Where to take ``x1`` (a bool array, or any array: non-zero counts as true).
+    Where to take ``x1``: a bool array (NumPy also takes any array, non-zero as true).
 x1, x2 : array or Python scalar
     The values to choose from; the three arguments broadcast together.
 

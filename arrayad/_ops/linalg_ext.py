@@ -657,10 +657,9 @@ def eigvals(x, /):
     -------
     array
         Complex (complex64 for float32 or complex64 input, complex128 otherwise), shaped
-        ``(..., M)``, of the
-        backend of ``x`` (inside a transform, a value of that transform), in no particular
-        order. The derivative of a simple eigenvalue is ``u^H dA v / (u^H v)`` with ``u``, ``v``
-        its left and right eigenvectors.
+        ``(..., M)``, of the backend of ``x`` (inside a transform, a value of that transform),
+        in no particular order. The derivative of a simple eigenvalue is
+        ``u^H dA v / (u^H v)`` with ``u``, ``v`` its left and right eigenvectors.
 
     Raises
     ------

@@ -99,8 +99,8 @@ array
     transform): the values only (torch's ``sort`` returns ``(values, indices)``; use
     ``argsort`` for the indices). Differentiable: a gather of ``x`` at the sorting indices,
     so each element's gradient is the cotangent at the place it was sorted to. Tied elements
-    are not mixed: each output takes its gradient from the one element placed there (with
-    ``stable=True``, the first of equal elements goes first).
+    do not share the gradient (unlike ``max``'s): each output's cotangent goes to the one
+    element sorted into its place (with ``stable=True``, equal elements keep their order).
 
 {_SORT_RAISES}
 ValueError

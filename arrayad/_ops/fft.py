@@ -20,6 +20,7 @@ The complex transforms always see complex input (the public functions cast real 
 array-api-strict requires; the cast's own VJP takes the real part for real input).
 """
 
+from ._docfill import paragraph, reflow
 from ._namespace import ops
 
 from .._core._core import Tensor, bind, dtype_of, shape_of
@@ -86,6 +87,82 @@ def _half_weights(g, axis, n):
 
 
 # ---------------------------------------------------------------------------------------------
+# Docstrings: the sections the transforms share, written once (_transform_doc).
+
+_NORM = """norm : {{'backward', 'ortho', 'forward'}}, optional
+    Where the scaling goes: 'backward' (default) leaves the forward transform unscaled and
+    divides the inverse by the number of points ``n`` (for the n-d transforms, the product of
+    the sizes); 'forward' does the opposite; 'ortho' scales both by ``1 / sqrt(n)``, making
+    them unitary."""
+
+_ONE_D = """x : array
+    Input array{real}.
+n : int, optional
+    The length of the {length} along ``axis``: the input is truncated or zero-padded to
+    {padded}. Default: {n_default}.
+axis : int, optional
+    The axis to transform (default: the last). torch's ``dim=`` is not accepted.
+""" + _NORM
+
+_N_D = """x : array
+    Input array{real}.
+s : sequence of ints, optional
+    The lengths of the {length} along ``axes`` (-1: keep that axis' size); the input is
+    truncated or zero-padded to {padded}. Default: {n_default}.
+axes : sequence of ints, optional
+    The axes to transform: by default all of them, or the last ``len(s)`` if ``s`` is given.
+""" + _NORM
+
+_TRANSFORM_DOC = """{summary}
+
+Parameters
+----------
+{params}
+
+Returns
+-------
+array
+{returns}
+
+Raises
+------
+ValueError
+{value_error}
+IndexError
+    If an axis is out of range for ``x`` (a 0-d ``x`` has none).
+{raises}
+Examples
+--------
+{example}
+"""
+
+
+_LINEAR = ("Linear: its JVP is the same transform of the tangent, its gradient the adjoint "
+           "transform (torch's convention for complex cotangents), i.e. the inverse transform "
+           "with the other normalization ('backward' and 'forward' swapped), the padding or "
+           "truncation undone.")
+
+
+def _transform_doc(fn, *, summary, returns, example, n_d=False, real="", length="transform",
+                   padded="that length", n_default="the input's length", raises="",
+                   linear=_LINEAR):
+    """Set the docstring of the transform ``fn`` from its own parts and the shared ones."""
+    params = (_N_D if n_d else _ONE_D).format(real=real, length=length, padded=padded,
+                                               n_default=n_default)
+    returns += " On the backend of ``x`` (inside a transform, a value of that transform). " + linear
+    value_error = ("If ``norm`` is not one of the three, a length in ``s`` is below 1, ``axes`` "
+                   "repeats an axis, or ``s`` is shorter than ``axes``." if n_d else
+                   "If ``norm`` is not one of the three, or ``n`` is below 1.")
+    fn.__doc__ = reflow(_TRANSFORM_DOC.format(summary=summary, params=params, example=example,
+                                              raises=raises, returns=paragraph(returns),
+                                              value_error=paragraph(value_error)))
+
+
+_REAL_ONLY = ("TypeError\n    If ``x`` is complex (the transform of a real signal; use the "
+              "complex transform).\n")
+
+
+# ---------------------------------------------------------------------------------------------
 # One-dimensional complex transforms: fft and ifft, params (n, axis, norm), n and axis explicit.
 
 def _c2c_impl(name):
@@ -113,16 +190,34 @@ def _one_d(x, n, axis):
 
 
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
-    """One-dimensional discrete Fourier transform along ``axis`` (length ``n``: zero-padded or
-    truncated input)."""
     n, ax = _one_d(x, n, axis)
     return bind(fft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
 
 
 def ifft(x, /, *, n=None, axis=-1, norm="backward"):
-    """One-dimensional inverse discrete Fourier transform along ``axis``."""
     n, ax = _one_d(x, n, axis)
     return bind(ifft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+_transform_doc(
+    fft, summary="The one-dimensional discrete Fourier transform of ``x`` along ``axis``.",
+    returns="Complex (real input is cast: complex64 from float32, else complex128), shaped "
+            "like ``x`` with length ``n`` along ``axis``: ``out[k] = sum_j x[j] * "
+            "exp(-2j * pi * j * k / n)``.",
+    example=">>> ad.fft.fft(ad.asarray([1., 1., 1., 1.]))\n"
+            "tensor([4.0000+0.0000j, 0.0000+0.0000j, 0.0000+0.0000j, 0.0000+0.0000j], "
+            "dtype=arrayad.complex128)\n"
+            ">>> x = ad.asarray([1., 2., 3., 4.])\n"
+            ">>> ad.func.grad(lambda x: ad.sum(ad.real(ad.fft.fft(x))))(x)\n"
+            "tensor([4., 0., 0., 0.])")
+_transform_doc(
+    ifft, summary="The one-dimensional inverse discrete Fourier transform of ``x`` along "
+                  "``axis``.",
+    returns="Complex (real input is cast: complex64 from float32, else complex128), shaped "
+            "like ``x`` with length ``n`` along ``axis``; ``ifft(fft(x))`` is ``x``.",
+    example=">>> ad.fft.ifft(ad.asarray([4., 0., 0., 0.]))\n"
+            "tensor([1.0000+0.0000j, 1.0000+0.0000j, 1.0000+0.0000j, 1.0000+0.0000j], "
+            "dtype=arrayad.complex128)")
 
 
 fft_p = decl.primitive("fft", _c2c_impl("fft"), vjp=(_c2c_vjp("ifft"),), jvp=(_COMPLEX_LINEAR,),
@@ -166,15 +261,31 @@ def _n_d(x, s, axes, *, inverse_real=False):
 
 
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
-    """n-dimensional discrete Fourier transform over ``axes`` (sizes ``s``)."""
     s, axes = _n_d(x, s, axes)
     return bind(fftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
 
 
 def ifftn(x, /, *, s=None, axes=None, norm="backward"):
-    """n-dimensional inverse discrete Fourier transform over ``axes``."""
     s, axes = _n_d(x, s, axes)
     return bind(ifftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+_transform_doc(
+    fftn, n_d=True, n_default="the input's sizes",
+    summary="The n-dimensional discrete Fourier transform of ``x`` over ``axes``.",
+    returns="Complex (real input is cast: complex64 from float32, else complex128), shaped "
+            "like ``x`` with the sizes ``s`` along ``axes``.",
+    example=">>> ad.fft.fftn(ad.ones((2, 2)))\n"
+            "tensor([[4.0000+0.0000j, 0.0000+0.0000j],\n"
+            "        [0.0000+0.0000j, 0.0000+0.0000j]], dtype=arrayad.complex128)")
+_transform_doc(
+    ifftn, n_d=True, n_default="the input's sizes",
+    summary="The n-dimensional inverse discrete Fourier transform of ``x`` over ``axes``.",
+    returns="Complex (real input is cast: complex64 from float32, else complex128), shaped "
+            "like ``x`` with the sizes ``s`` along ``axes``; ``ifftn(fftn(x))`` is ``x``.",
+    example=">>> x = ad.asarray([[1., 2.], [3., 4.]])\n"
+            ">>> ad.allclose(ad.real(ad.fft.ifftn(ad.fft.fftn(x))), x)\n"
+            "True")
 
 
 fftn_p = decl.primitive("fftn", _c2cn_impl("fftn"), vjp=(_c2cn_vjp("ifftn"),),
@@ -197,8 +308,6 @@ def _irfft_vjp(g, ans, x, n, axis, norm):
 
 
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """Discrete Fourier transform of real ``x`` along ``axis``: the n//2 + 1 non-negative
-    frequency bins."""
     if dtype_of(x).kind == "c":
         raise TypeError("fft.rfft: x must be real; use fft.fft for complex input")
     n, ax = _one_d(x, n, axis)
@@ -206,11 +315,30 @@ def rfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 def irfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """Inverse of rfft: the real signal of length ``n`` (default 2 * (m - 1)) whose half
-    spectrum is ``x`` along ``axis``."""
     ax = normalize_axis(axis, ndim_of(x))
     n = 2 * (shape_of(x)[ax] - 1) if n is None else int(n)
     return bind(irfft_p, _as_complex(x), n=n, axis=ax, norm=_check_norm(norm))
+
+
+_HALF = "the ``n // 2 + 1`` non-negative frequency bins (the others are their conjugates)"
+_transform_doc(
+    rfft, real=" (real)", length="signal",
+    summary="The discrete Fourier transform of the real ``x`` along ``axis``: " + _HALF + ".",
+    returns="Complex (complex64 from float32, else complex128), shaped like ``x`` with "
+            "``n // 2 + 1`` bins along ``axis``.",
+    raises=_REAL_ONLY,
+    example=">>> ad.fft.rfft(ad.asarray([1., 1., 1., 1.]))\n"
+            "tensor([4.0000+0.0000j, 0.0000+0.0000j, 0.0000+0.0000j], dtype=arrayad.complex128)")
+_transform_doc(
+    irfft, length="output signal",
+    padded="``n // 2 + 1`` bins", n_default="``2 * (m - 1)`` for ``m`` input bins",
+    summary="The inverse of ``rfft``: the real signal whose half spectrum is ``x`` along "
+            "``axis``.",
+    returns="Real, shaped like ``x`` with length ``n`` along ``axis``. Only the real part of "
+            "the zero-frequency bin (and of the last one for even ``n``) is read, so those "
+            "imaginary parts get no gradient.",
+    example=">>> ad.fft.irfft(ad.asarray([4., 0., 0.]))\n"
+            "tensor([1., 1., 1., 1.])")
 
 
 rfft_p = decl.primitive("rfft",
@@ -235,7 +363,6 @@ def _irfftn_vjp(g, ans, x, s, axes, norm):
 
 
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
-    """n-dimensional transform of real ``x``: half spectrum over the last of ``axes``."""
     if dtype_of(x).kind == "c":
         raise TypeError("fft.rfftn: x must be real; use fft.fftn for complex input")
     s, axes = _n_d(x, s, axes)
@@ -243,9 +370,29 @@ def rfftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
-    """Inverse of rfftn: a real array with sizes ``s`` over ``axes``."""
     s, axes = _n_d(x, s, axes, inverse_real=True)
     return bind(irfftn_p, _as_complex(x), s=s, axes=axes, norm=_check_norm(norm))
+
+
+_transform_doc(
+    rfftn, n_d=True, real=" (real)", length="signal", n_default="the input's sizes",
+    summary="The n-dimensional discrete Fourier transform of the real ``x`` over ``axes``: "
+            "the full transform over all but the last of ``axes``, half the bins "
+            "(``s[-1] // 2 + 1``) over the last.",
+    returns="Complex (complex64 from float32, else complex128), shaped like ``x`` with sizes "
+            "``s`` along ``axes``, but ``s[-1] // 2 + 1`` along the last.",
+    raises=_REAL_ONLY,
+    example=">>> ad.fft.rfftn(ad.ones((2, 4))).shape\n"
+            "(2, 3)")
+_transform_doc(
+    irfftn, n_d=True, length="output signal",
+    padded="those sizes (``s[-1] // 2 + 1`` bins along the last axis)",
+    n_default="the input's sizes, but ``2 * (m - 1)`` along the last axis for ``m`` bins",
+    summary="The inverse of ``rfftn``: the real array whose half spectrum is ``x``.",
+    returns="Real, shaped like ``x`` with the sizes ``s`` along ``axes``.",
+    example=">>> ad.fft.irfftn(ad.asarray([[4., 0.], [0., 0.]]))\n"
+            "tensor([[1., 1.],\n"
+            "        [1., 1.]])")
 
 
 rfftn_p = decl.primitive(
@@ -261,16 +408,36 @@ irfftn_p = decl.primitive(
 
 @decl.composite
 def hfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """Transform of a Hermitian-symmetric signal given by its first half: a real spectrum
-    (= irfft of conj(x) with the dual normalization)."""
     return irfft(ops.conj(_as_complex(x)), n=n, axis=axis, norm=_DUAL[_check_norm(norm)])
 
 
 @decl.composite
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """Inverse of hfft: the half spectrum of real ``x`` (= conj of rfft with the dual
-    normalization)."""
     return ops.conj(rfft(x, n=n, axis=axis, norm=_DUAL[_check_norm(norm)]))
+
+
+_transform_doc(
+    hfft, length="output signal", padded="``n // 2 + 1`` values",
+    n_default="``2 * (m - 1)`` for ``m`` input values",
+    summary="The transform of a Hermitian-symmetric signal given by its first half: a real "
+            "spectrum (``irfft`` of ``conj(x)`` with the other normalization).",
+    returns="Real, shaped like ``x`` with length ``n`` along ``axis``.",
+    linear="Real-linear: its derivatives are those of ``irfft`` and ``conj``.",
+    example=">>> ad.fft.hfft(ad.asarray([1., 0., 0.]))\n"
+            "tensor([1., 1., 1., 1.])")
+_transform_doc(
+    ihfft, real=" (real)", length="signal",
+    summary="The inverse of ``hfft``: the half spectrum of the real ``x`` (``conj`` of ``rfft`` "
+            "with the other normalization).",
+    returns="Complex (complex64 from float32, else complex128), shaped like ``x`` with "
+            "``n // 2 + 1`` values along ``axis``.",
+    linear="Linear: its derivatives are those of ``rfft`` and ``conj``.",
+    raises=_REAL_ONLY,
+    example=">>> ad.fft.ihfft(ad.asarray([1., 2., 3., 4.])).shape\n"
+            "(3,)\n"
+            ">>> x = ad.asarray([1., 2., 3., 4.])\n"
+            ">>> ad.allclose(ad.fft.hfft(ad.fft.ihfft(x)), x)\n"
+            "True")
 
 
 def _shift(x, axes, sign):
@@ -286,13 +453,67 @@ def _shift(x, axes, sign):
 
 @decl.composite
 def fftshift(x, /, *, axes=None):
-    """Move the zero-frequency bin to the centre along ``axes`` (all by default)."""
+    """The spectrum ``x`` with the zero-frequency bin moved to the centre: negative frequencies
+    first, in increasing order.
+
+    Parameters
+    ----------
+    x : array
+        Input array, typically a spectrum or its frequencies.
+    axes : int or sequence of ints, optional
+        The axes to shift (default: all).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+        transform): a ``roll`` by ``size // 2`` along each axis, whose gradient rolls back.
+
+    Raises
+    ------
+    IndexError
+        If an axis is out of range for ``x``.
+
+    Examples
+    --------
+    >>> ad.fft.fftshift(ad.fft.fftfreq(4))
+    tensor([-0.5000, -0.2500,  0.0000,  0.2500])
+    >>> ad.fft.fftshift(ad.asarray([0., 1., 2., 3., 4.]))
+    tensor([3., 4., 0., 1., 2.])
+    """
     return _shift(x, axes, 1)
 
 
 @decl.composite
 def ifftshift(x, /, *, axes=None):
-    """Inverse of fftshift."""
+    """The inverse of ``fftshift``: the zero-frequency bin moved back to the start (the two
+    differ for odd lengths).
+
+    Parameters
+    ----------
+    x : array
+        Input array, typically a spectrum or its frequencies.
+    axes : int or sequence of ints, optional
+        The axes to shift (default: all).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+        transform): a ``roll`` by ``-(size // 2)`` along each axis, whose gradient rolls back.
+
+    Raises
+    ------
+    IndexError
+        If an axis is out of range for ``x``.
+
+    Examples
+    --------
+    >>> ad.fft.ifftshift(ad.asarray([0., 1., 2., 3., 4.]))
+    tensor([2., 3., 4., 0., 1.])
+    >>> ad.fft.ifftshift(ad.fft.fftshift(ad.asarray([0., 1., 2., 3., 4.])))
+    tensor([0., 1., 2., 3., 4.])
+    """
     return _shift(x, axes, -1)
 
 
@@ -310,7 +531,39 @@ def _freq_array(make, dtype, device):
 
 @decl.composite(traced=False)
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    """Sample frequencies of an n-point fft: [0, 1, ..., n/2-1, -n/2, ..., -1] / (d n)."""
+    """The sample frequencies of an ``n``-point ``fft``: ``[0, 1, ..., -2, -1] / (d * n)``, the
+    non-negative ones first.
+
+    Parameters
+    ----------
+    n : int
+        The number of samples (the transform's length).
+    d : float, optional
+        The sample spacing (default 1.0): frequencies are in cycles per unit of ``d``.
+    dtype : dtype, optional
+        A real floating dtype (default: the backend's default, float64).
+    device : device, optional
+        The device of the result.
+
+    Returns
+    -------
+    array
+        1-d of length ``n``: ``k / (d * n)`` for ``k = 0 .. (n - 1) // 2``, then the negative
+        ones. Of the default backend (``ad.set_backend``, ``with ad.backend(...)``), inside a
+        transform too (unlike ``arange``). A constant: nothing to differentiate.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` cannot be converted with ``int`` (``None``, a list).
+    ValueError
+        If ``n`` is a string that is not an integer.
+
+    Examples
+    --------
+    >>> ad.fft.fftfreq(4)
+    tensor([ 0.0000,  0.2500, -0.5000, -0.2500])
+    """
     n = int(n)
 
     def make(xp, dt):
@@ -322,7 +575,40 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
 
 @decl.composite(traced=False)
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    """Sample frequencies of an n-point rfft: [0, 1, ..., n//2] / (d n)."""
+    """The sample frequencies of an ``n``-point ``rfft``: ``[0, 1, ..., n // 2] / (d * n)``.
+
+    Parameters
+    ----------
+    n : int
+        The number of samples (the transform's length).
+    d : float, optional
+        The sample spacing (default 1.0): frequencies are in cycles per unit of ``d``.
+    dtype : dtype, optional
+        A real floating dtype (default: the backend's default, float64).
+    device : device, optional
+        The device of the result.
+
+    Returns
+    -------
+    array
+        1-d of length ``n // 2 + 1``. Of the default backend (``ad.set_backend``,
+        ``with ad.backend(...)``), inside a transform too (unlike ``arange``). A constant:
+        nothing to differentiate.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` cannot be converted with ``int`` (``None``, a list).
+    ValueError
+        If ``n`` is a string that is not an integer.
+
+    Examples
+    --------
+    >>> ad.fft.rfftfreq(4)
+    tensor([0.0000, 0.2500, 0.5000])
+    >>> ad.fft.rfftfreq(4, d=0.5)
+    tensor([0.0000, 0.5000, 1.0000])
+    """
     n = int(n)
     return _freq_array(lambda xp, dt: xp.astype(xp.arange(n // 2 + 1), dt) / (d * n),
                        dtype, device)

@@ -93,16 +93,78 @@ def _matmul_batch(args, dims):
     return out, 0
 
 
+MATMUL_DOC = """Matrix product of ``x1`` and ``x2`` (the ``@`` operator).
+
+Stacks of matrices ``(..., M, K) @ (..., K, N)`` multiply matrix by matrix, their leading
+axes broadcasting; a 1-d ``x1`` is a row vector and a 1-d ``x2`` a column vector, the added
+axis removed from the result (as NumPy and torch).
+
+Returns
+-------
+array
+    Shaped ``(..., M, N)`` (without ``M`` or ``N`` for a vector argument: ``vector @ vector``
+    is 0-d), of the arguments' backend (inside a transform, a value of that transform) and
+    promoted dtype. The gradients are ``g @ x2^H`` and ``x1^H @ g``, summed over broadcast
+    axes (conjugate transposes: torch's convention for complex input).
+
+Raises
+------
+ValueError
+    If the contracted sizes differ, an argument is 0-d, or the leading axes do not broadcast.
+TypeError
+    If the arguments are arrays of two backends.
+
+Examples
+--------
+>>> ad.matmul(ad.asarray([[1., 2.], [3., 4.]]), ad.asarray([1., 1.]))
+tensor([3., 7.])
+>>> a = ad.asarray([[1., 2.], [3., 4.]])
+>>> ad.func.grad(lambda a: ad.sum(a @ ad.asarray([1., 1.])))(a)
+tensor([[1., 1.],
+        [1., 1.]])
+"""
+
+
 matmul_p = decl.primitive(
     "matmul", vjp=(_matmul_vjp1, _matmul_vjp2),
     jvp=(lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t)),
-    batch=_matmul_batch, api="x1, x2, /",
-    doc="Matrix product (vectors are promoted as in NumPy; leading dimensions broadcast).")
+    batch=_matmul_batch, api="x1, x2, /", doc=MATMUL_DOC)
 
 
 @decl.composite
 def tensordot(x1, x2, /, *, axes=2):
-    """Sum products over the last ``axes`` axes of x1 and the first of x2 (or the listed axes)."""
+    """Tensor contraction: the sum of products over ``axes`` of ``x1`` and of ``x2``.
+
+    Parameters
+    ----------
+    x1, x2 : array
+        The arrays to contract.
+    axes : int or pair of sequences of ints, optional
+        An int ``n`` (default 2) contracts the last ``n`` axes of ``x1`` with the first ``n`` of
+        ``x2``, in order; ``(axes1, axes2)`` contracts ``x1``'s ``axes1[i]`` with ``x2``'s
+        ``axes2[i]``.
+
+    Returns
+    -------
+    array
+        The free axes of ``x1`` followed by those of ``x2``, of the arguments' backend (inside
+        a transform, a value of that transform) and promoted dtype. A composite of
+        ``permute_dims``, ``reshape`` and ``matmul``: its derivatives come from theirs.
+
+    Raises
+    ------
+    ValueError
+        If the contracted axes differ in size (reported as a failed reshape).
+    TypeError
+        If the arguments are arrays of two backends.
+
+    Examples
+    --------
+    >>> ad.tensordot(ad.ones((2, 3)), ad.ones((3, 4)), axes=1).shape
+    (2, 4)
+    >>> ad.tensordot(ad.asarray([[1., 2.], [3., 4.]]), ad.eye(2))   # the trace
+    tensor(5.)
+    """
     n1, n2 = ndim_of(x1), ndim_of(x2)
     if isinstance(axes, int):
         a1 = list(range(n1 - axes, n1))
@@ -129,7 +191,37 @@ def tensordot(x1, x2, /, *, axes=2):
 
 @decl.composite
 def vecdot(x1, x2, /, *, axis=-1):
-    """Dot product of vectors along ``axis`` (x1 is conjugated), broadcasting the rest."""
+    """Dot products of the vectors along ``axis``: ``sum(conj(x1) * x2, axis=axis)``.
+
+    Parameters
+    ----------
+    x1, x2 : array
+        The vectors, along ``axis``; the other axes broadcast.
+    axis : int, optional
+        The axis of the vectors (default: the last), counted on the broadcast shape.
+
+    Returns
+    -------
+    array
+        The broadcast shape without ``axis``, of the arguments' backend (inside a transform, a
+        value of that transform) and promoted dtype (small integers are not widened). For
+        complex input ``x1`` is conjugated (the standard's rule; torch's ``dot`` does not
+        conjugate, its ``vdot`` does).
+
+    Raises
+    ------
+    ValueError
+        If the two sizes along ``axis`` differ.
+    TypeError
+        If the arguments are arrays of two backends.
+
+    Examples
+    --------
+    >>> ad.vecdot(ad.asarray([[1., 2.], [3., 4.]]), ad.asarray([1., 1.]))
+    tensor([3., 7.])
+    >>> ad.vecdot(ad.asarray([1j]), ad.asarray([1j]))   # conj(1j) * 1j
+    tensor(1.0000+0.0000j, dtype=arrayad.complex128)
+    """
     n1, n2 = shape_of(x1)[axis], shape_of(x2)[axis]
     if n1 != n2:
         raise ValueError(f"vecdot: the contracted axis has size {n1} in x1 and {n2} in x2")

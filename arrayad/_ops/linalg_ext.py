@@ -163,7 +163,32 @@ def _check_square(x, name):
 
 
 def inv(x, /):
-    """The inverse of each square matrix in ``x``."""
+    """The inverse of each square matrix in ``x``.
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that
+        transform); integer input gives the default floating dtype. The derivative of ``inv(A)``
+        along ``dA`` is ``-inv(A) @ dA @ inv(A)``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+    LinAlgError
+        The backend's, if a matrix is singular (NumPy's ``numpy.linalg.LinAlgError``, a
+        ``ValueError``), as torch raises.
+
+    Examples
+    --------
+    >>> ad.linalg.inv(ad.asarray([[2., 0.], [0., 4.]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    >>> a = ad.asarray([[1., 2.], [3., 4.]])
+    >>> ad.allclose(ad.linalg.inv(a) @ a, ad.eye(2))
+    True
+    """
     _check_square(x, "inv")
     return bind(inv_p, x)
 
@@ -203,7 +228,34 @@ def _det_vjp(g, ans, x):
 
 
 def det(x, /):
-    """The determinant of each square matrix in ``x``."""
+    """The determinant of each square matrix in ``x``.
+
+    Returns
+    -------
+    array
+        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that
+        transform); integer input gives the default floating dtype. The gradient is the cofactor
+        matrix (for real ``A``: the transposed adjugate, ``det(A) * inv(A).T`` where ``A`` is
+        invertible). At a singular matrix it is still the cofactors, computed from an SVD (JAX
+        agrees; torch's eager ``backward`` and ``torch.func.jvp`` return zeros there). See
+        ``docs/correctness.md``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+
+    Examples
+    --------
+    >>> ad.linalg.det(ad.asarray([[2., 0.], [0., 3.]]))
+    tensor(6.)
+    >>> ad.func.grad(ad.linalg.det)(ad.asarray([[2., 0.], [0., 3.]]))
+    tensor([[3., 0.],
+            [0., 2.]])
+    >>> ad.func.grad(ad.linalg.det)(ad.asarray([[1., 0.], [0., 0.]]))   # singular: cofactors
+    tensor([[0., 0.],
+            [0., 1.]])
+    """
     _check_square(x, "det")
     return bind(det_p, x)
 
@@ -248,7 +300,34 @@ def _slogdet_vjp(g, ans, x):
 
 
 def slogdet(x, /):
-    """``(sign, logabsdet)`` of the determinant of each square matrix in ``x``."""
+    """The sign and the log of the absolute value of the determinant of each square matrix in
+    ``x``, accurate where ``det`` would overflow or underflow.
+
+    Returns
+    -------
+    SlogdetResult
+        A named tuple ``(sign, logabsdet)``, each shaped ``x.shape[:-2]`` and of the backend of
+        ``x`` (inside a transform, a value of that transform): ``sign`` is -1, 0 or 1 (a unit
+        complex number for complex ``x``) and ``logabsdet`` real;
+        ``det = sign * exp(logabsdet)``. A singular matrix gives ``(0, -inf)``. The gradient of
+        ``logabsdet`` is ``inv(A)^H`` (``inv(A).T`` for real ``A``).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+    LinAlgError
+        The backend's, when differentiating at a singular matrix (where the derivative is
+        infinite).
+
+    Examples
+    --------
+    >>> ad.linalg.slogdet(ad.asarray([[2., 0.], [0., -3.]])).sign
+    tensor(-1.)
+    >>> ad.func.grad(lambda a: ad.linalg.slogdet(a).logabsdet)(ad.asarray([[2., 0.], [0., 4.]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
     _check_square(x, "slogdet")
     return SlogdetResult(*bind(slogdet_p, x))
 
@@ -284,8 +363,38 @@ def _solve_vjp_a(g, ans, a, b):
 
 
 def solve(x1, x2, /):
-    """Solve ``x1 @ X = x2`` for ``X``. ``x2`` is a vector when it is 1-d (the 2024.12 rule),
-    otherwise a stack of matrices; batch axes broadcast."""
+    """The solution ``X`` of ``x1 @ X = x2``, for each square matrix in ``x1``.
+
+    Parameters
+    ----------
+    x1 : array
+        A stack of square matrices ``(..., M, M)``.
+    x2 : array
+        The right-hand sides: a vector ``(M,)`` if 1-d (the 2024.12 rule), otherwise a stack
+        of matrices ``(..., M, K)``; the leading axes of both broadcast.
+
+    Returns
+    -------
+    array
+        Shaped like ``x2`` (with the broadcast leading axes), of the arguments' backend (inside
+        a transform, a value of that transform), computed without forming ``inv(x1)``. The
+        gradients are ``B_bar = solve(x1^H, g)`` and ``A_bar = -B_bar @ X^H``.
+
+    Raises
+    ------
+    ValueError
+        If ``x1`` is not a stack of square matrices, or the sizes of ``x2`` do not match.
+    LinAlgError
+        The backend's, if a matrix is singular (as torch).
+
+    Examples
+    --------
+    >>> ad.linalg.solve(ad.asarray([[2., 0.], [0., 4.]]), ad.asarray([2., 4.]))
+    tensor([1., 1.])
+    >>> a, b = ad.asarray([[3., 1.], [1., 2.]]), ad.asarray([9., 8.])
+    >>> ad.allclose(a @ ad.linalg.solve(a, b), b)
+    True
+    """
     _check_square(x1, "solve")
     if ndim_of(x2) == 1:
         return ops.squeeze(bind(solve_p, x1, ops.expand_dims(x2, axis=-1)), axis=-1)
@@ -319,8 +428,38 @@ def _cholesky_vjp(g, ans, x):
 
 
 def cholesky(x, /, *, upper=False):
-    """The Cholesky factor of each Hermitian positive-definite matrix in ``x`` (lower, or upper
-    with ``upper=True``). Only the lower triangle of ``x`` is read."""
+    """The Cholesky factor of each Hermitian positive-definite matrix in ``x``: ``L`` lower
+    triangular with ``x = L @ L^H``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of Hermitian (symmetric) positive-definite matrices ``(..., M, M)``. Only the
+        lower triangle is read.
+    upper : bool, optional
+        Return the upper factor ``U = L^H`` (``x = U^H @ U``) instead (default False).
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that
+        transform). As ``x`` is read through one triangle, its derivative is defined for
+        Hermitian perturbations: the JVP uses the Hermitian part of the tangent and the gradient
+        is Hermitian (torch's convention).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+    LinAlgError
+        The backend's, if a matrix is not positive definite.
+
+    Examples
+    --------
+    >>> ad.linalg.cholesky(ad.asarray([[4., 2.], [2., 5.]]))
+    tensor([[2., 0.],
+            [1., 2.]])
+    """
     _check_square(x, "cholesky")
     low = bind(cholesky_p, x)
     return _mH(low) if upper else low
@@ -360,8 +499,38 @@ def _eigh_vjp(g, ans, x):
 
 
 def eigh(x, /):
-    """Eigenvalues (ascending) and eigenvectors of each Hermitian matrix in ``x``: a named tuple
-    ``(eigenvalues, eigenvectors)``. Only the lower triangle of ``x`` is read."""
+    """The eigenvalues and eigenvectors of each Hermitian (symmetric) matrix in ``x``.
+
+    Only the lower triangle of ``x`` is read; the derivative is taken for Hermitian
+    perturbations (the gradient is Hermitian, as torch's).
+
+    Returns
+    -------
+    EighResult
+        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a
+        transform, a value of that transform): the eigenvalues real and ascending, shaped
+        ``(..., M)``; the eigenvectors the orthonormal columns of an ``(..., M, M)`` array, each
+        defined up to sign (a phase for complex ``x``), so only a loss that does not depend on
+        that choice has a meaningful derivative. Where eigenvalues repeat, the eigenvectors are
+        not unique and have no derivative: the terms that divide by a zero gap are set to zero
+        (a finite value where torch returns nan or inf), so a loss of the eigenvalues alone
+        stays exact and one of the eigenvectors gets one choice among many. Near-repeated
+        eigenvalues give large derivatives.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+
+    Examples
+    --------
+    >>> a = ad.asarray([[2., 1.], [1., 2.]])
+    >>> w, v = ad.linalg.eigh(a)
+    >>> w
+    tensor([1., 3.])
+    >>> ad.allclose(v @ ad.diag(w) @ v.T, a)
+    True
+    """
     _check_square(x, "eigh")
     return EighResult(*bind(eigh_p, x))
 
@@ -374,7 +543,31 @@ eigh_p = decl.primitive(
 
 @decl.composite
 def eigvalsh(x, /):
-    """Eigenvalues (ascending) of each Hermitian matrix in ``x``."""
+    """The eigenvalues of each Hermitian (symmetric) matrix in ``x``, ascending.
+
+    Only the lower triangle of ``x`` is read.
+
+    Returns
+    -------
+    array
+        Real, shaped ``(..., M)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). The gradient of eigenvalue ``i`` is ``v_i v_i^H`` (its eigenvector's outer
+        product), also where eigenvalues repeat: a symmetric function of them, such as their
+        sum, has the exact gradient there.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+
+    Examples
+    --------
+    >>> ad.linalg.eigvalsh(ad.asarray([[1., 5.], [0., 3.]]))   # the upper 5 is not read
+    tensor([1., 3.])
+    >>> ad.func.grad(lambda a: ad.sum(ad.linalg.eigvalsh(a)))(ad.eye(2))   # d trace = I
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
     return eigh(x).eigenvalues
 
 
@@ -421,8 +614,31 @@ def _eig_vjp(g, ans, x):
 
 
 def eig(x, /):
-    """Eigenvalues and unit-norm eigenvectors of each square matrix in ``x`` (2025.12): a named
-    tuple ``(eigenvalues, eigenvectors)``, always complex."""
+    """The eigenvalues and eigenvectors of each square matrix in ``x`` (2025.12 standard).
+
+    Returns
+    -------
+    EigResult
+        A named tuple ``(eigenvalues, eigenvectors)``, of the backend of ``x`` (inside a
+        transform, a value of that transform), always complex (complex64 for float32 or
+        complex64 input, complex128 otherwise), in no particular order: eigenvalues ``(..., M)``
+        and unit-norm eigenvectors as the columns of ``(..., M, M)``. Each eigenvector is
+        defined up to a complex phase, so only a loss that does not depend on it has a
+        meaningful derivative; the gradient of a real ``x`` is real. Repeated eigenvalues: as
+        ``eigh`` (the zero-gap terms are set to zero).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+
+    Examples
+    --------
+    >>> a = ad.asarray([[2., 1.], [0., 3.]])
+    >>> w, v = ad.linalg.eig(a)
+    >>> ad.allclose(a @ v, v * w)
+    True
+    """
     _check_square(x, "eig")
     return EigResult(*bind(eig_p, x))
 
@@ -435,7 +651,26 @@ eig_p = decl.primitive(
 
 @decl.composite
 def eigvals(x, /):
-    """Eigenvalues of each square matrix in ``x`` (2025.12), complex."""
+    """The eigenvalues of each square matrix in ``x`` (2025.12 standard).
+
+    Returns
+    -------
+    array
+        Complex (complex64 for float32 or complex64 input, complex128 otherwise), shaped
+        ``(..., M)``, of the backend of ``x`` (inside a transform, a value of that transform),
+        in no particular order. The derivative of a simple eigenvalue is
+        ``u^H dA v / (u^H v)`` with ``u``, ``v`` its left and right eigenvectors.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+
+    Examples
+    --------
+    >>> ad.linalg.eigvals(ad.asarray([[0., -1.], [1., 0.]]))   # a rotation: +i and -i
+    tensor([0.0000+1.0000j, 0.0000-1.0000j], dtype=arrayad.complex128)
+    """
     return eig(x).eigenvalues
 
 
@@ -515,7 +750,40 @@ def _qr_vjp(g, ans, x, mode="reduced"):
 
 
 def qr(x, /, *, mode="reduced"):
-    """QR decomposition of each matrix in ``x``: a named tuple ``(Q, R)``."""
+    """The QR decomposition of each matrix in ``x``: ``x = Q @ R``, ``Q`` with orthonormal
+    columns, ``R`` upper triangular.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    mode : {'reduced', 'complete'}, optional
+        'reduced' (default): ``Q`` is ``(..., M, K)`` and ``R`` ``(..., K, N)`` with
+        ``K = min(M, N)``; 'complete': ``Q`` is ``(..., M, M)`` and ``R`` ``(..., M, N)``.
+
+    Returns
+    -------
+    QRResult
+        A named tuple ``(Q, R)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). Differentiable for every shape in 'reduced' mode (wide matrices too);
+        'complete' for a tall ``x`` (M > N) is refused when differentiated: the extra columns of
+        ``Q`` are not unique.
+
+    Raises
+    ------
+    ValueError
+        If ``mode`` is neither 'reduced' nor 'complete', or ``x`` has fewer than 2 dimensions.
+    NotImplementedError
+        When differentiating ``mode='complete'`` for ``M > N`` (the message says to use
+        'reduced').
+
+    Examples
+    --------
+    >>> a = ad.asarray([[1., 2.], [3., 4.], [5., 6.]])
+    >>> q, r = ad.linalg.qr(a)
+    >>> q.shape, r.shape, ad.allclose(q @ r, a)
+    ((3, 2), (2, 2), True)
+    """
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
     if ndim_of(x) < 2:
@@ -601,8 +869,43 @@ def _svd_vjp(g, ans, x, full_matrices=True):
 
 
 def svd(x, /, *, full_matrices=True):
-    """Singular value decomposition of each matrix in ``x``: a named tuple ``(U, S, Vh)`` with
-    ``x = U @ diag(S) @ Vh`` and S descending."""
+    """The singular value decomposition of each matrix in ``x``: ``x = U @ diag(S) @ Vh``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    full_matrices : bool, optional
+        True (default, the standard's): ``U`` is ``(..., M, M)`` and ``Vh`` ``(..., N, N)``;
+        False: ``(..., M, K)`` and ``(..., K, N)`` with ``K = min(M, N)``.
+
+    Returns
+    -------
+    SVDResult
+        A named tuple ``(U, S, Vh)``, of the backend of ``x`` (inside a transform, a value of
+        that transform): ``S`` real, non-negative and descending, ``(..., K)``. The singular
+        vectors are defined up to sign (a phase for complex ``x``); only losses that do not
+        depend on it have a meaningful derivative. Where singular values repeat, or are zero
+        while ``U`` or ``Vh`` enter the loss, the vectors have no derivative: the terms that
+        divide by a zero gap are set to zero (finite, a choice, where torch returns nan or inf);
+        losses of ``S`` alone are exact. With ``full_matrices=True`` only square ``x`` can be
+        differentiated.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+    NotImplementedError
+        When differentiating ``full_matrices=True`` for non-square ``x`` (the extra singular
+        vectors are not unique; the message says to use ``full_matrices=False``).
+
+    Examples
+    --------
+    >>> a = ad.asarray([[3., 0.], [4., 5.]])
+    >>> u, s, vh = ad.linalg.svd(a)
+    >>> ad.allclose(u @ ad.diag(s) @ vh, a)
+    True
+    """
     if ndim_of(x) < 2:
         raise ValueError("linalg.svd: x must have at least 2 dimensions")
     return SVDResult(*bind(svd_p, x, full_matrices=full_matrices))
@@ -616,7 +919,26 @@ svd_p = decl.primitive(
 
 @decl.composite
 def svdvals(x, /):
-    """Singular values (descending) of each matrix in ``x``."""
+    """The singular values of each matrix in ``x``, descending.
+
+    Returns
+    -------
+    array
+        Real and non-negative, shaped ``(..., min(M, N))``, of the backend of ``x`` (inside a
+        transform, a value of that transform). The gradient of singular value ``i`` is
+        ``u_i v_i^H``, also where singular values repeat (a symmetric function of them, such as
+        their sum, is exact there).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.linalg.svdvals(ad.asarray([[0., 2.], [3., 0.]]))
+    tensor([3., 2.])
+    """
     return svd(x, full_matrices=False).S
 
 
@@ -625,8 +947,36 @@ def svdvals(x, /):
 
 @decl.composite
 def diagonal(x, /, *, offset=0):
-    """The ``offset`` diagonal of each matrix in ``x`` (a strided slice of the flattened matrix,
-    so that its derivative and batching come from reshape and indexing)."""
+    """The diagonal ``offset`` of each matrix in ``x``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    offset : int, optional
+        Which diagonal: 0, the default, is the main one, ``offset > 0`` above it,
+        ``offset < 0`` below.
+
+    Returns
+    -------
+    array
+        Shaped ``(..., L)`` with ``L`` the length of that diagonal (0 if it lies outside the
+        matrix), of the backend of ``x`` (inside a transform, a value of that transform) and of
+        its dtype: a strided slice of the flattened matrices, so that its derivative comes from
+        reshape and indexing.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.linalg.diagonal(ad.asarray([[1., 2.], [3., 4.]]))
+    tensor([1., 4.])
+    >>> ad.linalg.diagonal(ad.asarray([[1., 2.], [3., 4.]]), offset=1)
+    tensor([2.])
+    """
     s = shape_of(x)
     if len(s) < 2:
         raise ValueError("linalg.diagonal: x must have at least 2 dimensions")
@@ -643,13 +993,57 @@ def diagonal(x, /, *, offset=0):
 
 @decl.composite
 def trace(x, /, *, offset=0, dtype=None):
-    """Sum of the ``offset`` diagonal of each matrix in ``x``."""
+    """The sum of the diagonal ``offset`` of each matrix in ``x``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    offset : int, optional
+        Which diagonal, as in ``diagonal`` (default 0, the main one).
+    dtype : dtype, optional
+        The dtype of the result; by default as ``sum``'s (integers widened to int64).
+
+    Returns
+    -------
+    array
+        Shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of that
+        transform). The gradient is the identity (shifted by ``offset``) times the cotangent.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.linalg.trace(ad.asarray([[1., 2.], [3., 4.]]))
+    tensor(5.)
+    """
     return ops.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
 @decl.composite
 def outer(x1, x2, /):
-    """Outer product of two vectors."""
+    """The outer product of two vectors: ``out[i, j] = x1[i] * x2[j]`` (not conjugated).
+
+    Returns
+    -------
+    array
+        Shaped ``(len(x1), len(x2))``, of the arguments' backend (inside a transform, a value
+        of that transform) and promoted dtype.
+
+    Raises
+    ------
+    ValueError
+        If ``x1`` or ``x2`` is not 1-d.
+
+    Examples
+    --------
+    >>> ad.linalg.outer(ad.asarray([1., 2.]), ad.asarray([3., 4.]))
+    tensor([[3., 4.],
+            [6., 8.]])
+    """
     if ndim_of(x1) != 1 or ndim_of(x2) != 1:
         raise ValueError("linalg.outer: x1 and x2 must be 1-d")
     return mul(ops.expand_dims(x1, axis=-1), ops.expand_dims(x2, axis=0))
@@ -657,7 +1051,31 @@ def outer(x1, x2, /):
 
 @decl.composite
 def cross(x1, x2, /, *, axis=-1):
-    """Cross product of 3-element vectors along ``axis`` (the other axes broadcast)."""
+    """The cross product of 3-element vectors along ``axis``.
+
+    Parameters
+    ----------
+    x1, x2 : array
+        The vectors, along ``axis``; the other axes broadcast.
+    axis : int, optional
+        The axis of the vectors (default: the last), which must have size 3.
+
+    Returns
+    -------
+    array
+        The broadcast shape, of the arguments' backend (inside a transform, a value of that
+        transform) and promoted dtype.
+
+    Raises
+    ------
+    ValueError
+        If ``axis`` does not have size 3, or the shapes cannot be broadcast together.
+
+    Examples
+    --------
+    >>> ad.linalg.cross(ad.asarray([1., 0., 0.]), ad.asarray([0., 1., 0.]))
+    tensor([0., 0., 1.])
+    """
     x1, x2 = ops.broadcast_arrays(x1, x2)
     ax = normalize_axis(axis, ndim_of(x1))
     if shape_of(x1)[ax] != 3:
@@ -670,8 +1088,37 @@ def cross(x1, x2, /, *, axis=-1):
 
 @decl.composite
 def matrix_power(x, n, /):
-    """``x`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; ``n == 0``: the
-    identity), by repeated squaring."""
+    """``x`` multiplied by itself ``n`` times, for each square matrix in ``x``.
+
+    Computed by repeated squaring, so that its derivative comes from ``matmul`` (and ``inv``).
+
+    Parameters
+    ----------
+    x : array
+        A stack of square matrices ``(..., M, M)``.
+    n : int
+        The power: ``n == 0`` gives the identity, ``n < 0`` the ``-n``-th power of the inverse.
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of the backend of ``x`` (inside a transform, a value of that transform).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a stack of square matrices ``(..., M, M)``.
+    TypeError
+        If ``n`` is not an int.
+    LinAlgError
+        The backend's, for ``n < 0`` and a singular matrix.
+
+    Examples
+    --------
+    >>> ad.linalg.matrix_power(ad.asarray([[2., 0.], [0., 3.]]), 2)
+    tensor([[4., 0.],
+            [0., 9.]])
+    """
     _check_square(x, "matrix_power")
     if not isinstance(n, int):
         raise TypeError("linalg.matrix_power: n must be an int")
@@ -699,8 +1146,33 @@ def _default_rtol(x, s):
 
 @decl.composite
 def matrix_rank(x, /, *, rtol=None):
-    """Number of singular values of each matrix larger than ``rtol * max(S)`` (not
-    differentiable: an integer)."""
+    """The rank of each matrix in ``x``: the number of singular values larger than
+    ``rtol * max(S)``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    rtol : float or array, optional
+        The relative tolerance (an array broadcasts against ``x.shape[:-2]``); by default
+        ``max(M, N) * eps`` of the real dtype of ``x``.
+
+    Returns
+    -------
+    array
+        Shaped ``x.shape[:-2]``, of the default integer dtype (int64), of the backend of ``x``
+        (inside a transform, a value of that transform). Not differentiable: an integer.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.linalg.matrix_rank(ad.asarray([[1., 2.], [2., 4.]]))
+    tensor(1)
+    """
     s = ops.stop_gradient(svdvals(x))
     if rtol is None:
         rtol = _default_rtol(x, s)
@@ -712,8 +1184,38 @@ def matrix_rank(x, /, *, rtol=None):
 
 @decl.composite
 def pinv(x, /, *, rtol=None):
-    """Moore-Penrose pseudo-inverse, from the SVD; singular values at most ``rtol * max(S)`` are
-    treated as zero. Differentiable where the rank is locally constant."""
+    """The Moore-Penrose pseudo-inverse of each matrix in ``x``, from its SVD.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    rtol : float or array, optional
+        Singular values at most ``rtol * max(S)`` count as zero (an array broadcasts against
+        ``x.shape[:-2]``); by default ``max(M, N) * eps`` of the real dtype of ``x``.
+
+    Returns
+    -------
+    array
+        Shaped ``(..., N, M)``, of the backend of ``x`` (inside a transform, a value of that
+        transform). Differentiable where the rank is locally constant (the derivative jumps
+        where a singular value crosses the tolerance), and, being computed from the SVD, subject
+        to ``svd``'s rule for repeated singular values.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.linalg.pinv(ad.asarray([[2., 0.], [0., 0.]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.0000]])
+    >>> a = ad.asarray([[1., 2.], [3., 4.], [5., 6.]])
+    >>> ad.allclose(ad.linalg.pinv(a) @ a, ad.eye(2))
+    True
+    """
     u, s, vh = svd(x, full_matrices=False)
     if rtol is None:
         rtol = _default_rtol(x, s)
@@ -737,7 +1239,45 @@ def _safe_sqrt(s):
 
 @decl.composite
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    """The ``ord``-norm of ``x`` over ``axis`` (all axes by default)."""
+    """The ``ord``-norm of the vectors of ``x`` over ``axis``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    axis : int or tuple of ints, optional
+        The axes that hold the vectors; None, the default, takes all of ``x`` as one vector.
+    keepdims : bool, optional
+        Keep the reduced axes as axes of length one.
+    ord : int, float, inf or -inf, optional
+        2 (default): Euclidean; 1: sum of absolute values; ``inf``/``-inf``: largest/smallest
+        absolute value; 0: the number of non-zero elements; any other ``p``:
+        ``sum(abs(x) ** p) ** (1 / p)``.
+
+    Returns
+    -------
+    array
+        Real, of the backend of ``x`` (inside a transform, a value of that transform), shaped
+        like ``x`` without the reduced axes. The gradient at ``x = 0`` is 0 for the 2-norm (as
+        torch, not nan); the ``inf`` norms share the gradient among tied elements (as
+        ``max``); ``ord=0`` has a zero gradient.
+
+    Raises
+    ------
+    IndexError
+        If an axis is out of range for ``x``.
+    TypeError
+        If ``ord`` is not a number (the matrix norms' 'fro'/'nuc' belong to ``matrix_norm``).
+
+    Examples
+    --------
+    >>> ad.linalg.vector_norm(ad.asarray([3., 4.]))
+    tensor(5.)
+    >>> ad.linalg.vector_norm(ad.asarray([3., -4.]), ord=1)
+    tensor(7.)
+    >>> ad.func.grad(ad.linalg.vector_norm)(ad.zeros(2))
+    tensor([0., 0.])
+    """
     if ord == 2:
         return _safe_sqrt(ops.sum(_abs2(x), axis=axis, keepdims=keepdims))
     a = ops.abs(x)
@@ -755,7 +1295,39 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 @decl.composite
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
-    """The ``ord``-norm of each matrix in ``x``: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
+    """The ``ord``-norm of each matrix in ``x``.
+
+    Parameters
+    ----------
+    x : array
+        A stack of matrices ``(..., M, N)``.
+    keepdims : bool, optional
+        Keep the last two axes as axes of length one.
+    ord : {'fro', 'nuc', 1, -1, 2, -2, inf, -inf}, optional
+        'fro' (default): Frobenius, the square root of the sum of squared absolute values;
+        'nuc': the sum of the singular values; 2/-2: the largest/smallest singular value;
+        1/-1: the largest/smallest absolute column sum; ``inf``/``-inf``: the same over rows.
+
+    Returns
+    -------
+    array
+        Real, shaped ``x.shape[:-2]``, of the backend of ``x`` (inside a transform, a value of
+        that transform). The Frobenius norm's gradient at 0 is 0 (as torch); the norms from
+        singular values follow ``svdvals`` (exact at repeated ones); the max/min norms share the
+        gradient among ties (as ``max``).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions, or ``ord`` is not one of the above.
+
+    Examples
+    --------
+    >>> ad.linalg.matrix_norm(ad.asarray([[3., 0.], [0., 4.]]))
+    tensor(5.)
+    >>> ad.linalg.matrix_norm(ad.asarray([[3., 0.], [0., 4.]]), ord="nuc")
+    tensor(7.)
+    """
     if ndim_of(x) < 2:
         raise ValueError("linalg.matrix_norm: x must have at least 2 dimensions")
     if ord == "fro":

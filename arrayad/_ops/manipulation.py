@@ -21,7 +21,41 @@ def _reshape_impl(xp, x, shape, copy=None):
 
 
 def reshape(x, /, shape, *, copy=None):
-    """``x`` with a new shape (one entry may be -1)."""
+    """``x`` with a new shape: the same elements in the same (row-major) order.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    shape : int or tuple of ints
+        The new shape, with as many elements as ``x``; one entry may be -1, inferred from
+        the others.
+    copy : bool, optional
+        True: always copy; False: never copy (the backend raises if it would have to); None,
+        the default: copy only if needed.
+
+    Returns
+    -------
+    array
+        The reshaped array, of the backend and dtype of ``x`` (inside a transform, a value of
+        that transform). Linear: its gradient is the cotangent reshaped back to ``x``'s shape.
+        (On eager tensors the result is a new array, not a view: updating it in place leaves
+        ``x`` as it was.)
+
+    Raises
+    ------
+    ValueError
+        If ``shape`` does not have as many elements as ``x``, or ``copy=False`` and the
+        backend cannot reshape without copying (e.g. a transposed NumPy array).
+
+    Examples
+    --------
+    >>> ad.reshape(ad.arange(6.), (2, 3))
+    tensor([[0., 1., 2.],
+            [3., 4., 5.]])
+    >>> ad.reshape(ad.arange(6.), (-1, 2)).shape
+    (3, 2)
+    """
     if isinstance(shape, int):
         shape = (shape,)
     return bind(reshape_p, x, shape=tuple(shape), copy=copy)
@@ -44,7 +78,34 @@ def _inverse_perm(axes):
 
 
 def permute_dims(x, /, axes):
-    """Permute the axes of ``x`` (negative axes allowed)."""
+    """``x`` with its axes reordered: axis ``i`` of the result is axis ``axes[i]`` of ``x``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    axes : tuple of ints
+        A permutation of the axes of ``x`` (negative values count from the end).
+
+    Returns
+    -------
+    array
+        The permuted array, of the backend and dtype of ``x`` (inside a transform, a value of
+        that transform). Linear: the gradient is the cotangent permuted back. torch spells
+        this ``x.permute(*dims)``, which the tensor method accepts too.
+
+    Raises
+    ------
+    ValueError
+        If ``axes`` is not a permutation of the axes of ``x`` (a missing or repeated axis).
+    IndexError
+        If an axis is out of range for ``x``.
+
+    Examples
+    --------
+    >>> ad.permute_dims(ad.zeros((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
     nd = ndim_of(x)
     return bind(permute_p, x, axes=tuple(normalize_axis(a, nd) for a in axes))
 
@@ -59,7 +120,26 @@ permute_p = decl.primitive(
 
 @decl.composite
 def matrix_transpose(x, /):
-    """Swap the last two axes of ``x``."""
+    """The transpose of each matrix in ``x``: its last two axes swapped.
+
+    Returns
+    -------
+    array
+        Shaped ``(..., N, M)`` for ``x`` of shape ``(..., M, N)``, of the backend and dtype of
+        ``x`` (inside a transform, a value of that transform); not conjugated for complex
+        ``x``. Linear: the gradient is the cotangent transposed back.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 dimensions.
+
+    Examples
+    --------
+    >>> ad.matrix_transpose(ad.asarray([[1., 2.], [3., 4.]]))
+    tensor([[1., 3.],
+            [2., 4.]])
+    """
     nd = ndim_of(x)
     if nd < 2:
         raise ValueError("matrix_transpose: x must have at least 2 dimensions")
@@ -68,7 +148,33 @@ def matrix_transpose(x, /):
 
 @decl.composite
 def moveaxis(x, source, destination, /):
-    """Move axes of ``x`` from ``source`` to ``destination``."""
+    """``x`` with the axes ``source`` moved to the positions ``destination``, the other axes
+    keeping their order.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    source, destination : int or tuple of ints
+        The axes to move and where they go (as many of each; negative values count from the
+        end).
+
+    Returns
+    -------
+    array
+        A permutation of ``x`` (``permute_dims``), of the backend and dtype of ``x`` (inside a
+        transform, a value of that transform); its gradient is moved back.
+
+    Raises
+    ------
+    IndexError
+        If an axis is out of range for ``x``.
+
+    Examples
+    --------
+    >>> ad.moveaxis(ad.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     nd = ndim_of(x)
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
@@ -84,7 +190,37 @@ def moveaxis(x, source, destination, /):
 
 @decl.composite
 def expand_dims(x, /, axis):
-    """Insert size-one axes at ``axis`` (an int or, since 2025.12, a tuple)."""
+    """``x`` with axes of length one inserted at ``axis``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    axis : int or tuple of ints
+        The positions of the new axes in the result (a tuple since the 2025.12 standard;
+        negative values count from the end of the result). torch's ``x.unsqueeze(dim)`` is
+        the tensor method for one axis.
+
+    Returns
+    -------
+    array
+        A reshape of ``x``, of its backend and dtype (inside a transform, a value of that
+        transform), with ``ndim + len(axis)`` dimensions.
+
+    Raises
+    ------
+    ValueError
+        If ``axis`` repeats a position.
+    IndexError
+        If a position is out of range for the result.
+
+    Examples
+    --------
+    >>> ad.expand_dims(ad.zeros((2, 3)), axis=0).shape
+    (1, 2, 3)
+    >>> ad.expand_dims(ad.zeros((2, 3)), axis=(0, -1)).shape
+    (1, 2, 3, 1)
+    """
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     shape = list(shape_of(x))
     nd = len(shape) + len(axes)
@@ -98,7 +234,36 @@ def expand_dims(x, /, axis):
 
 @decl.composite
 def squeeze(x, /, axis):
-    """Remove the size-one axes ``axis``."""
+    """``x`` without the axes ``axis``, which must have length one.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    axis : int or tuple of ints
+        The axes to remove (required, as the standard has it; the tensor method
+        ``x.squeeze()`` removes every axis of length one, as torch's).
+
+    Returns
+    -------
+    array
+        A reshape of ``x``, of its backend and dtype (inside a transform, a value of that
+        transform).
+
+    Raises
+    ------
+    ValueError
+        If one of the axes does not have length one.
+    IndexError
+        If an axis is out of range for ``x``.
+    TypeError
+        If ``axis`` is omitted.
+
+    Examples
+    --------
+    >>> ad.squeeze(ad.zeros((1, 3, 1)), axis=(0, 2)).shape
+    (3,)
+    """
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))
     for a in axes:
@@ -118,7 +283,28 @@ def _broadcast_batch(args, dims, shape):
 
 
 def broadcast_to(x, /, shape):
-    """``x`` broadcast to ``shape``."""
+    """``x`` broadcast to ``shape`` (its axes of length one repeated, new axes in front).
+
+    Returns
+    -------
+    array
+        An array of shape ``shape``, of the backend and dtype of ``x`` (inside a transform, a
+        value of that transform); ``x`` itself when it has that shape already. The gradient
+        sums the cotangent over the broadcast axes.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` cannot be broadcast to ``shape``.
+
+    Examples
+    --------
+    >>> ad.broadcast_to(ad.asarray([1., 2.]), (2, 2))
+    tensor([[1., 2.],
+            [1., 2.]])
+    >>> ad.func.grad(lambda x: ad.sum(ad.broadcast_to(x, (3, 2))))(ad.asarray([1., 2.]))
+    tensor([3., 3.])
+    """
     shape = tuple(shape)
     if shape_of(x) == shape:
         return x
@@ -132,7 +318,30 @@ broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR,
 
 @decl.composite(traced=False)
 def broadcast_shapes(*shapes):
-    """The shape that ``shapes`` broadcast to."""
+    """The shape that arrays of the shapes ``shapes`` broadcast to, by the standard's rule
+    (aligned from the right, an axis of length one stretching to the other).
+
+    Parameters
+    ----------
+    *shapes : tuple of ints
+        The shapes (tuples, not arrays).
+
+    Returns
+    -------
+    tuple of ints
+        The broadcast shape (``()`` for no shapes). Computed from the shapes alone: nothing
+        to differentiate.
+
+    Raises
+    ------
+    ValueError
+        If the shapes cannot be broadcast together.
+
+    Examples
+    --------
+    >>> ad.broadcast_shapes((2, 1), (3,))
+    (2, 3)
+    """
     nd = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(nd):
@@ -153,7 +362,25 @@ def broadcast_shapes(*shapes):
 
 @decl.composite
 def broadcast_arrays(*arrays):
-    """The arrays broadcast against each other (a tuple)."""
+    """The arrays broadcast against each other, to their common shape.
+
+    Returns
+    -------
+    tuple of arrays
+        One array per argument, each of the broadcast shape (``broadcast_shapes``) and of its
+        own dtype, on the arguments' backend (inside a transform, values of that transform).
+
+    Raises
+    ------
+    ValueError
+        If the shapes cannot be broadcast together.
+
+    Examples
+    --------
+    >>> a, b = ad.broadcast_arrays(ad.asarray([1., 2.]), ad.asarray([[1.], [2.]]))
+    >>> a.shape, b.shape
+    ((2, 2), (2, 2))
+    """
     shape = broadcast_shapes(*[shape_of(a) for a in arrays])
     return tuple(broadcast_to(a, shape) for a in arrays)
 
@@ -195,7 +422,37 @@ def _concat_batch(args, dims, axis):
 
 
 def concat(arrays, /, *, axis=0):
-    """Join ``arrays`` along an existing ``axis`` (flattened first if ``axis`` is None)."""
+    """``arrays`` joined along an existing axis.
+
+    Parameters
+    ----------
+    arrays : sequence of arrays
+        The arrays to join; their shapes must agree except along ``axis``.
+    axis : int or None, optional
+        The axis to join along (default 0); None flattens the arrays first.
+
+    Returns
+    -------
+    array
+        The joined array, of the arrays' backend (inside a transform, a value of that
+        transform) and of their promoted dtype. Linear: each array's gradient is its slice of
+        the cotangent. (torch spells it ``cat(tensors, dim)``.)
+
+    Raises
+    ------
+    ValueError
+        If the arrays differ in number of dimensions or in a size off ``axis``.
+    IndexError
+        If ``axis`` is out of range (NumPy raises its ``AxisError``, which is both an
+        ``IndexError`` and a ``ValueError``).
+    TypeError
+        If ``arrays`` is empty, or mixes arrays of two backends.
+
+    Examples
+    --------
+    >>> ad.concat([ad.asarray([1., 2.]), ad.asarray([3.])])
+    tensor([1., 2., 3.])
+    """
     return bind(concat_p, *arrays, axis=axis)
 
 
@@ -206,7 +463,34 @@ concat_p = decl.primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, 
 
 @decl.composite
 def stack(arrays, /, *, axis=0):
-    """Join ``arrays`` along a new ``axis``."""
+    """``arrays``, all of one shape, joined along a new axis.
+
+    Parameters
+    ----------
+    arrays : sequence of arrays
+        The arrays to stack (of the same shape).
+    axis : int, optional
+        The position of the new axis in the result (default 0).
+
+    Returns
+    -------
+    array
+        One more dimension than the arrays, of their backend (inside a transform, a value of
+        that transform) and promoted dtype; a composite of ``expand_dims`` and ``concat``.
+
+    Raises
+    ------
+    ValueError
+        If the arrays do not have the same shape.
+    IndexError
+        If ``arrays`` is empty or ``axis`` is out of range for the result.
+
+    Examples
+    --------
+    >>> ad.stack([ad.asarray([1., 2.]), ad.asarray([3., 4.])], axis=1)
+    tensor([[1., 3.],
+            [2., 4.]])
+    """
     arrays = list(arrays)
     nd = ndim_of(arrays[0]) + 1
     ax = normalize_axis(axis, nd)
@@ -215,16 +499,72 @@ def stack(arrays, /, *, axis=0):
 
 @decl.composite
 def unstack(x, /, *, axis=0):
-    """Split ``x`` along ``axis`` into a tuple of arrays."""
+    """``x`` split along ``axis`` into the arrays that ``stack`` would join back.
+
+    Parameters
+    ----------
+    x : array
+        Input array, at least 1-d.
+    axis : int, optional
+        The axis to split along (default 0).
+
+    Returns
+    -------
+    tuple of arrays
+        ``x.shape[axis]`` arrays without that axis, of the backend and dtype of ``x`` (inside a
+        transform, values of that transform). torch spells it ``unbind(x, dim)``.
+
+    Raises
+    ------
+    IndexError
+        If ``axis`` is out of range for ``x`` (a 0-d ``x`` has none).
+
+    Examples
+    --------
+    >>> ad.unstack(ad.asarray([[1., 2.], [3., 4.]]))
+    (tensor([1., 2.]), tensor([3., 4.]))
+    """
     ax = normalize_axis(axis, ndim_of(x))
     return tuple(x[(slice(None),) * ax + (i, ...)] for i in range(shape_of(x)[ax]))
+
+
+FLIP_DOC = """``x`` with the order of its elements reversed along ``axis``.
+
+Parameters
+----------
+x : array
+    Input array.
+axis : int or tuple of ints, optional
+    The axes to reverse; None, the default, reverses all of them. (torch's ``flip`` takes
+    ``dims``, which the tensor method accepts.)
+
+Returns
+-------
+array
+    Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+    transform). Linear: the gradient is the cotangent flipped back.
+
+Raises
+------
+IndexError
+    If an axis is out of range for ``x`` (NumPy raises its ``AxisError``, which is both an
+    ``IndexError`` and a ``ValueError``).
+
+Examples
+--------
+>>> ad.flip(ad.asarray([1., 2., 3.]))
+tensor([3., 2., 1.])
+>>> ad.flip(ad.asarray([[1., 2.], [3., 4.]]), axis=0)
+tensor([[3., 4.],
+        [1., 2.]])
+"""
 
 
 # -- flip / roll -----------------------------------------------------------------------------------
 flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
                         vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
                         jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
-                        doc="Reverse the order of elements along ``axis`` (all axes by default).")
+                        doc=FLIP_DOC)
 
 
 def _neg_shift(shift):
@@ -244,7 +584,36 @@ def _roll_batch(args, dims, shift, axis=None):
 
 
 def roll(x, /, shift, *, axis=None):
-    """Roll the elements of ``x`` by ``shift`` along ``axis`` (flattened if None)."""
+    """``x`` with its elements shifted cyclically by ``shift`` positions along ``axis``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    shift : int or tuple of ints
+        How far to shift (negative: towards the start); a tuple gives one shift per axis of
+        ``axis``, or shifts one axis several times.
+    axis : int or tuple of ints, optional
+        The axes to roll along; None, the default, rolls the flattened array and restores
+        the shape.
+
+    Returns
+    -------
+    array
+        Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+        transform). Linear: the gradient is the cotangent rolled back by ``-shift``.
+
+    Raises
+    ------
+    IndexError
+        If an axis is out of range for ``x`` (NumPy raises its ``AxisError``, which is both an
+        ``IndexError`` and a ``ValueError``).
+
+    Examples
+    --------
+    >>> ad.roll(ad.asarray([1., 2., 3.]), 1)
+    tensor([3., 1., 2.])
+    """
     if not isinstance(shift, int):
         shift = tuple(shift)
     if axis is not None and not isinstance(axis, int):
@@ -258,6 +627,41 @@ roll_p = decl.primitive(
     jvp=LINEAR, batch=_roll_batch)
 
 
+WHERE_DOC = """Elements of ``x1`` where ``condition`` is true, of ``x2`` elsewhere.
+
+Parameters
+----------
+condition : array
+    Where to take ``x1``: a bool array (NumPy also takes any array, non-zero as true).
+x1, x2 : array or Python scalar
+    The values to choose from; the three arguments broadcast together.
+
+Returns
+-------
+array
+    Of the broadcast shape and of the promoted dtype of ``x1`` and ``x2``, on their backend
+    (inside a transform, a value of that transform). The gradient flows to ``x1`` where
+    ``condition`` holds and to ``x2`` elsewhere; ``condition`` gets none. A NaN or inf in the
+    derivative of the branch not taken still reaches the result as ``0 * inf = nan``: for
+    ``where(x > 0, sqrt(x), 0.0)`` write ``sqrt(where(x > 0, x, 1.0))`` inside (the gradient at
+    0 is then 0, not nan), as in torch and JAX.
+
+Raises
+------
+ValueError
+    If the three shapes cannot be broadcast together.
+TypeError
+    If the arguments are arrays of two backends.
+
+Examples
+--------
+>>> ad.where(ad.asarray([True, False]), ad.asarray([1., 2.]), ad.asarray([3., 4.]))
+tensor([1., 4.])
+>>> ad.where(ad.asarray([True, False]), ad.asarray([1., 2.]), 0.0)
+tensor([1., 0.])
+"""
+
+
 # -- where -----------------------------------------------------------------------------------------
 where_p = decl.primitive(
     "where", lambda xp, c, x1, x2: xp.where(c, x1, x2),
@@ -267,8 +671,7 @@ where_p = decl.primitive(
     jvp=(None,
          lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
          lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans)),
-    batch=ELEMENTWISE, api="condition, x1, x2, /",
-    doc="Elements of ``x1`` where ``condition`` is true, else of ``x2``.")
+    batch=ELEMENTWISE, api="condition, x1, x2, /", doc=WHERE_DOC)
 
 
 # -- astype ----------------------------------------------------------------------------------------
@@ -295,7 +698,41 @@ def _astype_jvp(t, ans, x, dtype, copy=True, device=None):
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """``x`` converted to ``dtype``."""
+    """``x`` converted to ``dtype``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    dtype : dtype
+        The target: one of arrayad's dtypes (``ad.float32``...), or the backend's or NumPy's
+        dtype object of the same name.
+    copy : bool, optional
+        True, the default: always a new array; False: ``x`` itself if it has ``dtype`` already.
+    device : device, optional
+        The device of the result (default: that of ``x``).
+
+    Returns
+    -------
+    array
+        The converted array, of the backend of ``x`` (inside a transform, a value of that
+        transform). Floats to integers truncate toward zero (the backend's rule); complex to
+        real keeps the real part. Between floating and complex dtypes the gradient is cast
+        back to ``x``'s dtype (its real part for a real ``x``); to or from an integer or bool
+        dtype no gradient flows.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not one of the standard's dtypes (float16, strings...).
+
+    Examples
+    --------
+    >>> ad.astype(ad.asarray([1.5, -2.5]), ad.int64)
+    tensor([ 1, -2])
+    >>> ad.astype(ad.asarray([1.5, 2.5]), ad.float32).dtype == ad.float32
+    True
+    """
     dtype = from_backend(dtype)
     if not copy and dtype_of(x) is dtype and device is None:
         return x
@@ -347,10 +784,42 @@ def _repeat_batch(args, dims, repeats, axis=None):
     return bind(repeat_p, x, repeats=repeats, axis=normalize_axis(axis, ndim_of(x) - 1) + 1), 0
 
 
+REPEAT_DOC = """``x`` with each element repeated ``repeats`` times along ``axis``.
+
+Parameters
+----------
+x : array
+    Input array.
+repeats : int or array of ints
+    How many times to repeat: one count for all, or one per element along ``axis``.
+axis : int, optional
+    The axis to repeat along; None, the default, repeats the flattened array.
+
+Returns
+-------
+array
+    Of the backend and dtype of ``x`` (inside a transform, a value of that transform), longer
+    along ``axis`` (1-d if ``axis`` is None). The gradient of each element is the sum of the
+    cotangent over its copies. (torch spells it ``repeat_interleave``; torch's ``repeat`` is
+    ``tile``.)
+
+Raises
+------
+ValueError
+    If ``repeats`` is negative, or has neither one element nor one per element along ``axis``.
+
+Examples
+--------
+>>> ad.repeat(ad.asarray([1., 2.]), 2)
+tensor([1., 1., 2., 2.])
+>>> ad.repeat(ad.asarray([1., 2.]), ad.asarray([1, 3]))
+tensor([1., 2., 2., 2.])
+"""
+
+
 repeat_p = decl.primitive(
     "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=LINEAR, batch=_repeat_batch,
-    api="x, repeats, /, *, axis=None", args=("x",),
-    doc="Repeat each element of ``x`` ``repeats`` times (an int or an array of counts).")
+    api="x, repeats, /, *, axis=None", args=("x",), doc=REPEAT_DOC)
 
 
 def _tile_vjp(g, ans, x, repetitions):
@@ -379,7 +848,34 @@ def _tile_batch(args, dims, repetitions):
 
 
 def tile(x, repetitions, /):
-    """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis."""
+    """``x`` repeated as a block ``repetitions[i]`` times along each axis ``i``.
+
+    Parameters
+    ----------
+    x : array
+        Input array.
+    repetitions : tuple of ints
+        The number of copies along each axis; a shorter tuple applies to the last axes of
+        ``x``, a longer one adds leading axes to it.
+
+    Returns
+    -------
+    array
+        Of the backend and dtype of ``x`` (inside a transform, a value of that transform). The
+        gradient of each element sums the cotangent over its copies.
+
+    Raises
+    ------
+    TypeError
+        If ``repetitions`` is not a sequence (``tile(x, 2)``: write ``tile(x, (2,))``).
+
+    Examples
+    --------
+    >>> ad.tile(ad.asarray([1., 2.]), (2,))
+    tensor([1., 2., 1., 2.])
+    >>> ad.func.grad(lambda x: ad.sum(ad.tile(x, (2, 2))))(ad.asarray([1., 2.]))
+    tensor([4., 4.])
+    """
     return bind(tile_p, x, repetitions=tuple(repetitions))
 
 
@@ -388,6 +884,36 @@ tile_p = decl.primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetition
 
 
 # -- tril / triu: masks on the last two axes, linear -------------------------------------------------
+_TRIANGLE_DOC = """The {part} triangle of each matrix in ``x``: elements {where} diagonal ``k``
+kept, the others zero.
+
+Parameters
+----------
+x : array
+    A stack of matrices ``(..., M, N)``.
+k : int, optional
+    The diagonal that bounds the triangle: 0, the default, is the main diagonal, ``k > 0``
+    is above it, ``k < 0`` below.
+
+Returns
+-------
+array
+    Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+    transform). Linear: the gradient is the same triangle of the cotangent.
+
+Raises
+------
+ValueError
+    If ``x`` has fewer than 2 dimensions, on backends that check it (array-api-strict).
+    NumPy treats a 1-d ``x`` as a row repeated into a square matrix and raises ``TypeError``
+    for a 0-d one.
+
+Examples
+--------
+{example}
+"""
+
+
 def _triangle(name, doc):
     return decl.primitive(
         name, lambda xp, x, k=0: getattr(xp, name)(x, k=k), jvp=LINEAR,
@@ -397,6 +923,14 @@ def _triangle(name, doc):
         api="x, /, *, k=0", doc=doc)
 
 
-tril_p = _triangle("tril",
-                   "The lower triangle of the matrices in ``x`` (from diagonal ``k`` down).")
-triu_p = _triangle("triu", "The upper triangle of the matrices in ``x`` (from diagonal ``k`` up).")
+tril_p = _triangle("tril", _TRIANGLE_DOC.format(
+    part="lower", where="on and below",
+    example=">>> ad.tril(ad.ones((3, 3)))\n"
+            "tensor([[1., 0., 0.],\n"
+            "        [1., 1., 0.],\n"
+            "        [1., 1., 1.]])"))
+triu_p = _triangle("triu", _TRIANGLE_DOC.format(
+    part="upper", where="on and above",
+    example=">>> ad.triu(ad.ones((2, 2)), k=1)\n"
+            "tensor([[0., 1.],\n"
+            "        [0., 0.]])"))

@@ -11,6 +11,7 @@ naming a fixed-size alternative. ``searchsorted`` and ``isin`` have static shape
 
 from collections import namedtuple
 
+from ._docfill import reflow
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of
@@ -37,21 +38,107 @@ def _argsort_impl(xp, x, axis=-1, descending=False, stable=True):
     return xp.argsort(x, axis=axis, descending=descending, stable=stable)
 
 
+_SORT_PARAMETERS = """Parameters
+----------
+x : array
+    Input array (real; complex values sort by real part, then imaginary part, on NumPy).
+axis : int, optional
+    The axis to sort along (default: the last). torch's ``dim=`` is not accepted.
+descending : bool, optional
+    Sort from the largest to the smallest (default False).
+stable : bool, optional
+    Keep equal elements in their order in ``x`` (default True; False allows a faster sort
+    where the backend has one)."""
+
+_SORT_RAISES = """Raises
+------
+IndexError
+    If ``axis`` is out of range for ``x`` (NumPy raises its ``AxisError``, which is both an
+    ``IndexError`` and a ``ValueError``)."""
+
 argsort_p = decl.primitive("argsort", _argsort_impl, batch=axis_batch(),
-                           api="x, /, *, axis=-1, descending=False, stable=True",
-                           doc="Indices that sort ``x`` along ``axis``.")
+                           api="x, /, *, axis=-1, descending=False, stable=True", doc=f"""\
+Indices that sort ``x`` along ``axis``: ``take_along_axis(x, argsort(x), axis=axis)`` is
+``sort(x)``.
+
+{_SORT_PARAMETERS}
+
+Returns
+-------
+array
+    Shaped like ``x``, of the default integer dtype (int64), on the backend of ``x`` (inside
+    a transform, a value of that transform). With ``stable=True``, ties keep their order
+    (also when descending). Not differentiable: integer results are constants to the
+    transforms.
+
+{_SORT_RAISES}
+
+Examples
+--------
+>>> ad.argsort(ad.asarray([3., 1., 2.]))
+tensor([1, 2, 0])
+>>> ad.argsort(ad.asarray([3., 1., 2.]), descending=True)
+tensor([0, 2, 1])
+""")
 
 
 @decl.composite
 def sort(x, /, *, axis=-1, descending=False, stable=True):
-    """``x`` sorted along ``axis`` (differentiable: a gather at the sorting indices)."""
     idx = argsort(ops.stop_gradient(x), axis=axis, descending=descending, stable=stable)
     return ops.take_along_axis(x, idx, axis=axis)
 
 
+sort.__doc__ = f"""``x`` sorted along ``axis``.
+
+{_SORT_PARAMETERS}
+
+Returns
+-------
+array
+    Shaped like ``x``, of its backend and dtype (inside a transform, a value of that
+    transform): the values only (torch's ``sort`` returns ``(values, indices)``; use
+    ``argsort`` for the indices). Differentiable: a gather of ``x`` at the sorting indices,
+    so each element's gradient is the cotangent at the place it was sorted to. Tied elements
+    do not share the gradient (unlike ``max``'s): each output's cotangent goes to the one
+    element sorted into its place (with ``stable=True``, equal elements keep their order).
+
+{_SORT_RAISES}
+ValueError
+    If ``x`` is 0-d.
+
+Examples
+--------
+>>> ad.sort(ad.asarray([3., 1., 2.]))
+tensor([1., 2., 3.])
+>>> ad.func.grad(lambda x: ad.sort(x)[0])(ad.asarray([3., 1., 2.]))
+tensor([0., 1., 0.])
+"""
+
+
 # -- nonzero ---------------------------------------------------------------------------------------
 def nonzero(x, /):
-    """Indices of the non-zero elements of ``x``: one index array per axis."""
+    """Indices of the non-zero (true) elements of ``x``, in row-major order.
+
+    Returns
+    -------
+    tuple of arrays
+        One 1-d index array per axis of ``x`` (``x[nonzero(x)]`` picks the elements), of the
+        default integer dtype (int64), on the backend of ``x``. Their length depends on the
+        data, so ``nonzero`` is not differentiable and cannot be batched.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is 0-d.
+    RuntimeError
+        Under ``vmap`` (the output shape would differ between batch elements); the message
+        names fixed-size alternatives (``where``, ``argsort(x == 0, stable=True)``).
+
+    Examples
+    --------
+    >>> ad.nonzero(ad.asarray([0., 1., 0., 2.]))
+    (tensor([1, 3]),)
+    """
     if ndim_of(x) == 0:
         raise ValueError("nonzero: x must have at least one dimension")
     return bind(nonzero_p, x)
@@ -97,9 +184,39 @@ def _gathered(x, indices):
     return ops.take(ops.reshape(x, (-1,)), indices)
 
 
+_UNIQUE_DOC = """{summary}
+
+Parameters
+----------
+x : array
+    Input array, of any shape (it is flattened).
+
+Returns
+-------
+{returns}
+    The unique values are sorted and 1-d (NaNs are distinct from each other and come last);
+    indices and counts are of the default integer dtype (int64); all on the backend of ``x``.
+    For a floating or complex ``x`` the values are gathered from ``x`` at their first
+    occurrences, so they carry ``x``'s derivative there (torch refuses to differentiate
+    ``unique``; JAX returns zeros).
+
+Raises
+------
+RuntimeError
+    Under ``vmap``: the number of unique values depends on the data (the message names a
+    fixed-size alternative).
+
+Examples
+--------
+{example}
+"""
+
+
+def _unique_doc(**parts):
+    return reflow(_UNIQUE_DOC.format(**parts))
+
+
 def unique_all(x, /):
-    """Unique elements of ``x`` with the index of their first occurrence, the inverse indices
-    (shaped like ``x``) and their counts. NaNs are distinct from each other."""
     values, indices, inverse, counts = bind(unique_all_p, x)
     if _inexact(x):
         values = _gathered(x, indices)
@@ -107,7 +224,6 @@ def unique_all(x, /):
 
 
 def unique_counts(x, /):
-    """Unique elements of ``x`` and how often each occurs."""
     if _inexact(x):
         _, indices, _, counts = bind(unique_all_p, x, of="unique_counts")
         return UniqueCountsResult(_gathered(x, indices), counts)
@@ -115,7 +231,6 @@ def unique_counts(x, /):
 
 
 def unique_inverse(x, /):
-    """Unique elements of ``x`` and, for each element of ``x``, its index among them."""
     if _inexact(x):
         _, indices, inverse, _ = bind(unique_all_p, x, of="unique_inverse")
         return UniqueInverseResult(_gathered(x, indices), inverse)
@@ -123,11 +238,41 @@ def unique_inverse(x, /):
 
 
 def unique_values(x, /):
-    """Unique elements of ``x`` (sorted, one-dimensional)."""
     if _inexact(x):
         return _gathered(x, bind(unique_all_p, x, of="unique_values")[1])
     return bind(unique_values_p, x)[0]
 
+
+unique_all.__doc__ = _unique_doc(
+    summary="The unique elements of ``x``, where each first occurs, where each element of ``x`` "
+            "is among them, and how often each occurs.",
+    returns="UniqueAllResult\n    A named tuple ``(values, indices, inverse_indices, counts)``: "
+            "``x.reshape(-1)[indices]``\n    is ``values``, ``values[inverse_indices]`` (shaped "
+            "like ``x``) is ``x``.",
+    example=">>> r = ad.unique_all(ad.asarray([3., 1., 3., 2.]))\n"
+            ">>> r.values, r.indices, r.counts\n"
+            "(tensor([1., 2., 3.]), tensor([1, 3, 0]), tensor([1, 1, 2]))\n"
+            ">>> r.inverse_indices\n"
+            "tensor([2, 0, 2, 1])")
+unique_counts.__doc__ = _unique_doc(
+    summary="The unique elements of ``x`` and how often each occurs.",
+    returns="UniqueCountsResult\n    A named tuple ``(values, counts)``.",
+    example=">>> ad.unique_counts(ad.asarray([3., 1., 3., 2.]))\n"
+            "UniqueCountsResult(values=tensor([1., 2., 3.]), counts=tensor([1, 1, 2]))")
+unique_inverse.__doc__ = _unique_doc(
+    summary="The unique elements of ``x`` and, for each element of ``x``, its index among them.",
+    returns="UniqueInverseResult\n    A named tuple ``(values, inverse_indices)``: "
+            "``values[inverse_indices]`` (shaped like ``x``) is ``x``.",
+    example=">>> ad.unique_inverse(ad.asarray([3., 1., 3., 2.]))\n"
+            "UniqueInverseResult(values=tensor([1., 2., 3.]), "
+            "inverse_indices=tensor([2, 0, 2, 1]))")
+unique_values.__doc__ = _unique_doc(
+    summary="The unique elements of ``x``.",
+    returns="array",
+    example=">>> ad.unique_values(ad.asarray([3., 1., 3., 2.]))\n"
+            "tensor([1., 2., 3.])\n"
+            ">>> ad.func.grad(lambda x: ad.sum(ad.unique_values(x)))(ad.asarray([3., 1., 3.]))\n"
+            "tensor([1., 1., 0.])")
 
 unique_all_p = _unique(unique_all, 4)
 unique_counts_p = _unique(unique_counts, 2)
@@ -174,8 +319,42 @@ def _searchsorted_batch(args, dims, side="left"):
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
-    """Indices where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` (sorted
-    by ``sorter`` when given) to keep it sorted. ``x2`` may be a Python scalar (2025.12)."""
+    """Indices where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` to keep
+    it sorted.
+
+    Parameters
+    ----------
+    x1 : array
+        A 1-d array, sorted ascending (or put in order by ``sorter``).
+    x2 : array or Python scalar
+        The values to place (a Python scalar since the 2025.12 standard).
+    side : {'left', 'right'}, optional
+        For a value equal to elements of ``x1``: 'left' (default) gives the index of the first
+        of them, 'right' the index after the last.
+    sorter : array, optional
+        Integer indices that sort ``x1`` (``argsort(x1)``), for an unsorted ``x1``.
+
+    Returns
+    -------
+    array
+        Shaped like ``x2``, of the default integer dtype (int64), on the backend of ``x1``
+        (inside a transform, a value of that transform). Not differentiable: integer results
+        are constants to the transforms.
+
+    Raises
+    ------
+    ValueError
+        If ``side`` is neither 'left' nor 'right', or ``x1`` is not 1-d.
+    TypeError
+        If ``x1`` and ``x2`` are arrays of two backends.
+
+    Examples
+    --------
+    >>> ad.searchsorted(ad.asarray([1., 2., 3.]), ad.asarray([2.5, 0.]))
+    tensor([2, 0])
+    >>> ad.searchsorted(ad.asarray([1., 2., 3.]), 2.0, side="right")
+    tensor(2)
+    """
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
     if isinstance(x2, PY_SCALARS):
@@ -213,8 +392,35 @@ def _isin_batch(args, dims, invert=False):
 
 
 def isin(x1, x2, /, *, invert=False):
-    """Whether each element of ``x1`` occurs in ``x2`` (``invert=True``: does not occur).
-    Either argument may be a Python scalar."""
+    """Whether each element of ``x1`` occurs in ``x2``.
+
+    Parameters
+    ----------
+    x1 : array or Python scalar
+        The elements to look up.
+    x2 : array or Python scalar
+        The elements to look among (any shape: it is searched as a whole).
+    invert : bool, optional
+        Return whether each element does *not* occur (default False).
+
+    Returns
+    -------
+    array
+        A bool array shaped like ``x1``, on the arguments' backend (inside a transform, a value
+        of that transform). Not differentiable.
+
+    Raises
+    ------
+    TypeError
+        If both arguments are Python scalars, or they are arrays of two backends.
+
+    Examples
+    --------
+    >>> ad.isin(ad.asarray([1, 2, 3]), ad.asarray([2, 5]))
+    tensor([False,  True, False])
+    >>> ad.isin(ad.asarray([1, 2, 3]), 2, invert=True)
+    tensor([ True, False,  True])
+    """
     if isinstance(x1, PY_SCALARS) and isinstance(x2, PY_SCALARS):
         raise TypeError("isin: at least one of x1 and x2 must be an array")
     if isinstance(x1, PY_SCALARS):

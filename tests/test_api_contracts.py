@@ -65,3 +65,18 @@ def test_python_numbers_on_a_non_numpy_default_backend(name):
         out = ad.sin(1.0)
         assert ad.backends.backend_of(out).name == name
         assert float(out) == pytest.approx(np.sin(1.0), rel=1e-6)
+
+
+def test_dot_takes_vectors_only():
+    # torch.dot refuses matrices; summing every product of broadcast matrices is no dot
+    with pytest.raises(ValueError, match="dot: 1-d arrays expected.*matmul"):
+        ad.dot(np.ones((2, 2)), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="different lengths"):
+        ad.dot(np.ones(2), np.ones(3))
+    np.testing.assert_allclose(vmap(ad.dot)(np.ones((3, 2)), np.full((3, 2), 2.0)), [4.0] * 3)
+
+
+def test_fftn_refuses_more_sizes_than_axes():
+    # the extra entry of s was dropped silently
+    with pytest.raises(ValueError, match="s and axes must have the same length"):
+        ad.fft.fftn(np.ones((4, 4)), s=(4, 4, 4), axes=(0, 1))

@@ -1,4 +1,4 @@
-"""A zero cotangent contributes zero, even through an inf or nan local derivative
+"""A zero cotangent (or tangent) contributes zero, even through an inf or nan local derivative
 (NOTE [strong zeros] in the core): the derivative is right where torch and JAX give nan.
 
 Expected values are closed forms or central finite differences at points where the function is
@@ -12,7 +12,7 @@ import pytest
 
 import arrayad as ad
 from arrayad._core import _core
-from arrayad.func import grad, hessian, vmap
+from arrayad.func import grad, hessian, jacfwd, jvp, vmap
 
 from conftest import to_numpy
 
@@ -28,7 +28,7 @@ def eager(request):
 @pytest.fixture(autouse=True)
 def _quiet():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # NumPy's 0 * inf in the first pass
+        warnings.simplefilter("ignore", RuntimeWarning)   # NumPy's 1/0 in sqrt's derivative
         yield
 
 
@@ -117,9 +117,28 @@ def test_under_vmap_and_at_second_order(eager):
     np.testing.assert_allclose(to_numpy(h), np.diag([0.0, 0.75, 0.375]))   # 3/4 x^(-1/2)
 
 
-def test_the_pass_runs_again_only_when_a_result_is_not_finite():
-    before = _core.strong_reruns()
+def test_forward_mode_with_zero_tangents(eager):
+    # jacfwd pushes basis vectors: zeros everywhere but one entry, through sqrt's inf at 0
+    x = np.array([0.0, 1.0, 4.0])
+    j = to_numpy(jacfwd(lambda v: ad.sum(ad.sqrt(v)))(eager(x)))
+    np.testing.assert_allclose(j, [np.inf, 0.5, 0.25])
+    t = to_numpy(jvp(lambda v: ad.sqrt(v), (eager(x),), (eager(np.array([0.0, 1.0, 1.0])),))[1])
+    np.testing.assert_allclose(t, [0.0, 0.5, 0.25])
+
+
+def test_large_arrays_take_the_reduction_path():
+    # above the C loop's size the look is a reduction (Backend.all_finite): the same result
+    n = (1 << 14) + 10
+    x = np.linspace(0.0, 1.0, n)   # x[0] = 0
+    g = grad(lambda v: ad.sum(ad.sqrt(v)[1:]))(x)
+    assert g[0] == 0 and np.allclose(g[1:], 0.5 / np.sqrt(x[1:]))
+    g2 = grad(lambda v: ad.sum(ad.log(v)[1:]))(x)   # a quotient rule: 0 / 0 at x[0]
+    assert g2[0] == 0 and np.allclose(g2[1:], 1 / x[1:])
+
+
+def test_products_are_strong_only_where_a_factor_is_singular():
+    before = _core.strong_products()
     grad(lambda v: ad.sum(ad.sqrt(v)))(np.array([1.0, 4.0]))
-    assert _core.strong_reruns() == before
+    assert _core.strong_products() == before
     grad(lambda v: ad.sum(ad.sqrt(v)[1:]))(np.array([0.0, 4.0]))
-    assert _core.strong_reruns() == before + 1
+    assert _core.strong_products() == before + 1

@@ -11,8 +11,7 @@ cdef class ThreadState:
     cdef Py_ssize_t results_sweep_at
     cdef object consumable
     cdef Py_ssize_t consumed
-    cdef bint strong_zeros
-    cdef Py_ssize_t strong_reruns
+    cdef Py_ssize_t strong_products
 
 
 cdef class Primitive:

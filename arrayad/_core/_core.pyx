@@ -93,6 +93,8 @@ import threading
 import weakref
 
 from cpython.object cimport PyObject
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
+from libc.math cimport isfinite as c_isfinite
 from cpython.ref cimport Py_REFCNT
 from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
@@ -341,8 +343,7 @@ cdef class ThreadState:
         self.results_sweep_at = 64
         self.consumable = None
         self.consumed = 0
-        self.strong_zeros = False     # NOTE [strong zeros]: this thread's backward pass re-run
-        self.strong_reruns = 0
+        self.strong_products = 0      # NOTE [strong zeros]: products made strongly (tests)
 
 
 cdef object _STATE_KEY = "arrayad.ThreadState"
@@ -1014,14 +1015,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
 
     ``want`` maps edges to fill in (autograd.grad, transforms) and stops there; otherwise leaf
     nodes of eager tensors accumulate into ``.grad`` (restricted to the nodes in ``only``).
-    A pass whose results are not all finite runs again with strong zeros (NOTE [strong zeros]).
     """
-    global _strong_passes
     cdef dict grads = {}
     cdef Node node
     cdef list slot
+    cdef Py_ssize_t i
     cdef list root_nodes = []
-    cdef ThreadState st
     if roots is None or root_cts is None or len(roots) != len(root_cts):
         raise TypeError("run_backward: roots and root_cts must be lists of the same length")
     for r in roots:
@@ -1029,86 +1028,13 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
                 and isinstance(r[1], int) and 0 <= r[1] < (<Node>r[0]).n_outputs):
             raise TypeError(f"run_backward: each root must be (Node, output index), got {r!r}")
     for (node, idx), ct in zip(roots, root_cts):
-        root_nodes.append(node)
-    order = _topo_order(root_nodes)
-    found = dict(want) if want is not None else None
-    grads_out = _backward_pass(order, roots, root_cts, create_graph, found, accumulate, only)
-    if not (_all_finite(found.values() if found is not None else ())
-            and _all_finite([g for _, g in grads_out])):
-        st = _state()
-        st.strong_zeros = True
-        st.strong_reruns += 1
-        _strong_passes += 1
-        try:
-            found = dict(want) if want is not None else None
-            grads_out = _backward_pass(order, roots, root_cts, create_graph, found, accumulate,
-                                       only)
-        finally:
-            st.strong_zeros = False
-            _strong_passes -= 1
-    if want is not None:
-        want.update(found)
-    for t, g in grads_out:
-        _accumulate_grad(<Tensor>t, g)
-    if not retain_graph:
-        for node in order:
-            if node.leaf is None:
-                node.release()   # (cpdef on a typed Node: a C call)
-
-
-# NOTE [strong zeros]
-# -------------------
-# A cotangent that is exactly zero contributes exactly zero: the chain rule applies a linear map
-# to it, and a linear map sends zero to zero, even where the local derivative is inf or nan. IEEE
-# arithmetic says 0 * inf = nan instead, which is how `where(x > 0, sqrt(x), 0)` at x = 0,
-# `sqrt(x)[1:]` with x[0] = 0, or scikit-learn's `v = 0/0 ...; v[mask] = finite` get a nan
-# gradient in torch and JAX, where the derivative is well defined. Doing `where(g == 0, 0,
-# g * d)` in every elementwise rule would cost each backward pass a compare and a select per
-# node, so the engine keeps the graph until the pass ends and looks at its results: when they
-# are all finite (the common case: one isfinite per result), nothing else happens; otherwise the
-# pass runs again with the thread's `strong_zeros` set, and the rule shapes multiply strongly
-# (`_times`). Gradients that are really inf or nan (sqrt at 0 with a nonzero cotangent, log of a
-# negative number) come out the same from both passes. Not covered: a lazy backend (Dask: the
-# check would compute the graph), a staged program (jit: the values are not known when it is
-# staged), forward mode (there is no graph to run again), and rules other than the elementwise
-# ones (a matmul with an inf entry).
-cdef Py_ssize_t _strong_passes = 0   # strong passes running in any thread (0: no lookup)
-
-
-cdef bint _all_finite(object values) except -1:
-    """Whether every value (raw arrays, Tensors, the values under grad/jvp/vmap tracers) is
-    finite; staged (jit) and lazy (Dask) values count as finite."""
-    for v in values:
-        while type(v) is GradTracer or type(v) is DualTracer or type(v) is BatchTracer:
-            v = (<Tracer>v).value
-        if isinstance(v, Tracer):
-            continue   # a staging transform's (jit): the program must not depend on the values
-        if isinstance(v, Tensor):
-            v = (<Tensor>v)._value
-        if v is None or type(v) is Meta or _is_scalar(v):
-            continue
-        if isinstance(v, Array):
-            continue   # (a staging value: not known yet)
-        if not backend_of(v).all_finite(v):
-            return False
-    return True
-
-
-cdef object _backward_pass(list order, list roots, list root_cts, bint create_graph, dict want,
-                           bint accumulate, set only):
-    """One backward pass over ``order``: fills ``want`` and returns the gradients of leaf
-    tensors as ``[(tensor, grad)]`` (accumulated by the caller); releases nothing."""
-    cdef dict grads = {}
-    cdef list leaf_grads = []
-    cdef Node node
-    cdef list slot
-    cdef Py_ssize_t i
-    for (node, idx), ct in zip(roots, root_cts):
         slot = grads.get(node)
         if slot is None:
             slot = [None] * node.n_outputs
             grads[node] = slot
         _accum_slot(slot, idx, ct)
+        root_nodes.append(node)
+    order = _topo_order(root_nodes)
     cdef set want_nodes = {k[0] for k in want} if want is not None else None
     for node in order:
         slot = grads.pop(node, None)
@@ -1129,12 +1055,12 @@ cdef object _backward_pass(list order, list roots, list root_cts, bint create_gr
             for i, ref in node.retained:
                 t = ref()
                 if isinstance(t, Tensor) and slot[i] is not None:
-                    leaf_grads.append((t, _as_grad(slot[i], create_graph)))
+                    _accumulate_grad(<Tensor>t, _as_grad(slot[i], create_graph))
         if node.leaf is not None:
             if accumulate and node.leaf is not False and (only is None or node in only):
                 t = node.leaf()
                 if isinstance(t, Tensor) and slot[0] is not None:
-                    leaf_grads.append((t, _as_grad(slot[0], create_graph)))
+                    _accumulate_grad(<Tensor>t, _as_grad(slot[0], create_graph))
             continue
         if node.released:
             raise RuntimeError(
@@ -1164,7 +1090,8 @@ cdef object _backward_pass(list order, list roots, list root_cts, bint create_gr
                 grads[parent] = slot
             _accum_slot(slot, e[1], ct)
         in_cts = ct = None   # (so that the cotangents' only owners are their slots)
-    return leaf_grads
+        if not retain_graph:
+            node.release()   # (cpdef on a typed Node: a C call)
 
 
 # Threads that share a leaf (one model's weights, a loss per thread) may accumulate into its .grad
@@ -1280,9 +1207,9 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
 cdef Py_ssize_t _CONSUME_BYTES = 1 << 17
 
 
-def strong_reruns():
-    """How many backward passes this thread ran again with strong zeros (for the tests)."""
-    return _state().strong_reruns
+def strong_products():
+    """How many rule products this thread made with strong zeros so far (for the tests)."""
+    return _state().strong_products
 
 
 def consumed_cotangents():
@@ -1290,12 +1217,99 @@ def consumed_cotangents():
     return _state().consumed
 
 
+# NOTE [strong zeros]
+# -------------------
+# A zero cotangent (or tangent) contributes zero: the chain rule applies a linear map to it, and
+# a linear map sends zero to zero, even where the local derivative is inf or nan. IEEE says
+# 0 * inf = nan instead, which is how `where(x > 0, sqrt(x), 0)` at x = 0, `sqrt(x)[1:]` with
+# x[0] = 0, scikit-learn's `v = 0/0 ...; v[mask] = finite`, or jacfwd of `sum(sqrt(x))` (its
+# basis vectors are mostly zeros) get a nan derivative in torch and JAX where it is well
+# defined. The rule shapes multiply a cotangent by a local derivative in one place (`_times`),
+# which looks at the derivative first: only when it has values that make a zero factor nan (inf
+# or nan; for a quotient, 0 or nan) is the product `where(g == 0, 0, g * d)`; real infinities
+# and nans (a nonzero factor) stay. The look is a C loop over a small NumPy array, one reduction
+# otherwise (`Backend.all_finite`). Not covered: values not known when the rule runs (a staged
+# jit program: the program must not depend on the values it first saw; Dask, where looking
+# would compute), and rules that are not rule shapes (a matmul with an inf entry).
+
+cdef Py_ssize_t _C_LOOP_MAX = 1 << 14   # NumPy arrays up to this many values: a C loop
+
+
+cdef int _buffer_singular(object a, bint quotient) except -2:
+    """1 if the C-contiguous float buffer of ``a`` has a value that makes a zero factor nan (inf
+    or nan; for a quotient, 0 or nan), 0 if not, -1 if ``a`` has no such buffer."""
+    cdef Py_buffer view
+    cdef Py_ssize_t i, n
+    cdef double* dp
+    cdef float* fp
+    cdef int found = 0
+    if not a.flags.c_contiguous:   # (NumPy raises ValueError, not BufferError, for these)
+        return -1
+    PyObject_GetBuffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    try:
+        fmt = view.format.lstrip(b"=<@") if view.format != NULL else b""
+        if fmt == b"d" or fmt == b"Zd":
+            dp = <double*>view.buf
+            n = view.len // sizeof(double)
+            for i in range(n):
+                if (dp[i] == 0 or dp[i] != dp[i]) if quotient else not c_isfinite(dp[i]):
+                    found = 1
+                    break
+        elif fmt == b"f" or fmt == b"Zf":
+            fp = <float*>view.buf
+            n = view.len // sizeof(float)
+            for i in range(n):
+                if (fp[i] == 0 or fp[i] != fp[i]) if quotient else not c_isfinite(fp[i]):
+                    found = 1
+                    break
+        else:
+            found = -1
+    finally:
+        PyBuffer_Release(&view)
+    return found
+
+
+cdef bint _singular(object d, bint quotient) except -1:
+    """Whether the local derivative ``d`` (a divisor with ``quotient``) is known to hold a value
+    that turns a zero factor into nan; values not known (staged, lazy) count as regular."""
+    cdef object t = type(d)
+    if t is float:
+        return (d == 0 or d != d) if quotient else not c_isfinite(<double>d)
+    if t is int or t is bool or d is None:
+        return quotient and d == 0
+    while t is GradTracer or t is DualTracer or t is BatchTracer:
+        d = (<Tracer>d).value
+        t = type(d)
+    if t is Tensor:
+        d = (<Tensor>d)._value
+        t = type(d)
+    elif isinstance(d, Array) or t is Meta:
+        return False   # (a staging transform's value, or only its shape and dtype)
+    if t is _inplace_type:
+        if d.dtype.kind not in "fc":
+            return quotient and not d.all()
+        if d.size <= _C_LOOP_MAX:
+            found = _buffer_singular(d, quotient)
+            if found >= 0:
+                return found == 1
+    if t is complex:
+        return (d == 0 or d != d) if quotient else not (c_isfinite(d.real) and c_isfinite(d.imag))
+    b = backend_of(d)
+    if quotient:   # (a zero divisor: 1 / d is inf there; NumPy's large arrays: no warning)
+        if t is _inplace_type:
+            return not d.all() or not b.all_finite(d)
+        return not b.all_finite(1 / d)
+    return not b.all_finite(d)
+
+
 cdef object _times(Primitive op, object g, object d):
     """``g * d`` (``op`` multiply) or ``g / d`` (divide), into ``g`` when the engine marked it
-    consumable and the result has ``g``'s shape and dtype; with strong zeros, exactly zero where
-    ``g`` is (NOTE [strong zeros])."""
+    consumable and the result has ``g``'s shape and dtype; exactly zero where ``g`` is zero when
+    ``d`` has values that would turn it into nan (NOTE [strong zeros])."""
     cdef ThreadState st
-    if _strong_passes and g is not None and _state().strong_zeros:
+    if g is not None and _singular(d, op is _div_p):
+        st = _state()
+        st.strong_products += 1
         return _host.where(_bind(<Primitive>_op['equal'], (g, 0), {}), 0, _bind(op, (g, d), {}))
     if g is not None and type(g) is _inplace_type:
         st = _state()
@@ -1711,7 +1725,7 @@ cdef class UnaryJVP(_UnaryShape):
         t = tangents[0]
         if t is None:
             return None
-        return _bind(_div_p if self.quotient else _mul_p, (t, self.d(ans, x)), {})
+        return _times(_div_p if self.quotient else _mul_p, t, self.d(ans, x))
 
 
 cdef tuple _lift3(object ans, object x1, object x2):
@@ -1761,9 +1775,9 @@ cdef class BinaryJVP:
         ans, x1, x2 = _lift3(ans, x1, x2)
         out = None
         if t1 is not None and self.d1 is not None:
-            out = broadcast_like(_bind(_mul_p, (t1, self.d1(ans, x1, x2)), {}), ans)
+            out = broadcast_like(_times(_mul_p, t1, self.d1(ans, x1, x2)), ans)
         if t2 is not None and self.d2 is not None:
-            part = broadcast_like(_bind(_mul_p, (t2, self.d2(ans, x1, x2)), {}), ans)
+            part = broadcast_like(_times(_mul_p, t2, self.d2(ans, x1, x2)), ans)
             out = part if out is None else _bind(_add_p, (out, part), {})
         return out
 

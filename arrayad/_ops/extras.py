@@ -245,13 +245,13 @@ def dot(x1, x2, /):
     -------
     array
         A 0-d array of the arguments' backend (inside a transform, a value of that transform)
-        and promoted dtype. Unlike torch's, other shapes are not refused: they are broadcast
-        and every product summed.
+        and promoted dtype.
 
     Raises
     ------
     ValueError
-        If the shapes cannot be broadcast together (vectors of different lengths).
+        If an argument is not a 1-d array (as torch; NumPy's ``dot`` of matrices is ``matmul``,
+        which says so), or the vectors have different lengths.
     TypeError
         If the arguments are arrays of two backends.
 
@@ -262,6 +262,14 @@ def dot(x1, x2, /):
     >>> ad.func.grad(lambda x: ad.dot(x, x))(ad.asarray([1., 2.]))
     tensor([2., 4.])
     """
+    for x in (x1, x2):
+        if ndim_of(x) != 1:   # (summing every product of broadcast matrices would be no dot)
+            raise ValueError(f"dot: 1-d arrays expected, got shapes {shape_of(x1)} and "
+                             f"{shape_of(x2)}; for matrices use arrayad.matmul (NumPy's dot), for "
+                             f"batches of vectors arrayad.vecdot")
+    if shape_of(x1) != shape_of(x2):
+        raise ValueError(f"dot: the vectors have different lengths, {shape_of(x1)[0]} and "
+                         f"{shape_of(x2)[0]}")
     return ops.sum(x1 * x2)
 
 

@@ -254,9 +254,10 @@ def _n_d(x, s, axes, *, inverse_real=False):
         s = [shape[a] for a in axes]
         if inverse_real and axes:
             s[-1] = 2 * (shape[axes[-1]] - 1)
+    if len(s) != len(axes):   # (before the zip below, which would cut the longer one short)
+        raise ValueError(f"fft: s and axes must have the same length, got s={tuple(s)} and "
+                         f"axes={axes}")
     s = tuple(int(v) if v != -1 else shape_of(x)[a] for v, a in zip(s, axes))
-    if len(s) != len(axes):
-        raise ValueError("fft: s and axes must have the same length")
     return s, axes
 
 

@@ -262,7 +262,7 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
         if not isinstance(t, Tensor) or not t.requires_grad:
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn. "
-                f"Make an input require grad (x.requires_grad_() or ops.tensor(..., "
+                f"Make an input require grad (x.requires_grad_() or arrayad.tensor(..., "
                 f"requires_grad=True)) before computing the output.")
         if g is None:
             if int(t.size) != 1:

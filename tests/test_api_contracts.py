@@ -80,3 +80,22 @@ def test_fftn_refuses_more_sizes_than_axes():
     # the extra entry of s was dropped silently
     with pytest.raises(ValueError, match="s and axes must have the same length"):
         ad.fft.fftn(np.ones((4, 4)), s=(4, 4, 4), axes=(0, 1))
+
+
+@pytest.mark.parametrize("name", [b for b in ("numpy", "array_api_strict", "torch") if b in BACKENDS])
+def test_fft_frequencies_are_made_on_the_inputs_backend(name):
+    # like arange: inside a transform, on the inputs' backend (strict refused the NumPy constant)
+    be = Backend(name)
+    x = be(np.arange(4.0))
+    g = grad(lambda v: ad.sum(v * ad.fft.fftfreq(4, dtype=v.dtype)))(x)
+    np.testing.assert_allclose(to_numpy(g), np.fft.fftfreq(4))
+    g = grad(lambda v: ad.sum(v[:3] * ad.fft.rfftfreq(4, d=0.5, dtype=v.dtype)))(x)
+    np.testing.assert_allclose(to_numpy(g), np.r_[np.fft.rfftfreq(4, d=0.5), 0.0])
+
+
+@pytest.mark.parametrize("n", [4.5, 0, -1, True])
+def test_fft_frequencies_need_a_positive_integer(n):
+    with pytest.raises(ValueError, match="fftfreq: n must be a positive integer"):
+        ad.fft.fftfreq(n)
+    with pytest.raises(TypeError, match="real floating"):
+        ad.fft.rfftfreq(4, dtype=ad.int64)

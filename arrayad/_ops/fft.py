@@ -518,16 +518,23 @@ def ifftshift(x, /, *, axes=None):
     return _shift(x, axes, -1)
 
 
-def _freq_array(make, dtype, device):
-    """A constant of the default backend (like ``arange``): ``make(xp, real_dtype)``."""
-    from ..backends import default_backend
-    xp = default_backend().xp
+def _freq_array(api, n, d, make, dtype, device):
+    """A new array, placed like ``arange``'s (inside a transform, on its inputs' backend and
+    device): ``make(xp, k, real_dtype)`` of ``k = arange(n)`` on that device, over ``d * n``."""
+    from .creation import _made, _placement
+    if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
+        raise ValueError(f"fft.{api}: n must be a positive integer, got {n!r}")
+    n = n.__index__()
+    b, device, interp = _placement(device)
+    xp = b.xp
     if dtype is None:
         dt = xp.__array_namespace_info__().default_dtypes()["real floating"]
     else:
         dt = to_backend(dtype, xp)
-    out = Tensor(make(xp, dt))
-    return out if device is None else out.to_device(device)
+        if not xp.isdtype(dt, "real floating"):
+            raise TypeError(f"fft.{api}: dtype must be a real floating dtype, got {dtype}")
+    k = xp.arange(n, device=device) if device is not None else xp.arange(n)
+    return _made(xp.astype(make(xp, k, n), dt) / (d * n), interp)
 
 
 @decl.composite(traced=False)
@@ -550,28 +557,23 @@ def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     -------
     array
         1-d of length ``n``: ``k / (d * n)`` for ``k = 0 .. (n - 1) // 2``, then the negative
-        ones. Of the default backend (``ad.set_backend``, ``with ad.backend(...)``), inside a
-        transform too (unlike ``arange``). A constant: nothing to differentiate.
+        ones. Placed like ``arange``'s result: ``device``'s backend, else inside a transform
+        its inputs' backend and device (a constant of the transform), else the default backend.
 
     Raises
     ------
-    TypeError
-        If ``n`` cannot be converted with ``int`` (``None``, a list).
     ValueError
-        If ``n`` is a string that is not an integer.
+        If ``n`` is not a positive integer (``4.5``, ``0``, ``-1``, ``True``).
+    TypeError
+        If ``dtype`` is not a real floating dtype.
 
     Examples
     --------
     >>> ad.fft.fftfreq(4)
     tensor([ 0.0000,  0.2500, -0.5000, -0.2500])
     """
-    n = int(n)
-
-    def make(xp, dt):
-        k = xp.arange(n)
-        k = xp.where(k < (n + 1) // 2, k, k - n)
-        return xp.astype(k, dt) / (d * n)
-    return _freq_array(make, dtype, device)
+    return _freq_array("fftfreq", n, d, lambda xp, k, n: xp.where(k < (n + 1) // 2, k, k - n),
+                       dtype, device)
 
 
 @decl.composite(traced=False)
@@ -592,16 +594,16 @@ def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     Returns
     -------
     array
-        1-d of length ``n // 2 + 1``. Of the default backend (``ad.set_backend``,
-        ``with ad.backend(...)``), inside a transform too (unlike ``arange``). A constant:
-        nothing to differentiate.
+        1-d of length ``n // 2 + 1``. Placed like ``arange``'s result: ``device``'s backend,
+        else inside a transform its inputs' backend and device (a constant of the transform),
+        else the default backend.
 
     Raises
     ------
-    TypeError
-        If ``n`` cannot be converted with ``int`` (``None``, a list).
     ValueError
-        If ``n`` is a string that is not an integer.
+        If ``n`` is not a positive integer (``4.5``, ``0``, ``-1``, ``True``).
+    TypeError
+        If ``dtype`` is not a real floating dtype.
 
     Examples
     --------
@@ -610,6 +612,4 @@ def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
     >>> ad.fft.rfftfreq(4, d=0.5)
     tensor([0.0000, 0.5000, 1.0000])
     """
-    n = int(n)
-    return _freq_array(lambda xp, dt: xp.astype(xp.arange(n // 2 + 1), dt) / (d * n),
-                       dtype, device)
+    return _freq_array("rfftfreq", n, d, lambda xp, k, n: k[:n // 2 + 1], dtype, device)

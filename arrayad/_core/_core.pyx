@@ -95,6 +95,7 @@ import weakref
 from cpython.object cimport PyObject
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from libc.math cimport isfinite as c_isfinite
+from libc.stdint cimport uint32_t, uint64_t
 from cpython.ref cimport Py_REFCNT
 from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
@@ -1227,41 +1228,53 @@ def consumed_cotangents():
 # defined. The rule shapes multiply a cotangent by a local derivative in one place (`_times`),
 # which looks at the derivative first: only when it has values that make a zero factor nan (inf
 # or nan; for a quotient, 0 or nan) is the product `where(g == 0, 0, g * d)`; real infinities
-# and nans (a nonzero factor) stay. The look is a C loop over a small NumPy array, one reduction
-# otherwise (`Backend.all_finite`). Not covered: values not known when the rule runs (a staged
+# and nans (a nonzero factor) stay. The look is a vectorized C loop over the bits of a NumPy
+# array (about a third of a multiply's time), one reduction on other backends (`all_finite`). Not covered: values not known when the rule runs (a staged
 # jit program: the program must not depend on the values it first saw; Dask, where looking
 # would compute), and rules that are not rule shapes (a matmul with an inf entry).
 
-cdef Py_ssize_t _C_LOOP_MAX = 1 << 14   # NumPy arrays up to this many values: a C loop
-
-
 cdef int _buffer_singular(object a, bint quotient) except -2:
     """1 if the C-contiguous float buffer of ``a`` has a value that makes a zero factor nan (inf
-    or nan; for a quotient, 0 or nan), 0 if not, -1 if ``a`` has no such buffer."""
+    or nan; for a quotient, also 0), 0 if not, -1 if ``a`` has no such buffer.
+
+    On the bits, without a branch per value, so that the compiler vectorizes the loop and it
+    runs at the speed of memory: a float's exponent is all ones exactly for inf and nan, and
+    adding one to an all-ones exponent carries into the sign bit; a value is zero exactly when
+    its bits without the sign are 0, and subtracting one from 0 sets the sign bit."""
     cdef Py_buffer view
     cdef Py_ssize_t i, n
-    cdef double* dp
-    cdef float* fp
-    cdef int found = 0
+    cdef uint64_t* d64
+    cdef uint32_t* d32
+    cdef uint64_t acc64 = 0
+    cdef uint32_t acc32 = 0
+    cdef int found
     if not a.flags.c_contiguous:   # (NumPy raises ValueError, not BufferError, for these)
         return -1
     PyObject_GetBuffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
     try:
         fmt = view.format.lstrip(b"=<@") if view.format != NULL else b""
         if fmt == b"d" or fmt == b"Zd":
-            dp = <double*>view.buf
-            n = view.len // sizeof(double)
-            for i in range(n):
-                if (dp[i] == 0 or dp[i] != dp[i]) if quotient else not c_isfinite(dp[i]):
-                    found = 1
-                    break
+            d64 = <uint64_t*>view.buf
+            n = view.len // 8
+            if quotient:
+                for i in range(n):
+                    acc64 |= (((d64[i] & 0x7FF0000000000000ULL) + 0x0010000000000000ULL)
+                              | ((d64[i] & 0x7FFFFFFFFFFFFFFFULL) - 1))
+            else:
+                for i in range(n):
+                    acc64 |= (d64[i] & 0x7FF0000000000000ULL) + 0x0010000000000000ULL
+            found = (acc64 >> 63) != 0
         elif fmt == b"f" or fmt == b"Zf":
-            fp = <float*>view.buf
-            n = view.len // sizeof(float)
-            for i in range(n):
-                if (fp[i] == 0 or fp[i] != fp[i]) if quotient else not c_isfinite(fp[i]):
-                    found = 1
-                    break
+            d32 = <uint32_t*>view.buf
+            n = view.len // 4
+            if quotient:
+                for i in range(n):
+                    acc32 |= (((d32[i] & 0x7F800000U) + 0x00800000U)
+                              | ((d32[i] & 0x7FFFFFFFU) - 1))
+            else:
+                for i in range(n):
+                    acc32 |= (d32[i] & 0x7F800000U) + 0x00800000U
+            found = (acc32 >> 31) != 0
         else:
             found = -1
     finally:
@@ -1288,10 +1301,9 @@ cdef bint _singular(object d, bint quotient) except -1:
     if t is _inplace_type:
         if d.dtype.kind not in "fc":
             return quotient and not d.all()
-        if d.size <= _C_LOOP_MAX:
-            found = _buffer_singular(d, quotient)
-            if found >= 0:
-                return found == 1
+        found = _buffer_singular(d, quotient)
+        if found >= 0:
+            return found == 1
     if t is complex:
         return (d == 0 or d != d) if quotient else not (c_isfinite(d.real) and c_isfinite(d.imag))
     b = backend_of(d)

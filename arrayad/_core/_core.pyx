@@ -540,9 +540,8 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
 
 
 def bind(Primitive prim not None, *args, **params):
-    """Apply the primitive ``prim`` to ``args``: by the innermost transform among the arguments, else
-    eagerly (NOTE
-    [interpreters]).
+    """Apply the primitive ``prim`` to ``args``: by the innermost transform among the
+    arguments, else eagerly (NOTE [interpreters]).
 
     Every arrayad function ends in a ``bind``: the core finds the highest transform level among
     the arguments (a ``grad``, ``jvp``, ``vmap`` or ``jit`` tracer, or an eager ``Tensor`` that
@@ -1227,11 +1226,12 @@ def consumed_cotangents():
 # basis vectors are mostly zeros) get a nan derivative in torch and JAX where it is well
 # defined. The rule shapes multiply a cotangent by a local derivative in one place (`_times`),
 # which looks at the derivative first: only when it has values that make a zero factor nan (inf
-# or nan; for a quotient, 0 or nan) is the product `where(g == 0, 0, g * d)`; real infinities
-# and nans (a nonzero factor) stay. The look is a vectorized C loop over the bits of a NumPy
-# array (about a third of a multiply's time), one reduction on other backends (`all_finite`). Not covered: values not known when the rule runs (a staged
-# jit program: the program must not depend on the values it first saw; Dask, where looking
-# would compute), and rules that are not rule shapes (a matmul with an inf entry).
+# or nan; for a divisor, also 0) is the product `where(g == 0, 0, g * d)`; real infinities and
+# nans (a nonzero factor) stay. The look is a vectorized C loop over the bits of a NumPy array
+# (a fraction of a multiply's time), one reduction on other backends (`Backend.all_finite`).
+# Not covered: values not known when the rule runs (a staged jit program, which must not depend
+# on the values it first saw; Dask, where looking would compute), and rules that are not rule
+# shapes (a matmul with an inf entry).
 
 cdef int _buffer_singular(object a, bint quotient) except -2:
     """1 if the C-contiguous float buffer of ``a`` has a value that makes a zero factor nan (inf
@@ -2181,9 +2181,10 @@ cdef class Tensor(Array):
     TypeError
         If ``value`` is not an array of a supported backend (nor data NumPy can convert).
     RuntimeError
-        If ``requires_grad`` is set on an integer or boolean tensor; from its methods: ``backward()``
-        on a non-scalar without ``gradient``, ``numpy()`` on a tensor that requires grad (detach it
-        first), an in-place update of a leaf that requires grad (do it under ``no_grad``).
+        If ``requires_grad`` is set on an integer or boolean tensor; from its methods:
+        ``backward()`` on a non-scalar without ``gradient``, ``numpy()`` on a tensor that
+        requires grad (detach it first), an in-place update of a leaf that requires grad (do it
+        under ``no_grad``).
 
     Examples
     --------

@@ -65,8 +65,9 @@ def _shape(shape):
         return (shape,)
     for s in shape:
         if not isinstance(s, int) and not hasattr(s, "__index__"):
-            raise TypeError(f"a shape must be a tuple of ints, got {tuple(shape)!r} (a {type(s).__name__} "
-                            f"dimension); convert it with int() if you mean to truncate")
+            raise TypeError(f"a shape must be a tuple of ints, got {tuple(shape)!r} (a "
+                            f"{type(s).__name__} dimension); convert it with int() if you mean "
+                            f"to truncate")
     return tuple(s.__index__() for s in shape)
 
 
@@ -696,8 +697,9 @@ def meshgrid(*arrays, indexing="xy"):
     names = {backend_of(a).name for a in arrays}
     # (no primitive sees the inputs together to say it; NumPy with Dask is Dask's rule)
     if len(names - {"numpy"} if "dask" in names else names) > 1:
-        raise TypeError(f"meshgrid: cannot mix arrays of two backends ({' and '.join(sorted(names))}); "
-                        f"convert them to one first, e.g. with arrayad.asarray(x, device=...)")
+        raise TypeError(f"meshgrid: cannot mix arrays of two backends "
+                        f"({' and '.join(sorted(names))}); convert them to one first, e.g. with "
+                        f"arrayad.asarray(x, device=...)")
     n = len(arrays)
     shape = [shape_of(a)[0] for a in arrays]
     if indexing == "xy" and n > 1:

@@ -99,3 +99,11 @@ def test_fft_frequencies_need_a_positive_integer(n):
         ad.fft.fftfreq(n)
     with pytest.raises(TypeError, match="real floating"):
         ad.fft.rfftfreq(4, dtype=ad.int64)
+
+
+def test_std_at_zero_spread_has_torchs_zero_gradient():
+    torch = pytest.importorskip("torch")
+    for data in ([2.0, 2.0, 2.0], [1.0, 2.0, 4.0]):
+        t = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+        t.std(unbiased=False).backward()
+        np.testing.assert_allclose(grad(ad.std)(np.array(data)), t.grad.numpy(), atol=1e-15)

@@ -28,7 +28,7 @@ from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_
                      normalize_axis, per_primitive, unbroadcast)
 from .linalg import matmul, tensordot, vecdot
 from .manipulation import matrix_transpose
-from .reductions import _others_product
+from .reductions import _others_product, safe_sqrt as _safe_sqrt
 from ..backends import backend_of
 
 decl = Declarations(globals(), ops.linalg)
@@ -1229,12 +1229,6 @@ def pinv(x, /, *, rtol=None):
 def _abs2(x):
     """|x|^2, smooth everywhere (abs is not differentiable at 0)."""
     return ops.real(x * ops.conj(x)) if is_complex(x) else x * x
-
-
-def _safe_sqrt(s):
-    """sqrt with a zero (not NaN) derivative at 0, like torch's norms."""
-    zero = s == 0
-    return ops.where(zero, 0.0, ops.sqrt(ops.where(zero, 1.0, s)))
 
 
 @decl.composite

@@ -235,9 +235,16 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False):
     return sum(sq, axis=axis, keepdims=keepdims) / (_count(x, axis) - correction)
 
 
+def safe_sqrt(s):
+    """sqrt with a zero (not nan) derivative at 0, as torch's norms and std: the derivative of
+    a spread or a length that is 0 is taken as the subgradient 0 (the norms use it too)."""
+    zero = s == 0
+    return ops.where(zero, 0.0, ops.sqrt(ops.where(zero, 1.0, s)))
+
+
 @decl.composite
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
-    return ops.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+    return safe_sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
 _CORRECTION = """correction : float, optional
@@ -259,8 +266,8 @@ var.__doc__ = reduction_doc(
 std.__doc__ = reduction_doc(
     "std", "Standard deviation of ``x`` over ``axis``: the square root of ``var``.",
     params=_CORRECTION.format("std"),
-    returns="The standard deviations. Where all the elements are equal (``std == 0``) the "
-            "gradient is nan (the square root's derivative at 0), where torch returns 0.",
+    returns="The standard deviations. Where all the elements are equal (``std == 0``, "
+            "where it is not differentiable) the gradient is 0, as torch's (JAX's is nan).",
     example=">>> ad.std(ad.asarray([1., 3.]))\n"
             "tensor(1.)")
 

@@ -107,3 +107,40 @@ def test_std_at_zero_spread_has_torchs_zero_gradient():
         t = torch.tensor(data, dtype=torch.float64, requires_grad=True)
         t.std(unbiased=False).backward()
         np.testing.assert_allclose(grad(ad.std)(np.array(data)), t.grad.numpy(), atol=1e-15)
+
+
+def test_item_assignment_on_jax_inputs():
+    # JAX arrays are immutable: arrayad's functional updates go through JAX's .at[]
+    jnp = pytest.importorskip("jax.numpy")
+
+    def f(x):
+        y = x * 1.0
+        y[0] = 0.0
+        y[x > 2.5] = 2.0
+        return ad.sum(y * x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    for out_jax, out_np in [(grad(f)(jnp.asarray(x)), grad(f)(x)),
+                            (vmap(grad(f))(jnp.asarray(np.stack([x, x + 1]))),
+                             vmap(grad(f))(np.stack([x, x + 1]))),
+                            (grad(lambda v: ad.sum(v[jnp.asarray([0, 0, 2])] ** 2))(jnp.asarray(x)),
+                             grad(lambda v: ad.sum(v[np.array([0, 0, 2])] ** 2))(x))]:
+        np.testing.assert_allclose(np.asarray(out_jax), out_np, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(out_np), [4.0, 0.0, 6.0])   # d/dx0 of 2 x0^2: repeats add
+    t = ad.asarray(jnp.asarray(x))
+    t[1] = 5.0
+    np.testing.assert_allclose(to_numpy(t), [1.0, 5.0, 3.0])
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ad.stack([]), ValueError, "stack: expected a non-empty sequence"),
+    (lambda: ad.concat([]), ValueError, "concat: expected a non-empty sequence"),
+    (lambda: ad.unstack(ad.asarray(1.0)), IndexError, "unstack: x is 0-d"),
+    (lambda: ad.linalg.vector_norm(ad.ones(3), ord="fro"), ValueError, "matrix_norm's ord='fro'"),
+    (lambda: ad.tensordot(ad.ones((2, 3)), ad.ones((4, 5)), axes=1), ValueError,
+     r"tensordot: the contracted axes must pair up.*\(2, 3\) axes \(1,\).*\(4, 5\) axes \(0,\)"),
+])
+def test_clear_errors_for_empty_or_mismatched_arguments(call, error, message):
+    # (they were bare IndexErrors, "str is not an array", "cannot reshape array of size 20")
+    with pytest.raises(error, match=message):
+        call()

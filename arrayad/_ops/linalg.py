@@ -154,7 +154,7 @@ def tensordot(x1, x2, /, *, axes=2):
     Raises
     ------
     ValueError
-        If the contracted axes differ in size (reported as a failed reshape).
+        If the contracted axes differ in number or in size (the message gives both shapes).
     TypeError
         If the arguments are arrays of two backends.
 
@@ -175,6 +175,9 @@ def tensordot(x1, x2, /, *, axes=2):
     free1 = [a for a in range(n1) if a not in a1]
     free2 = [a for a in range(n2) if a not in a2]
     s1, s2 = shape_of(x1), shape_of(x2)
+    if len(a1) != len(a2) or any(s1[i] != s2[j] for i, j in zip(a1, a2)):
+        raise ValueError(f"tensordot: the contracted axes must pair up with equal sizes: x1 "
+                         f"{tuple(s1)} axes {tuple(a1)} against x2 {tuple(s2)} axes {tuple(a2)}")
     k = 1
     for a in a1:
         k *= s1[a]

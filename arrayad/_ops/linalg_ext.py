@@ -1260,7 +1260,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     ------
     IndexError
         If an axis is out of range for ``x``.
-    TypeError
+    ValueError
         If ``ord`` is not a number (the matrix norms' 'fro'/'nuc' belong to ``matrix_norm``).
 
     Examples
@@ -1272,6 +1272,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     >>> ad.func.grad(ad.linalg.vector_norm)(ad.zeros(2))
     tensor([0., 0.])
     """
+    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise ValueError(f"vector_norm: ord must be a number (2, 1, inf, -inf, 0 or any p), got "
+                         f"{ord!r}" + ("; the Frobenius norm is matrix_norm's ord='fro'"
+                                       if ord == "fro" else ""))
     if ord == 2:
         return _safe_sqrt(ops.sum(_abs2(x), axis=axis, keepdims=keepdims))
     a = ops.abs(x)

@@ -445,14 +445,18 @@ def concat(arrays, /, *, axis=0):
     IndexError
         If ``axis`` is out of range (NumPy raises its ``AxisError``, which is both an
         ``IndexError`` and a ``ValueError``).
+    ValueError
+        If ``arrays`` is empty.
     TypeError
-        If ``arrays`` is empty, or mixes arrays of two backends.
+        If ``arrays`` mixes arrays of two backends.
 
     Examples
     --------
     >>> ad.concat([ad.asarray([1., 2.]), ad.asarray([3.])])
     tensor([1., 2., 3.])
     """
+    if not len(arrays):
+        raise ValueError("concat: expected a non-empty sequence of arrays")
     return bind(concat_p, *arrays, axis=axis)
 
 
@@ -481,9 +485,9 @@ def stack(arrays, /, *, axis=0):
     Raises
     ------
     ValueError
-        If the arrays do not have the same shape.
+        If ``arrays`` is empty or the arrays do not have the same shape.
     IndexError
-        If ``arrays`` is empty or ``axis`` is out of range for the result.
+        If ``axis`` is out of range for the result.
 
     Examples
     --------
@@ -492,6 +496,8 @@ def stack(arrays, /, *, axis=0):
             [2., 4.]])
     """
     arrays = list(arrays)
+    if not len(arrays):
+        raise ValueError("stack: expected a non-empty sequence of arrays")
     nd = ndim_of(arrays[0]) + 1
     ax = normalize_axis(axis, nd)
     return concat([expand_dims(a, axis=ax) for a in arrays], axis=ax)
@@ -524,6 +530,8 @@ def unstack(x, /, *, axis=0):
     >>> ad.unstack(ad.asarray([[1., 2.], [3., 4.]]))
     (tensor([1., 2.]), tensor([3., 4.]))
     """
+    if ndim_of(x) == 0:
+        raise IndexError("unstack: x is 0-d, it has no axis to split along")
     ax = normalize_axis(axis, ndim_of(x))
     return tuple(x[(slice(None),) * ax + (i, ...)] for i in range(shape_of(x)[ax]))
 

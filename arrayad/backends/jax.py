@@ -16,6 +16,14 @@ class JaxBackend(Backend):
     def default_device(self):
         return jax.devices()[0]
 
+    # (JAX arrays are immutable: the functional updates are JAX's own ``.at[]``, which follow
+    # NumPy's indexing; repeated indices: the last write wins, additions accumulate)
+    def index_set(self, x, key, v):
+        return x.at[key].set(v)
+
+    def index_add(self, base, key, v):
+        return base.at[key].add(v)
+
 
 def make():
     return JaxBackend()

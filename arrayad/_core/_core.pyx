@@ -1228,7 +1228,8 @@ def consumed_cotangents():
 # which looks at the derivative first: only when it has values that make a zero factor nan (inf
 # or nan; for a divisor, also 0) is the product `where(g == 0, 0, g * d)`; real infinities and
 # nans (a nonzero factor) stay. The look is a vectorized C loop over the bits of a NumPy array
-# (a fraction of a multiply's time), one reduction on other backends (`Backend.all_finite`).
+# (a fraction of a multiply's time), one reduction on other backends (`Backend.all_finite`); on a
+# GPU, where reading the answer would wait for the device, every product is made strongly.
 # Not covered: values not known when the rule runs (a staged jit program, which must not depend
 # on the values it first saw; Dask, where looking would compute), and rules that are not rule
 # shapes (a matmul with an inf entry).
@@ -1283,8 +1284,9 @@ cdef int _buffer_singular(object a, bint quotient) except -2:
 
 
 cdef bint _singular(object d, bint quotient) except -1:
-    """Whether the local derivative ``d`` (a divisor with ``quotient``) is known to hold a value
-    that turns a zero factor into nan; values not known (staged, lazy) count as regular."""
+    """Whether the local derivative ``d`` (a divisor with ``quotient``) may hold a value that
+    turns a zero factor into nan: known to (a look at it), or on a GPU (a look would wait for the
+    device); values not known at all (staged, lazy) count as regular."""
     cdef object t = type(d)
     if t is float:
         return (d == 0 or d != d) if quotient else not c_isfinite(<double>d)
@@ -1310,8 +1312,10 @@ cdef bint _singular(object d, bint quotient) except -1:
     if quotient:   # (a zero divisor: 1 / d is inf there; NumPy's large arrays: no warning)
         if t is _inplace_type:
             return not d.all() or not b.all_finite(d)
-        return not b.all_finite(1 / d)
-    return not b.all_finite(d)
+        finite = b.all_finite(1 / d)
+    else:
+        finite = b.all_finite(d)
+    return finite is not True   # (None, a GPU's "not without waiting": strong anyway)
 
 
 cdef object _times(Primitive op, object g, object d):

@@ -203,9 +203,10 @@ class Backend:
         return x
 
     def all_finite(self, x):
-        """Whether the raw array ``x`` holds no inf or nan (NOTE [strong zeros] in the core: a
-        backward pass whose results are not all finite is run again with strong zeros). A
-        lazy backend answers True without computing anything."""
+        """Whether the raw array ``x`` holds no inf or nan, for NOTE [strong zeros] in the core
+        (products with a derivative that is not finite are made with strong zeros). None: not
+        known without waiting for a device (GPU arrays), and the product is made strongly anyway;
+        a lazy backend answers True without computing anything."""
         xp = self.xp
         if not xp.isdtype(x.dtype, ("real floating", "complex floating")):
             return True

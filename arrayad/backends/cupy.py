@@ -37,6 +37,9 @@ class CupyBackend(NumpyLikeBackend):
         cupyx.scatter_add(out, key, v)   # repeated indices accumulate
         return out
 
+    def all_finite(self, x):
+        return None   # (bool() of a GPU value waits for the device: NOTE [strong zeros])
+
     def to_numpy(self, x):
         return cupy.asnumpy(x)
 

@@ -72,6 +72,11 @@ class TorchBackend(Backend):
         first.scatter_reduce_(0, inverse, torch.arange(n, device=x.device), reduce="amin")
         return values, first, inverse.reshape(x.shape), counts
 
+    def all_finite(self, x):
+        if x.device.type != "cpu":
+            return None   # (bool() of a CUDA value waits for the device: NOTE [strong zeros])
+        return super().all_finite(x)
+
     def to_numpy(self, x):
         return x.detach().cpu().numpy()
 

@@ -249,7 +249,8 @@ def zeros(shape, *, dtype=None, device=None):
     ValueError
         If a dimension is negative (the backend's error).
     TypeError
-        If ``dtype`` is not one of the standard's dtypes (float16, say).
+        If ``dtype`` is not one of the standard's dtypes (float16, say), or a dimension is not
+        an integer (2.5: convert it with ``int`` if you mean to truncate).
 
     Examples
     --------
@@ -289,7 +290,8 @@ def ones(shape, *, dtype=None, device=None):
     ValueError
         If a dimension is negative (the backend's error).
     TypeError
-        If ``dtype`` is not one of the standard's dtypes (float16, say).
+        If ``dtype`` is not one of the standard's dtypes (float16, say), or a dimension is not
+        an integer (2.5: convert it with ``int`` if you mean to truncate).
 
     Examples
     --------
@@ -327,7 +329,8 @@ def empty(shape, *, dtype=None, device=None):
     ValueError
         If a dimension is negative (the backend's error).
     TypeError
-        If ``dtype`` is not one of the standard's dtypes (float16, say).
+        If ``dtype`` is not one of the standard's dtypes (float16, say), or a dimension is not
+        an integer (2.5: convert it with ``int`` if you mean to truncate).
 
     Examples
     --------
@@ -367,7 +370,8 @@ def full(shape, fill_value, *, dtype=None, device=None):
     ValueError
         If a dimension is negative (the backend's error).
     TypeError
-        If ``fill_value`` is not a number or an array (a str: its dtype is not the standard's).
+        If ``fill_value`` is not a number or an array (a str: its dtype is not the standard's),
+        or a dimension is not an integer.
 
     Examples
     --------
@@ -805,51 +809,51 @@ def _source(generator, b, fn):
     return generator._impl
 
 
+_SAMPLES_DOC = """{summary}
+
+Parameters
+----------
+*size : ints, or one tuple or list of ints
+    The shape of the result: ``{api}(2, 3)`` or ``{api}((2, 3))``.
+dtype : dtype, optional
+    A floating dtype; by default the backend's default floating dtype (float64 on NumPy, float32
+    on torch). {complex_}
+device : device, optional
+    A backend's device object (``x.device``).
+requires_grad : bool
+    Whether the eager tape records operations on the result.
+generator : arrayad.Generator, optional
+    Draw from this generator instead of the thread's generator of the backend.
+
+Returns
+-------
+Tensor or tracer
+    An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
+    its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
+    element). The numbers come from the calling thread's generator of that backend
+    (``manual_seed``), or from ``generator``.
+
+Raises
+------
+TypeError
+    If ``generator`` is not an ``arrayad.Generator``, ``dtype`` is not a floating dtype (the
+    samples would be truncated: draw floats and use ``astype``), or a dimension is not an
+    integer.
+ValueError
+    If ``generator`` draws for another backend than the array's (make it with
+    ``Generator(device=x.device)``), or a dimension is negative.
+RuntimeError
+    Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
+    ``'different'`` to ``vmap``.
+
+Examples
+--------
+{example}
+"""
+
+
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Samples of the standard normal distribution (mean 0, variance 1).
-
-    Parameters
-    ----------
-    *size : ints, or one tuple or list of ints
-        The shape of the result: ``randn(2, 3)`` or ``randn((2, 3))``.
-    dtype : dtype, optional
-        By default the backend's default floating dtype (float64 on NumPy, float32 on torch).
-    device : device, optional
-        A backend's device object (``x.device``).
-    requires_grad : bool
-        Whether the eager tape records operations on the result.
-    generator : arrayad.Generator, optional
-        Draw from this generator instead of the thread's generator of the backend.
-
-    Returns
-    -------
-    Tensor or tracer
-        An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
-        its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
-        element). The numbers come from the calling thread's generator of that backend
-        (``manual_seed``), or from ``generator``.
-
-    Raises
-    ------
-    TypeError
-        If ``generator`` is not an ``arrayad.Generator``.
-    ValueError
-        If ``generator`` draws for another backend than the array's (make it with
-        ``Generator(device=x.device)``), or a dimension is negative.
-    RuntimeError
-        Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
-        ``'different'`` to ``vmap``.
-
-    Examples
-    --------
-    >>> ad.randn(2, 3).shape
-    (2, 3)
-    >>> ad.manual_seed(0); a = ad.randn(3)
-    >>> ad.manual_seed(0); b = ad.randn(3)
-    >>> ad.all(a == b)   # the same seed, the same numbers
-    tensor(True)
-    """
     b, device, interp = _placement(device)
     g = _source(generator, b, "randn")
     draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, device,
@@ -857,52 +861,31 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     return _random(draw, _size_args(size), requires_grad, interp)
 
 
+randn.__doc__ = _SAMPLES_DOC.format(
+    summary="Samples of the standard normal distribution (mean 0, variance 1).", api="randn",
+    complex_="A complex dtype draws both parts, each of variance 1/2 (as torch).",
+    example=""">>> ad.randn(2, 3).shape
+(2, 3)
+>>> ad.manual_seed(0); a = ad.randn(3)
+>>> ad.manual_seed(0); b = ad.randn(3)
+>>> ad.all(a == b)   # the same seed, the same numbers
+tensor(True)""")
+
+
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    """Samples of the uniform distribution on ``[0, 1)``.
-
-    Parameters
-    ----------
-    *size : ints, or one tuple or list of ints
-        The shape of the result: ``randn(2, 3)`` or ``randn((2, 3))``.
-    dtype : dtype, optional
-        By default the backend's default floating dtype (float64 on NumPy, float32 on torch).
-    device : device, optional
-        A backend's device object (``x.device``).
-    requires_grad : bool
-        Whether the eager tape records operations on the result.
-    generator : arrayad.Generator, optional
-        Draw from this generator instead of the thread's generator of the backend.
-
-    Returns
-    -------
-    Tensor or tracer
-        An ``arrayad.Tensor`` of the default backend; inside a transform, a constant of it on
-        its inputs' backend (under ``vmap(..., randomness='different')``, one sample per batch
-        element). The numbers come from the calling thread's generator of that backend
-        (``manual_seed``), or from ``generator``.
-
-    Raises
-    ------
-    TypeError
-        If ``generator`` is not an ``arrayad.Generator``.
-    ValueError
-        If ``generator`` draws for another backend than the array's (make it with
-        ``Generator(device=x.device)``), or a dimension is negative.
-    RuntimeError
-        Inside ``vmap(..., randomness='error')`` (the default): pass ``randomness='same'`` or
-        ``'different'`` to ``vmap``.
-
-    Examples
-    --------
-    >>> x = ad.rand(1000)
-    >>> x.shape, bool(ad.all((0 <= x) & (x < 1)))
-    ((1000,), True)
-    """
     b, device, interp = _placement(device)
     g = _source(generator, b, "rand")
     draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, device, 1)
     return _random(draw, _size_args(size), requires_grad, interp)
+
+
+rand.__doc__ = _SAMPLES_DOC.format(
+    summary="Samples of the uniform distribution on ``[0, 1)``.", api="rand",
+    complex_="A complex dtype draws both parts uniformly (as torch).",
+    example=""">>> x = ad.rand(1000)
+>>> x.shape, bool(ad.all((0 <= x) & (x < 1)))
+((1000,), True)""")
 
 
 @decl.export(traced=False)

@@ -263,7 +263,7 @@ cpdef object backend_of(object raw):
     return b
 
 
-cdef object _backend_of_args(tuple args, bint* numpy_scalars):
+cdef object _backend_of_args(tuple args, bint* numpy_scalars, str api="arrayad"):
     """The one backend of the arrays among ``args``. A NumPy scalar (np.float64) is a Python
     number to the other backends, as torch takes it: ``numpy_scalars`` says that there are some
     to convert (``_call_impl``)."""
@@ -289,7 +289,7 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars):
                 found = b
                 continue
             raise TypeError(
-                f"arrayad: cannot mix arrays of two backends in one operation: "
+                f"{api}: cannot mix arrays of two backends in one operation: "
                 f"{found.name} and {b.name}. Convert one side first, e.g. with "
                 f"arrayad.asarray(x, device=...) or the backend's own asarray."
             )
@@ -298,6 +298,14 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars):
             return _backend_of_type[_numpy_scalar_type(args)]
         numpy_scalars[0] = found.name != "numpy"
     return found
+
+
+def common_backend(tuple raws, str api):
+    """The one backend of the raw arrays ``raws`` by the rule every operation follows (NumPy
+    with Dask: Dask), or ``api``'s error for mixing two: for a function whose inputs no single
+    primitive sees together (meshgrid)."""
+    cdef bint scalars = False
+    return _backend_of_args(raws, &scalars, api)
 
 
 cdef object _numpy_scalar_type(tuple args):

@@ -698,12 +698,8 @@ def meshgrid(*arrays, indexing="xy"):
     """
     if indexing not in ("xy", "ij"):
         raise ValueError("meshgrid: indexing must be 'xy' or 'ij'")
-    names = {backend_of(a).name for a in arrays}
-    # (no primitive sees the inputs together to say it; NumPy with Dask is Dask's rule)
-    if len(names - {"numpy"} if "dask" in names else names) > 1:
-        raise TypeError(f"meshgrid: cannot mix arrays of two backends "
-                        f"({' and '.join(sorted(names))}); convert them to one first, e.g. with "
-                        f"arrayad.asarray(x, device=...)")
+    # (no primitive sees the inputs together to say it)
+    _core.common_backend(tuple(_core.raw_value(a) for a in arrays), "meshgrid")
     n = len(arrays)
     shape = [shape_of(a)[0] for a in arrays]
     if indexing == "xy" and n > 1:

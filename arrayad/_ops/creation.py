@@ -71,10 +71,11 @@ def _shape(shape):
     return tuple(s.__index__() for s in shape)
 
 
-def _samples(api, draw, dtype, b, device, scale):
-    """``draw(shape)`` for the real floating dtypes; for complex ones, real and imaginary parts
-    drawn separately and scaled by ``scale`` (torch's complex ``randn`` has variance 1 in all,
-    its ``rand`` uniform parts); other dtypes are refused (torch refuses them too)."""
+def _samples(api, draw, dtype, b, scale):
+    """A function of the shape: ``draw(shape, dtype)`` for the real floating dtypes; for complex
+    ones, real and imaginary parts drawn separately and scaled by ``scale`` (torch's complex
+    ``randn`` has variance 1 in all, its ``rand`` uniform parts); other dtypes are refused
+    (torch refuses them too)."""
     dt = _dt(dtype, b)
     xp = b.xp
     if dt is None or xp.isdtype(dt, "real floating"):   # (None: the backend's default)
@@ -852,8 +853,7 @@ Examples
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     b, device, interp = _placement(device)
     g = _source(generator, b, "randn")
-    draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, device,
-                    0.5 ** 0.5)
+    draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, 0.5 ** 0.5)
     return _random(draw, _size_args(size), requires_grad, interp)
 
 
@@ -872,7 +872,7 @@ tensor(True)""")
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     b, device, interp = _placement(device)
     g = _source(generator, b, "rand")
-    draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, device, 1)
+    draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, 1)
     return _random(draw, _size_args(size), requires_grad, interp)
 
 

@@ -1298,6 +1298,8 @@ cdef bint _singular(object d, bint quotient) except -1:
     cdef object t = type(d)
     if t is float:
         return (d == 0 or d != d) if quotient else not c_isfinite(<double>d)
+    if t is complex:
+        return (d == 0 or d != d) if quotient else not (c_isfinite(d.real) and c_isfinite(d.imag))
     if t is int or t is bool or d is None:
         return quotient and d == 0
     while t is GradTracer or t is DualTracer or t is BatchTracer:
@@ -1314,10 +1316,8 @@ cdef bint _singular(object d, bint quotient) except -1:
         found = _buffer_singular(d, quotient)
         if found >= 0:
             return found == 1
-    if t is complex:
-        return (d == 0 or d != d) if quotient else not (c_isfinite(d.real) and c_isfinite(d.imag))
-    b = backend_of(d)
-    if quotient:   # (a zero divisor: 1 / d is inf there; NumPy's large arrays: no warning)
+    b = backend_of(d)   # (a NumPy array not C-contiguous, or another backend's)
+    if quotient:   # (a zero divisor: 1 / d is inf there; NumPy would warn, so it asks all())
         if t is _inplace_type:
             return not d.all() or not b.all_finite(d)
         finite = b.all_finite(1 / d)

@@ -38,7 +38,7 @@ _core.install_host(
     check_requires_grad=ops._check_requires_grad,
     check_not_transformed=ops._check_not_transformed,
     backward=_tensor_backward,
-    stop_gradient=ops.stop_gradient,
+    detach=ops._detach,
     broadcast_to=ops.broadcast_to,
     permute_dims=ops.permute_dims,
     matrix_transpose=ops.matrix_transpose,

@@ -383,6 +383,10 @@ def test_coverage_table_up_to_date():
 # of their own (NOTE [declarations] in arrayad/_ops/_rules.py), each with where they are
 # exercised instead. The test below fails on a primitive missing here and on a stale entry.
 RULES_EXERCISED_ELSEWHERE = {
+    "with_data": "writing into a detach()ed view, eagerly and under grad, jvp and vmap: "
+                 "tests/test_aliasing.py::test_writing_a_detached_view_inside_transforms",
+    "with_zero_grad": "in-place updates without history on the eager tape (zero_, fill_, "
+                      "floor_...): tests/test_aliasing.py::test_in_place_methods_match_torch",
     "getitem": "x[key]: the composites take, take_along_axis and sort (opdb) and every transform "
                "of tests/test_indexing.py",
     "index_add": "getitem's VJP (above) and the x[key] += v tests of tests/test_indexing.py",

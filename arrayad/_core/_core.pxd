@@ -81,6 +81,11 @@ cdef class Node:
 cdef class Array:
     cdef object __weakref__
     cdef unsigned long long _updated_at   # NOTE [in-place after use]
+    # NOTE [views]: the array this one views (or None), how it views it (a View of
+    # arrayad._ops.views), and the live views of this one (a WeakSet, or None)
+    cdef public object _base
+    cdef public object _view
+    cdef public object _views
 
 
 cdef class Tensor(Array):
@@ -88,11 +93,6 @@ cdef class Tensor(Array):
     cdef public Node _node
     cdef public int _idx
     cdef public object _grad
-    # NOTE [views]: the tensor this one views (or None), the key it was viewed with, and the
-    # live views of this one (a WeakSet, or None)
-    cdef public object _base
-    cdef public object _view_key
-    cdef public object _views
 
 
 cdef class Tracer(Array):

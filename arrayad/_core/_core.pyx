@@ -137,7 +137,7 @@ cdef class Host:
     # the glue of the array methods (arrayad._api)
     cdef readonly object namespace            # api_version -> the namespace (__array_namespace__)
     cdef readonly object getitem, setitem     # x[key]; a copy of x with x[key] = value
-    cdef readonly object inplace              # rebind x to the result of an in-place operator
+    cdef readonly object inplace              # rebind x to the result of an in-place update
     cdef readonly object inplace_level_error  # the error when that would change x's transform
     cdef readonly object concrete             # the backend value for a Python conversion, or raise
     cdef readonly object to_scalar            # float(x), int(x), x.item()...
@@ -147,7 +147,7 @@ cdef class Host:
     cdef readonly object device_of, to_device
     cdef readonly object check_requires_grad, check_not_transformed
     cdef readonly object backward             # Tensor.backward
-    cdef readonly object stop_gradient        # Tracer.detach
+    cdef readonly object detach               # x.detach(), x.data: a view without history
     # namespace functions the core's generic code calls
     cdef readonly object broadcast_to, permute_dims, matrix_transpose, conj, real, astype, sum
     cdef readonly object reshape, where
@@ -180,7 +180,7 @@ cdef class Host:
         self.check_requires_grad = hooks["check_requires_grad"]
         self.check_not_transformed = hooks["check_not_transformed"]
         self.backward = hooks["backward"]
-        self.stop_gradient = hooks["stop_gradient"]
+        self.detach = hooks["detach"]
         self.broadcast_to = hooks["broadcast_to"]
         self.permute_dims = hooks["permute_dims"]
         self.matrix_transpose = hooks["matrix_transpose"]
@@ -919,21 +919,19 @@ def alias(Array a not None):
 
 # NOTE [views]
 # ------------
-# An eager tensor made by basic indexing (``x[1:3]``, ``x[0]``) or by ``detach()`` is a view of its
-# base, as in NumPy and torch: an in-place update of the view is written into the base and an
-# update of the base is seen by its live views (``_inplace`` in ``_ops/_api.py``). Updates stay
-# functional (new arrays, rebound; the old values stay with the nodes that saved them): writing
-# through is a functional ``base[key] = view`` (differentiable, torch's CopySlices) and a view is
-# refreshed as ``base[key]``; a detached view shares data but no history. Every tensor so updated
-# is stamped, so a node that saved one of them refuses the backward pass (torch's shared version
-# counter). Tracers have no views: inside a transform every update is functional, as in JAX.
-DETACHED = object()   # the view key of a detach()
-
-
-def view_of(Tensor out not None, Tensor base not None, key):
-    """Make ``out`` a view of ``base`` with ``key`` (NOTE [views]); returns ``out``."""
+# Aliasing follows torch's model: a view (``x[1:3]``, ``x.T``, ``reshape`` where NumPy would not
+# copy, ``diagonal``, ``detach()``...) and its base show one array, so an in-place update of either
+# is seen by the other and by every other view of the base, on every backend, on the eager tape and
+# inside transforms. Updates stay functional (new arrays, rebound; the old values stay with the
+# nodes that saved them): after an update the host (``arrayad._ops.views``) writes a view back into
+# its base with a differentiable operation (``base[key] = view``: torch's CopySlices) and reads the
+# live views again from the base. The core keeps only the links: ``_base`` and ``_view`` (how the
+# base is viewed) on a view, ``_views`` (weak) on a base. Every array so updated is stamped, so a
+# node that saved one of them refuses the backward pass (torch's shared version counter).
+def view_of(Array out not None, Array base not None, view):
+    """Make ``out`` a view of ``base`` (NOTE [views]); returns ``out``."""
     out._base = base
-    out._view_key = key
+    out._view = view
     if base._views is None:
         base._views = weakref.WeakSet()
     base._views.add(out)
@@ -1971,11 +1969,9 @@ cdef object _concrete(Array self, str what):
 
 
 cdef object _inplace(Array self, str op, object other):
-    """``self op= other``: rebind ``self`` to the result (see the host's ``inplace`` and NOTE
-    [in-place after use])."""
-    out = _host.inplace(self, _bind(<Primitive>_op[op], (_alias(self), other), {}))
-    _stamp_update(self)
-    return out
+    """``self op= other``: rebind ``self`` to the result (the host's ``inplace`` checks, stamps
+    and writes through views: NOTE [in-place after use], NOTE [views])."""
+    return _host.inplace(self, _bind(<Primitive>_op[op], (_alias(self), other), {}))
 
 
 cdef object _alias(Array a):
@@ -2098,7 +2094,6 @@ cdef class Array:
 
     def __setitem__(self, key, value):
         _host.inplace(self, _host.setitem(_alias(self), key, value))
-        _stamp_update(self)
 
     def __len__(self):
         shape = self.shape
@@ -2242,7 +2237,22 @@ cdef class Tensor(Array):
 
     @property
     def data(self):
-        return _new_tensor(self._value, None, 0)
+        """A tensor without history that shares this one's data (as ``detach()``)."""
+        return _host.detach(self)
+
+    @data.setter
+    def data(self, value):
+        # (torch swaps the data under the tensor; a node that saved it then refuses the backward
+        # pass, rather than reading the new data: NOTE [in-place after use])
+        if isinstance(value, Tensor):
+            value = (<Tensor>value)._value
+        elif isinstance(value, Array):
+            raise TypeError(f"Tensor.data: cannot assign a {type(value).__name__} (a value inside "
+                            f"a transform); assign a Tensor or a backend array")
+        else:
+            backend_of(value)
+        self._value = fix_scalar(value)
+        _stamp_update(self)
 
     @property
     def requires_grad(self):
@@ -2308,7 +2318,7 @@ cdef class Tensor(Array):
     def detach(self):
         """A tensor without history that shares this one's data (NOTE [views]): an in-place
         update of either is seen by the other, as in torch."""
-        return view_of(_new_tensor(self._value, None, 0), self, DETACHED)
+        return _host.detach(self)
 
     # -- copies and pickles (torch's semantics: a copy of a leaf is a new leaf, requires_grad
     #    kept; a tensor in the middle of a graph must be detached first)
@@ -2410,7 +2420,7 @@ cdef class Tracer(Array):
         _host.check_not_transformed("requires_grad_")
 
     def detach(self):
-        return _host.stop_gradient(self)
+        return _host.detach(self)
 
     def __copy__(self):
         raise TypeError(f"arrayad: {type(self).__name__} does not say how to copy itself")

@@ -15,77 +15,11 @@ from ._namespace import ops
 from .._core import _core
 from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
 from .indexing import getitem, setitem
+from .views import Index, make_view
 from ._rules import Declarations
 from ..backends import _is_basic_key, backend_of
 
 decl = Declarations(globals())
-
-
-# -- in-place updates are functional ----------------------------------------------------------------
-@decl.glue
-def _inplace(self, result):
-    """Rebind ``self`` to ``result`` (``x += y``, ``x[i] = v``): the old value is untouched, so
-    everything that saved it for a derivative stays correct. A view's base and a base's views
-    follow (NOTE [views] in the core)."""
-    if isinstance(self, Tensor):
-        if self.requires_grad and self.is_leaf and _core.is_grad_enabled():
-            raise RuntimeError(
-                "a leaf Variable that requires grad is being used in an in-place operation. "
-                "Update it under arrayad.no_grad(), or work on a copy (x.clone()).")
-        _check_view_of_leaf(self)
-        if not isinstance(result, Tensor):
-            raise _inplace_level_error(self, result)
-        _rebind(self, result)
-        if self._base is not None or self._views:
-            _propagate(self, None)
-        return self
-    if type(result) is not type(self) or result.interpreter is not self.interpreter:
-        raise _inplace_level_error(self, result)
-    self._replace(result)
-    return self
-
-
-def _rebind(t, result):
-    if t.is_leaf and t.requires_grad:
-        # an update under no_grad (an optimizer step): new values, same place in the graph
-        t._value = result._value
-    else:
-        t._replace(result)
-
-
-def _check_view_of_leaf(t):
-    """Refuse, before anything changes, to write through a view into a leaf that requires grad
-    (torch's rule); a detach()ed view shares data only, so writing through it is allowed."""
-    while t._base is not None and t._view_key is not _core.DETACHED:
-        t = t._base
-        if t.requires_grad and t.is_leaf and _core.is_grad_enabled():
-            raise RuntimeError(
-                "a view of a leaf Variable that requires grad is being used in an in-place "
-                "operation. Update the leaf itself under arrayad.no_grad(), or work on a copy "
-                "(v = x[1:3].clone()).")
-
-
-def _propagate(t, came_from):
-    """After ``t`` was updated: refresh its live views (but the one the update came from) and
-    write it into its base (NOTE [views])."""
-    for w in list(t._views or ()):
-        if w is came_from:
-            continue
-        if w._view_key is _core.DETACHED:
-            w._value = t._value       # (data only: no gradient flows through detach)
-        else:
-            _rebind(w, getitem(_core.alias(t), w._view_key))
-        _core.stamp_update(w)
-        _propagate(w, t)
-    base = t._base
-    if base is None or base is came_from:
-        return
-    if t._view_key is _core.DETACHED:
-        base._value = t._value        # (data only: no gradient flows through detach)
-    else:
-        _rebind(base, setitem(_core.alias(base), t._view_key, _core.alias(t)))
-    _core.stamp_update(base)
-    _propagate(base, t)
 
 
 @decl.glue
@@ -104,13 +38,10 @@ def _inplace_level_error(self, result):
 
 @decl.glue
 def _getitem(x, key):
-    if type(x) is Tensor and _is_basic_key(key):
+    if isinstance(x, Array) and _is_basic_key(key):
         # a view (NOTE [views]); its node keeps x as it is now, so that a later update of x
         # (through this view or another) does not stale it: a slice's VJP needs no more
-        out = getitem(_core.alias(x), key)
-        if type(out) is Tensor:
-            _core.view_of(out, x, key)
-        return out
+        return make_view(getitem(_core.alias(x), key), x, Index(key))
     return getitem(x, key)
 
 

@@ -7,6 +7,8 @@ list is written once for eager tensors and every kind of tracer.
 """
 
 from ._namespace import ops
+from .._core._core import alias
+from .views import reshapes_without_copy, update_in_place
 
 
 METHODS = {}
@@ -159,7 +161,12 @@ def view(self, *shape):
             f"view({shape[0]!r}): arrayad's view takes a shape (torch's view(*shape)); "
             f"reinterpreting the data as another dtype (NumPy's view(dtype)) is not supported. "
             f"Convert with x.astype(dtype) instead.")
-    return ops.reshape(self, _shape_args(shape))
+    out = ops.reshape(self, _shape_args(shape))
+    if not reshapes_without_copy(self, tuple(out.shape)):
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return out
 
 
 @method
@@ -202,6 +209,35 @@ def squeeze(self, dim=None, axis=None):
     elif isinstance(dim, int) and self.shape[dim] != 1:
         return self
     return ops.squeeze(self, axis=dim)
+
+
+@method
+def diagonal(self, offset=0, dim1=-2, dim2=-1):
+    """torch's ``x.diagonal()``: a view of the diagonal of the matrices over ``dim1``, ``dim2``."""
+    nd = self.ndim
+    d1, d2 = dim1 % nd, dim2 % nd
+    if (d1, d2) != (nd - 2, nd - 1):
+        rest = [a for a in range(nd) if a not in (d1, d2)]
+        self = ops.permute_dims(self, tuple(rest) + (d1, d2))
+    return ops.linalg.diagonal(self, offset=offset)
+
+
+@method
+def unbind(self, dim=0):
+    """torch's ``unbind``: views of the slices along ``dim`` (``arrayad.unstack``)."""
+    return ops.unstack(self, axis=dim)
+
+
+@method
+def select(self, dim, index):
+    """torch's ``select``: the view ``x[..., index, ...]`` with ``index`` at axis ``dim``."""
+    return self[(slice(None),) * (dim % self.ndim) + (index,)]
+
+
+@method
+def narrow(self, dim, start, length):
+    """torch's ``narrow``: the view of ``length`` elements from ``start`` along ``dim``."""
+    return self[(slice(None),) * (dim % self.ndim) + (slice(start, start + length),)]
 
 
 @method
@@ -301,26 +337,78 @@ def new_ones(self, *size, dtype=None):
     return ops.ones(_shape_args(size), dtype=dtype or self.dtype)
 
 
-@method
-def zero_(self):
-    return ops._inplace(self, ops.zeros_like(self))
+# -- in-place methods (torch's): each computes its result and hands it to the one in-place path,
+#    which checks it, stamps the array and writes through views (arrayad._ops.views)
+def _in_place(name, compute):
+    def m(self, *args, **kwargs):
+        # (computed from an alias, which nothing updates: the nodes of the computation keep the
+        # value as it was, as the operators' do)
+        return update_in_place(self, compute(alias(self), *args, **kwargs), name)
+    m.__name__ = name
+    m.__doc__ = f"torch's in-place ``{name}``: ``x`` updated in place (views see it), returned."
+    METHODS[name] = m
+    return m
+
+
+def _scaled(other, alpha):
+    return other if alpha == 1 else alpha * other
+
+
+_in_place("add_", lambda x, other, alpha=1: x + _scaled(other, alpha))
+_in_place("sub_", lambda x, other, alpha=1: x - _scaled(other, alpha))
+_in_place("mul_", lambda x, other: x * other)
+_in_place("true_divide_", lambda x, other: x / other)
+_in_place("floor_divide_", lambda x, other: x // other)
+_in_place("remainder_", lambda x, other: x % other)
+_in_place("pow_", lambda x, exponent: x ** exponent)
+_in_place("neg_", lambda x: -x)
+_in_place("zero_", lambda x: ops.zeros_like(x))
+_in_place("fill_", lambda x, value: ops.full_like(x, value) if not hasattr(value, "shape")
+          else ops.broadcast_to(ops.astype(value, x.dtype), x.shape))
+_in_place("copy_", lambda x, src, non_blocking=False: ops.broadcast_to(
+    ops.astype(ops.asarray(src), x.dtype), x.shape))
+_in_place("clamp_", lambda x, min=None, max=None: ops.clip(x, min, max))
+_in_place("clamp_min_", lambda x, min: ops.clip(x, min, None))
+_in_place("clamp_max_", lambda x, max: ops.clip(x, None, max))
+_in_place("masked_fill_", lambda x, mask, value: ops.where(mask, value, x))
+_in_place("lerp_", lambda x, end, weight: x + weight * (end - x))
+_in_place("addcmul_", lambda x, t1, t2, value=1: x + _scaled(t1 * t2, value))
+_in_place("addcdiv_", lambda x, t1, t2, value=1: x + _scaled(t1 / t2, value))
+_in_place("normal_", lambda x, mean=0.0, std=1.0, generator=None: ops.randn(
+    x.shape, dtype=x.dtype, device=x.device, generator=generator) * std + mean)
+_in_place("uniform_", lambda x, a=0.0, b=1.0, generator=None: ops.rand(
+    x.shape, dtype=x.dtype, device=x.device, generator=generator) * (b - a) + a)
+for _name in ["atan2", "hypot", "copysign", "logaddexp", "maximum", "minimum", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor"]:
+    _in_place(_name + "_", (lambda f: lambda x, other: f(x, other))(getattr(ops, _name)))
+for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+              "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square",
+              "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "negative", "relu",
+              "sigmoid", "logical_not", "bitwise_invert"]:
+    _in_place(_name + "_", (lambda f: lambda x: f(x))(getattr(ops, _name)))
+METHODS["clip_"] = METHODS["clamp_"]
 
 
 @method
-def add_(self, other, alpha=1):
-    return ops._inplace(self, self + alpha * other if alpha != 1 else self + other)
+def div_(self, other, rounding_mode=None):
+    """torch's in-place ``div_`` (``rounding_mode`` None, 'trunc' or 'floor')."""
+    if rounding_mode is None:
+        q = alias(self) / other
+    elif rounding_mode == "floor":
+        q = alias(self) // other
+    elif rounding_mode == "trunc":
+        q = ops.trunc(alias(self) / other)
+    else:
+        raise ValueError(f"div_: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}")
+    return update_in_place(self, q, "div_")
 
 
-@method
-def sub_(self, other, alpha=1):
-    return ops._inplace(self, self - alpha * other if alpha != 1 else self - other)
-
-
-@method
-def mul_(self, other):
-    return ops._inplace(self, self * other)
-
-
+METHODS["divide_"] = METHODS["div_"]
+METHODS["multiply_"] = METHODS["mul_"]
+METHODS["subtract_"] = METHODS["sub_"]
+METHODS["arcsin_"], METHODS["arccos_"], METHODS["arctan_"] = (
+    METHODS["asin_"], METHODS["acos_"], METHODS["atan_"])
 
 
 ops._METHODS = METHODS   # (glue: Array.__getattr__ in the core reads it)

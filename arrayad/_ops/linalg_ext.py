@@ -27,7 +27,9 @@ from .._dtypes import to_backend
 from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_front, ndim_of,
                      normalize_axis, per_primitive, unbroadcast)
 from .linalg import matmul, tensordot, vecdot
-from .manipulation import matrix_transpose
+from .indexing import getitem, setitem
+from .manipulation import matrix_transpose, reshape_p
+from .views import View, make_view
 from .reductions import _others_product, safe_sqrt as _safe_sqrt
 from ..backends import backend_of
 
@@ -977,18 +979,49 @@ def diagonal(x, /, *, offset=0):
     >>> ad.linalg.diagonal(ad.asarray([[1., 2.], [3., 4.]]), offset=1)
     tensor([2.])
     """
-    s = shape_of(x)
-    if len(s) < 2:
+    if len(shape_of(x)) < 2:
         raise ValueError("linalg.diagonal: x must have at least 2 dimensions")
-    m, n = s[-2:]
+    return make_view(_diagonal(x, offset), x, Diagonal(offset))
+
+
+def _diagonal_span(shape, offset):
+    """Where diagonal ``offset`` of ``shape[-2:]`` matrices lies: its first (row, column), its
+    length."""
+    m, n = shape[-2:]
     if offset >= 0:
-        start, length = offset, max(0, min(m, n - offset))
-    else:
-        start, length = -offset * n, max(0, min(m + offset, n))
-    flat = ops.reshape(x, s[:-2] + (m * n,))
-    if length == 0:
-        return flat[..., 0:0]
-    return flat[..., start:start + (length - 1) * (n + 1) + 1:n + 1]
+        return 0, offset, max(0, min(m, n - offset))
+    return -offset, 0, max(0, min(m + offset, n))
+
+
+def _diagonal(x, offset):
+    # a strided slice of the flattened matrices: its derivative comes from reshape and indexing
+    s = shape_of(x)
+    m, n = s[-2:]
+    r0, c0, length = _diagonal_span(s, offset)
+    flat = bind(reshape_p, x, shape=s[:-2] + (m * n,))
+    start = r0 * n + c0
+    return getitem(flat, (Ellipsis, slice(start, start + (length - 1) * (n + 1) + 1 if length
+                                          else start, n + 1)))
+
+
+class Diagonal(View):
+    """``diagonal``: one diagonal of each matrix."""
+    __slots__ = ("offset",)
+    name = "diagonal"
+
+    def __init__(self, offset):
+        self.offset = offset
+
+    def read(self, base):
+        return _diagonal(base, self.offset)
+
+    def write(self, base, value):
+        r0, c0, length = _diagonal_span(shape_of(base), self.offset)
+        return setitem(base, (Ellipsis, list(range(r0, r0 + length)),
+                              list(range(c0, c0 + length))), value)
+
+    def layout(self, a):
+        return a.diagonal(self.offset, -2, -1)
 
 
 @decl.composite

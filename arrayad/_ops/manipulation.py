@@ -2,13 +2,16 @@
 repeat, tile, tril/triu, and the composites built on them (expand_dims, squeeze, moveaxis, stack,
 unstack, broadcast_arrays, matrix_transpose)."""
 
+import numpy as np
+
 from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of
+from .._core._core import Array, bind, dtype_of, shape_of
 from .._dtypes import from_backend, is_inexact, to_backend
 from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
                      per_primitive, unbroadcast)
+from .views import View, make_view, reshapes_without_copy
 
 decl = Declarations(globals())
 
@@ -39,8 +42,8 @@ def reshape(x, /, shape, *, copy=None):
     array
         The reshaped array, of the backend and dtype of ``x`` (inside a transform, a value of
         that transform). Linear: its gradient is the cotangent reshaped back to ``x``'s shape.
-        (On eager tensors the result is a new array, not a view: updating it in place leaves
-        ``x`` as it was.)
+        A view of ``x`` where NumPy would not copy (``x`` is not a transposed or strided view):
+        an in-place update of either is seen by the other.
 
     Raises
     ------
@@ -58,12 +61,41 @@ def reshape(x, /, shape, *, copy=None):
     """
     if isinstance(shape, int):
         shape = (shape,)
-    return bind(reshape_p, x, shape=tuple(shape), copy=copy)
+    shape = tuple(shape)
+    if copy is True or not isinstance(x, Array):
+        return bind(reshape_p, x, shape=shape, copy=copy)
+    out = bind(reshape_p, x, shape=shape)
+    if reshapes_without_copy(x, tuple(out.shape)):
+        return make_view(out, x, Reshape(tuple(out.shape)))
+    if copy is False:
+        raise ValueError(
+            f"reshape: cannot reshape an array of shape {tuple(x.shape)} to {shape} without "
+            f"copying (it is a transposed or strided view of another array); pass copy=None "
+            f"or copy=True")
+    return out
+
+
+class Reshape(View):
+    """A reshape that moves no data."""
+    __slots__ = ("shape",)
+    name = "reshape"
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def read(self, base):
+        return bind(reshape_p, base, shape=self.shape)
+
+    def write(self, base, value):
+        return bind(reshape_p, value, shape=tuple(base.shape))
+
+    def layout(self, a):
+        return a.reshape(self.shape)
 
 
 reshape_p = decl.primitive(
-    "reshape", _reshape_impl, public=reshape, jvp=LINEAR,
-    vjp=(lambda g, ans, x, shape, copy=None: reshape(g, shape_of(x)),),
+    "reshape", _reshape_impl, public=reshape, jvp=LINEAR, reads=[""],
+    vjp=(lambda g, ans, x, shape, copy=None: bind(reshape_p, g, shape=shape_of(x)),),
     batch=lambda args, dims, shape, copy=None: (
         bind(reshape_p, move_to_front(args[0], dims[0]),
              shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0))
@@ -107,12 +139,35 @@ def permute_dims(x, /, axes):
     (4, 2, 3)
     """
     nd = ndim_of(x)
-    return bind(permute_p, x, axes=tuple(normalize_axis(a, nd) for a in axes))
+    return _permute(x, tuple(normalize_axis(a, nd) for a in axes))
+
+
+def _permute(x, axes):
+    return make_view(bind(permute_p, x, axes=axes), x, Permute(axes))
+
+
+class Permute(View):
+    """A permutation of the axes (``.T``, ``.mT``, ``permute_dims``, ``moveaxis``)."""
+    __slots__ = ("axes",)
+    name = "permute_dims"
+
+    def __init__(self, axes):
+        self.axes = axes
+
+    def read(self, base):
+        return bind(permute_p, base, axes=self.axes)
+
+    def write(self, base, value):
+        return bind(permute_p, value, axes=_inverse_perm(self.axes))
+
+    def layout(self, a):
+        return a.transpose(self.axes)
 
 
 permute_p = decl.primitive(
     "permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes), public=permute_dims,
     jvp=LINEAR, vjp=(lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)),),
+    reads=[""],
     batch=lambda args, dims, axes: (
         bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)),
         0))
@@ -143,7 +198,7 @@ def matrix_transpose(x, /):
     nd = ndim_of(x)
     if nd < 2:
         raise ValueError("matrix_transpose: x must have at least 2 dimensions")
-    return bind(permute_p, x, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+    return _permute(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
 @decl.composite
@@ -185,7 +240,7 @@ def moveaxis(x, source, destination, /):
         order.insert(d, s)
     if order == list(range(nd)):
         return x
-    return bind(permute_p, x, axes=tuple(order))
+    return _permute(x, tuple(order))
 
 
 @decl.composite
@@ -289,8 +344,9 @@ def broadcast_to(x, /, shape):
     -------
     array
         An array of shape ``shape``, of the backend and dtype of ``x`` (inside a transform, a
-        value of that transform); ``x`` itself when it has that shape already. The gradient
-        sums the cotangent over the broadcast axes.
+        value of that transform); ``x`` itself when it has that shape already. A read-only view
+        of ``x`` (as NumPy's: its repeated elements share memory). The gradient sums the
+        cotangent over the broadcast axes.
 
     Raises
     ------
@@ -308,10 +364,26 @@ def broadcast_to(x, /, shape):
     shape = tuple(shape)
     if shape_of(x) == shape:
         return x
-    return bind(broadcast_p, x, shape=shape)
+    return make_view(bind(broadcast_p, x, shape=shape), x, Broadcast(shape))
 
 
-broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR,
+class Broadcast(View):
+    """``broadcast_to``/``expand``: read-only, as NumPy's."""
+    __slots__ = ("shape",)
+    writable = False
+    name = "broadcast_to"
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def read(self, base):
+        return bind(broadcast_p, base, shape=self.shape)
+
+    def layout(self, a):
+        return np.broadcast_to(a, self.shape)
+
+
+broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR, reads=[""],
                              vjp=(lambda g, ans, x, shape: unbroadcast(g, x),),
                              batch=_broadcast_batch)
 

@@ -40,6 +40,7 @@ from .._dtypes import is_inexact
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
                            bind, dtype_of, is_complex, shape_of, unbroadcast)
 from .._ops import ops
+from .._ops.views import update_in_place
 from ..backends import backend_of, can_stand_for
 from ..func import vmap
 
@@ -857,7 +858,7 @@ def _apply(info, full, kw, explicit=False):
         # The input was modified in place: it becomes the output (value and history), as in torch.
         target = tensors[k]
         if isinstance(target, Array):
-            ops._inplace(target, outs[i])
+            update_in_place(target, outs[i], f"{info.name}.forward", stamp=False)
             outs[i] = target
     return outs, call, tensors
 

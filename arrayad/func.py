@@ -141,6 +141,9 @@ def _fname(func):
 # argnums
 
 def _check_argnums(argnums, nargs, api):
+    """The non-negative argument positions of ``argnums``, or torch.func's error naming ``api``.
+    ``nargs=None``: only what can be checked before the call (types, emptiness, repeats), so
+    that a transform refuses a bad ``argnums`` when it is made, not at its first call."""
     if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple)):
         raise RuntimeError(f"{api}: argnums must be int or Tuple[int, ...], got: {type(argnums)}")
     nums = (argnums,) if isinstance(argnums, int) else argnums
@@ -150,6 +153,9 @@ def _check_argnums(argnums, nargs, api):
     for a in nums:
         if isinstance(a, bool) or not isinstance(a, int):
             raise RuntimeError(f"{api}: argnums must be int or Tuple[int, ...], got element {a!r}")
+        if nargs is None:
+            out.append(a)
+            continue
         if not -nargs <= a < nargs:
             raise RuntimeError(
                 f"{api}: Got argnum={a}, but only {nargs} positional inputs. Pass argnums within "
@@ -871,6 +877,12 @@ def _map_rows(fn, arrays, n, chunk_size, out_dims=0, randomness="error"):
                       {}, loop_rows=True)
 
 
+def _check_randomness(randomness, api):
+    if not isinstance(randomness, str) or randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"{api}: Only allowed values for randomness are 'error', 'different', "
+                           f"or 'same'. Got {randomness!r}")
+
+
 def _check_chunk_size(chunk_size, api):
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                    or chunk_size < 1):
@@ -919,8 +931,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         If ``chunk_size`` is not None or a positive int; when called, if a differentiated
         argument is not a float array.
     RuntimeError
-        When called: if a differentiated argument is complex (torch.func refuses them too), or
-        ``argnums`` is invalid.
+        If ``argnums`` is not an int or a non-empty tuple of distinct ints; when called, if an
+        argnum is out of range or a differentiated argument is complex (torch.func refuses
+        them too).
 
     Examples
     --------
@@ -941,6 +954,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     True
     """
     _check_callable(func, "jacrev")
+    _check_argnums(argnums, None, "jacrev")
     _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
@@ -1022,8 +1036,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         If ``chunk_size`` is not None or a positive int; when called, if a differentiated
         argument is not a float or complex array.
     RuntimeError
-        When called: if ``argnums`` is invalid, or ``func`` draws random numbers with
-        ``randomness='error'``.
+        If ``argnums`` is not an int or a non-empty tuple of distinct ints, or ``randomness``
+        is not 'error', 'different' or 'same'; when called, if an argnum is out of range, or
+        ``func`` draws random numbers with ``randomness='error'``.
 
     Examples
     --------
@@ -1041,6 +1056,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
            [0., 2.]])
     """
     _check_callable(func, "jacfwd")
+    _check_argnums(argnums, None, "jacfwd")
+    _check_randomness(randomness, "jacfwd")
     _check_chunk_size(chunk_size, "jacfwd")
 
     @functools.wraps(func)
@@ -1126,7 +1143,8 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
         If ``chunk_size`` is not None or a positive int; when called, if a differentiated
         argument is not a float array.
     RuntimeError
-        When called: if ``argnums`` is invalid.
+        If ``argnums`` is not an int or a non-empty tuple of distinct ints; when called, if an
+        argnum is out of range.
 
     Examples
     --------
@@ -1138,14 +1156,27 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
     array([[2., 1.],
            [1., 3.]])
     """
+    # (checked here, so that the errors name hessian rather than the jacrev/jacfwd inside it)
+    _check_callable(func, "hessian")
+    _check_argnums(argnums, None, "hessian")
+    _check_chunk_size(chunk_size, "hessian")
     if has_aux:
         inner = jacrev(func, argnums, has_aux=True, chunk_size=chunk_size)
 
         def outer(*args):
             jac, aux = inner(*args)
             return jac, aux
-        return jacfwd(outer, argnums, has_aux=True, chunk_size=chunk_size)
-    return jacfwd(jacrev(func, argnums, chunk_size=chunk_size), argnums, chunk_size=chunk_size)
+        hess = jacfwd(outer, argnums, has_aux=True, chunk_size=chunk_size)
+    else:
+        hess = jacfwd(jacrev(func, argnums, chunk_size=chunk_size), argnums,
+                      chunk_size=chunk_size)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        _check_argnums(argnums, len(args), "hessian")
+        return hess(*args)
+
+    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1257,9 +1288,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     True
     """
     _check_callable(func, "vmap")
-    if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
-                           f"'same'. Got {randomness}")
+    _check_randomness(randomness, "vmap")
     _check_chunk_size(chunk_size, "vmap")
     if not _valid_dims(out_dims):
         raise ValueError(f"vmap: out_dims must be an int, None, or a (nested) tuple of them "

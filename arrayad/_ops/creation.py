@@ -8,12 +8,15 @@ or torch inputs never meet a NumPy array. ``device=`` with a backend's device ob
 there. The ``*_like`` functions are primitives without derivative: they follow their argument.
 """
 
+import numpy as _np
+
 from ._namespace import ops
 
 from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
 from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
+from ..backends import refuse_numpy_kind
 from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
 from ..backends import set_rng_state as _set_rng_state
 from ._rules import LINEAR, Declarations, per_primitive
@@ -60,15 +63,64 @@ def _dt(dtype, b):
     return to_backend(dtype, b.xp)
 
 
-def _shape(shape):
-    if isinstance(shape, int):
-        return (shape,)
-    for s in shape:
-        if not isinstance(s, int) and not hasattr(s, "__index__"):
-            raise TypeError(f"a shape must be a tuple of ints, got {tuple(shape)!r} (a "
-                            f"{type(s).__name__} dimension); convert it with int() if you mean "
-                            f"to truncate")
-    return tuple(s.__index__() for s in shape)
+def _is_int(v):
+    """An int, or what stands for one (np.int64, a 0-d integer array: ``__index__``); not a
+    bool (``zeros(True)`` is a mistake, not a shape of 1)."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    # (every ndarray has __index__: only a 0-d integer one converts)
+    if not hasattr(v, "__index__") or getattr(v, "ndim", 0) != 0:
+        return False
+    try:
+        v.__index__()
+    except TypeError:
+        return False
+    return True
+
+
+def _truncate_hint(v):
+    return "; convert it with int() if you mean to truncate" if isinstance(v, float) else ""
+
+
+def _shape(shape, api, arg="shape"):
+    """``shape`` (an int or a tuple or list of ints) as a tuple of ints, or an error naming
+    the function ``api``, its argument ``arg`` and what it expects."""
+    if _is_int(shape):
+        dims = (shape,)
+    elif isinstance(shape, (tuple, list)):
+        dims = tuple(shape)
+    else:
+        raise TypeError(f"{api}: {arg} must be an int or a tuple of ints, got {shape!r} (a "
+                        f"{type(shape).__name__}){_truncate_hint(shape)}")
+    for d in dims:
+        if not _is_int(d):
+            raise TypeError(f"{api}: {arg} must be an int or a tuple of ints, got {shape!r} (a "
+                            f"{type(d).__name__} dimension){_truncate_hint(d)}")
+    dims = tuple(d.__index__() for d in dims)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{api}: {arg} must not have a negative dimension, got {dims}")
+    return dims
+
+
+def _int(v, api, arg, minimum=None):
+    """``v`` as an int, or an error naming ``api``'s argument ``arg`` (for eye, linspace...)."""
+    if not _is_int(v):
+        raise TypeError(f"{api}: {arg} must be an int, got {v!r} (a {type(v).__name__})"
+                        f"{_truncate_hint(v)}")
+    v = v.__index__()
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{api}: {arg} must be at least {minimum}, got {v}")
+    return v
+
+
+def _real_number(v, api, arg):
+    """Refuse what is not a real number (a str, None, a bool, a complex) for ``api``'s ``arg``;
+    arrays and NumPy scalars pass (the backend converts them)."""
+    if isinstance(v, (bool, complex, str, bytes)) or v is None or isinstance(v, (tuple, list)):
+        raise TypeError(f"{api}: {arg} must be an int or a float, got {v!r} (a "
+                        f"{type(v).__name__})")
 
 
 def _samples(api, draw, dtype, b, scale):
@@ -94,6 +146,8 @@ def _contains_arrays(obj):
         return True
     if isinstance(obj, (list, tuple)):
         return any(_contains_arrays(o) for o in obj)
+    if type(obj).__module__.startswith("numpy") and not isinstance(obj, _np.matrix):
+        refuse_numpy_kind(obj)   # (a masked array or a longdouble scalar in a list: not silently)
     return False
 
 
@@ -154,7 +208,11 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         out = ops.stack([asarray(o) for o in obj])
         return out if dtype is None else ops.astype(out, dtype)
     b, dev, interp = _placement(device)
+    if isinstance(obj, _np.matrix):
+        obj = _np.asarray(obj)   # (a plain 2-d array: arrayad's operations are elementwise)
     if not (isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple))):
+        if type(obj).__module__.startswith("numpy"):
+            refuse_numpy_kind(obj)   # (masked arrays, longdouble scalars: not silently)
         try:
             b, dev = backend_of(obj), device   # (a backend array keeps its backend)
         except TypeError:
@@ -262,7 +320,7 @@ def zeros(shape, *, dtype=None, device=None):
             [0]], dtype=arrayad.int32)
     """
     b, device, interp = _placement(device)
-    return _made(b.xp.zeros(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
+    return _made(b.xp.zeros(_shape(shape, "zeros"), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
@@ -300,7 +358,7 @@ def ones(shape, *, dtype=None, device=None):
     tensor(6.)
     """
     b, device, interp = _placement(device)
-    return _made(b.xp.ones(_shape(shape), dtype=_dt(dtype, b), device=device), interp)
+    return _made(b.xp.ones(_shape(shape, "ones"), dtype=_dt(dtype, b), device=device), interp)
 
 
 @decl.export(traced=False)
@@ -338,7 +396,7 @@ def empty(shape, *, dtype=None, device=None):
     >>> ad.empty((2,))
     tensor([0., 0.])
     """
-    return zeros(shape, dtype=dtype, device=device)
+    return zeros(_shape(shape, "empty"), dtype=dtype, device=device)
 
 
 @decl.export(traced=False)
@@ -381,11 +439,12 @@ def full(shape, fill_value, *, dtype=None, device=None):
     >>> ad.func.grad(lambda v: ad.full((3,), v).sum())(2.0)   # three copies of v
     array(3.)
     """
+    shape = _shape(shape, "full")
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
-        return bind(_copy_p, ops.broadcast_to(value, _shape(shape))) if _shape(shape) else value
+        return bind(_copy_p, ops.broadcast_to(value, shape)) if shape else value
     b, device, interp = _placement(device)
-    return _made(b.xp.full(_shape(shape), fill_value, dtype=_dt(dtype, b), device=device), interp)
+    return _made(b.xp.full(shape, fill_value, dtype=_dt(dtype, b), device=device), interp)
 
 
 def _like(name, **public):
@@ -557,10 +616,11 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
 
     Raises
     ------
-    ZeroDivisionError
-        If ``step`` is 0 (NumPy's error; other backends raise their own).
+    ValueError
+        If ``step`` is 0.
     TypeError
-        If ``dtype`` is not one of the standard's dtypes.
+        If ``start``, ``stop`` or ``step`` is not a real number (a str, None, a complex), or
+        ``dtype`` is not one of the standard's dtypes.
 
     Examples
     --------
@@ -569,6 +629,12 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     >>> ad.arange(0.0, 1.0, 0.25)
     tensor([0.0000, 0.2500, 0.5000, 0.7500])
     """
+    _real_number(start, "arange", "start")
+    if stop is not None:
+        _real_number(stop, "arange", "stop")
+    _real_number(step, "arange", "step")
+    if isinstance(step, (int, float)) and step == 0:
+        raise ValueError("arange: step must not be 0")
     b, device, interp = _placement(device)
     return _made(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device), interp)
 
@@ -612,6 +678,9 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     >>> ad.linspace(0, 1, 4, endpoint=False)
     tensor([0.0000, 0.2500, 0.5000, 0.7500])
     """
+    _real_number(start, "linspace", "start")
+    _real_number(stop, "linspace", "stop")
+    num = _int(num, "linspace", "num", minimum=0)
     b, device, interp = _placement(device)
     return _made(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
                                endpoint=endpoint), interp)
@@ -658,6 +727,10 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     tensor([[0., 1., 0.],
             [0., 0., 1.]])
     """
+    n_rows = _int(n_rows, "eye", "n_rows", minimum=0)
+    if n_cols is not None:
+        n_cols = _int(n_cols, "eye", "n_cols", minimum=0)
+    k = _int(k, "eye", "k")
     b, device, interp = _placement(device)
     return _made(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device), interp)
 
@@ -757,10 +830,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 
 # -- random numbers (torch-style) ------------------------------------------------------------------
-def _size_args(size):
+def _size_args(size, api):
     if len(size) == 1 and isinstance(size[0], (list, tuple)):
-        return _shape(size[0])
-    return _shape(size)
+        return _shape(size[0], api, "size")
+    return _shape(size, api, "size")
 
 
 def _random(draw, shape, requires_grad, interp):
@@ -854,7 +927,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     b, device, interp = _placement(device)
     g = _source(generator, b, "randn")
     draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, 0.5 ** 0.5)
-    return _random(draw, _size_args(size), requires_grad, interp)
+    return _random(draw, _size_args(size, "randn"), requires_grad, interp)
 
 
 randn.__doc__ = _SAMPLES_DOC.format(
@@ -873,7 +946,7 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     b, device, interp = _placement(device)
     g = _source(generator, b, "rand")
     draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, 1)
-    return _random(draw, _size_args(size), requires_grad, interp)
+    return _random(draw, _size_args(size, "rand"), requires_grad, interp)
 
 
 rand.__doc__ = _SAMPLES_DOC.format(
@@ -929,10 +1002,16 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
     (arrayad.int64, True)
     """
     if high is None:
-        low, high = 0, low
+        low, high = 0, _int(low, "randint", "high")
+    else:
+        low, high = _int(low, "randint", "low"), _int(high, "randint", "high")
+    if low >= high:
+        raise ValueError(f"randint: low must be below high (the range [low, high) is empty), "
+                         f"got low={low}, high={high}")
+    size = _shape(size, "randint", "size")
     b, device, interp = _placement(device)
     g = _source(generator, b, "randint")
-    return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), _shape(size),
+    return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), size,
                    False, interp)
 
 

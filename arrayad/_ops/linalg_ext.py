@@ -1285,9 +1285,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     -------
     array
         Real, of the backend of ``x`` (inside a transform, a value of that transform), shaped
-        like ``x`` without the reduced axes. The gradient at ``x = 0`` is 0 for the 2-norm (as
-        torch, not nan); the ``inf`` norms share the gradient among tied elements (as
-        ``max``); ``ord=0`` has a zero gradient.
+        like ``x`` without the reduced axes. As torch, the gradient is 0 (not nan) at ``x = 0``
+        for every ``ord``, and 0 at zero entries for ``0 < ord < 1`` (whose derivative there is
+        infinite) and at a zero norm for ``ord < 0``; the ``inf`` norms share the gradient
+        among tied elements (as ``max``); ``ord=0`` has a zero gradient.
 
     Raises
     ------
@@ -1321,7 +1322,31 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     if ord == 0:
         return ops.astype(ops.count_nonzero(ops.stop_gradient(a), axis=axis, keepdims=keepdims),
                          dtype_of(a))
-    return ops.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return _p_norm(a, ord, axis, keepdims)
+
+
+def _p_norm(a, p, axis, keepdims):
+    """``sum(a ** p) ** (1 / p)`` of ``a = |x|``, with torch's gradient at zeros.
+
+    Written plainly, a zero entry gives ``0 * inf = nan``: ``a ** p`` has an infinite derivative at
+    0 for ``p < 1``, and the outer ``s ** (1 / p)`` one at ``s = 0`` for ``p > 1``. torch's rule
+    (and ours) is 0 there, where the true derivative is a kink or infinite:
+
+    * a zero entry takes no part in the sum (``where`` gives it a structural zero gradient): for
+      ``p > 1`` that is its true derivative; for ``0 < p < 1`` the one-sided derivatives are
+      infinite and 0 is torch's choice;
+    * a norm of 0 (all entries zero for ``p > 0``, any entry zero for ``p < 0``, where the norm is
+      ``1 / sum(1 / |x_i| ** |p|) ** (1 / |p|)``) has gradient 0: the kink of the norm at the
+      origin, where 0 is a subgradient (the same value as the 2-norm's ``safe_sqrt``).
+    """
+    nz = a != 0
+    terms = ops.where(nz, ops.where(nz, a, 1.0) ** p, 0.0)
+    s = ops.sum(terms, axis=axis, keepdims=keepdims)
+    if p > 0:
+        zero = s == 0
+    else:
+        zero = ops.logical_not(ops.all(nz, axis=axis, keepdims=keepdims))
+    return ops.where(zero, 0.0, ops.where(zero, 1.0, s) ** (1.0 / p))
 
 
 @decl.composite

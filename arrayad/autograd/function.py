@@ -551,15 +551,22 @@ class _Call:
                 res = info.cls.jvp(ctx, *full_t)
         finally:
             ctx._phase = None
+        # As torch: one tangent (an array or None) per output of forward, the single one bare
+        # or in a 1-tuple; any other count is refused by name (a tuple is not an array).
         n = len(self.out_layout)
-        seq = res if self.out_tuple else (res,)
-        if self.out_tuple and not isinstance(res, tuple) or len(seq) != n:
+        seq = res if isinstance(res, tuple) else (res,)
+        if len(seq) != n:
             raise RuntimeError(
-                f"{info.name}.jvp returned {len(seq) if isinstance(seq, tuple) else 1} tangents, "
-                f"expected {n} (one per output of forward)")
+                f"function {info.name}'s jvp returned an invalid number of forward gradients "
+                f"(expected {n} but got {len(seq)}): return one tangent (an array or None) per "
+                f"output of forward, in a tuple when forward returns several")
         outs = []
         k = 0
         for i, (e, t) in enumerate(zip(self.out_layout, seq)):
+            if t is not None and not _is_tensor(t):
+                raise TypeError(
+                    f"function {info.name}'s jvp returned a {type(t).__name__} as the tangent of "
+                    f"output {i}; expected an array or None")
             if e is not _T:
                 continue
             o = ans[k] if ans is not None else None

@@ -606,6 +606,25 @@ class Generator:
     def __repr__(self):
         return f"<arrayad.Generator backend={self.backend.name} seed={self._seed}>"
 
+    # copy.copy, copy.deepcopy and pickle all go through these two (as torch.Generator's copies
+    # do): an independent generator in the same state, which draws what the original would draw
+    # next. The backend travels by name (the adapter is one object per process, which
+    # ``randn(generator=...)`` checks by identity) and the stream by the backend's state object
+    # (a copy of it: the two generators never share one).
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["backend"] = self.backend.name
+        state["_impl"] = self.get_state()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        backend = get_backend(state.pop("backend"))
+        stream = state.pop("_impl")
+        self.__dict__.update(state)
+        self.backend = backend
+        self._impl = backend.set_generator_state(backend.new_generator(self._seed), stream)
+
 
 def manual_seed(seed):
     """Seed the random generators of every backend (loaded now or later), in this thread.
@@ -824,10 +843,48 @@ def _resolve(raw):
             f"arrayad: {type(raw).__module__}.{type(raw).__qualname__} is not an array of a "
             f"supported backend ({', '.join(sorted(_ADAPTERS))}); convert it with "
             f"arrayad.asarray first.")
+    if name == "numpy":
+        refuse_numpy_kind(raw)
     b = get_backend(name)
     if not isinstance(raw, b.array_types + b.scalar_types):
         raise TypeError(f"arrayad: unsupported {name} object of type {type(raw).__name__}")
     return b
+
+
+# What an input of one of these NumPy types would silently lose, and the fix: they are ndarray
+# (sub)classes or NumPy scalars that arrayad would otherwise hand to NumPy as they are.
+_DTYPE_FIX = {"float16": "numpy.float32", "longdouble": "numpy.float64",
+              "clongdouble": "numpy.complex128"}
+
+
+def refuse_numpy_kind(raw):
+    """Raise TypeError, naming the fix, for NumPy inputs whose meaning arrayad would lose
+    silently: masked arrays (the mask), ``numpy.matrix`` (its ``*`` is a matrix product and its
+    reductions keep two axes, where arrayad's are elementwise and drop them) and scalars of a
+    dtype arrayad does not have (``longdouble``: float128 arrays are refused the same way).
+    Called for the first value of each type an operation or transform sees (types accepted are
+    remembered by the core), and by ``asarray``."""
+    import numpy as np
+    if isinstance(raw, np.ma.MaskedArray):
+        raise TypeError(
+            "arrayad: NumPy masked arrays are not supported (the mask would be dropped "
+            "silently); pass x.filled(value) to put a value in the masked places, or "
+            "numpy.ma.getdata(x) for the data without the mask.")
+    if isinstance(raw, np.matrix):
+        raise TypeError(
+            "arrayad: numpy.matrix is not supported (its * and ** are matrix products and its "
+            "reductions keep two axes); pass numpy.asarray(m), a plain 2-d ndarray (use @ for "
+            "the matrix product), or make it one with arrayad.asarray(m).")
+    if isinstance(raw, np.generic):
+        from .._dtypes import _BY_NAME
+        dt = np.dtype(type(raw))
+        if dt.name not in _BY_NAME:
+            kind = np.dtype(type(raw)).type.__name__
+            fix = _DTYPE_FIX.get(kind)
+            raise TypeError(
+                f"arrayad: unsupported dtype {dt!r} (a numpy.{kind} scalar). arrayad has the "
+                f"array API standard's dtypes ({', '.join(_BY_NAME)}); convert first"
+                + (f", e.g. {fix}(x)." if fix else "."))
 
 
 def backend_of_device(device):

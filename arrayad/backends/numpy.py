@@ -5,6 +5,7 @@ import numpy as np
 from array_api_compat import numpy as compat_numpy
 
 from . import NumpyLikeBackend
+from .._dtypes import _BY_NAME as _STANDARD_NAMES
 
 
 def _sum(x, axis=None, keepdims=False, dtype=None):
@@ -20,9 +21,12 @@ class NumpyBackend(NumpyLikeBackend):
     name = "numpy"
     xp = compat_numpy
     array_types = (np.ndarray,)
-    # NumPy returns scalars (np.float64...) for 0-d results; arrayad keeps 0-d arrays.
+    # NumPy returns scalars (np.float64...) for 0-d results; arrayad keeps 0-d arrays. Only
+    # the scalar types of arrayad's dtypes: the others (longdouble, float16, timedelta64) are
+    # refused by name when first seen (``refuse_numpy_kind``), as float128 arrays are.
     scalar_types = tuple({t for t in np.sctypeDict.values()
-                          if issubclass(t, (np.number, np.bool_))})
+                          if issubclass(t, (np.number, np.bool_))
+                          and np.dtype(t).name in _STANDARD_NAMES})
 
     def all_finite(self, x):
         # (a finite sum has finite terms; one read-only pass, no temporary: a sum that

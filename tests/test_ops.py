@@ -385,6 +385,8 @@ def test_coverage_table_up_to_date():
 RULES_EXERCISED_ELSEWHERE = {
     "with_data": "writing into a detach()ed view, eagerly and under grad, jvp and vmap: "
                  "tests/test_aliasing.py::test_writing_a_detached_view_inside_transforms",
+    "with_part": "writing into z.real / z.imag under grad, jvp, vmap and the eager tape: "
+                 "tests/test_aliasing.py::test_real_and_imag_of_complex_arrays_are_views",
     "with_zero_grad": "in-place updates without history on the eager tape (zero_, fill_, "
                       "floor_...): tests/test_aliasing.py::test_in_place_methods_match_torch",
     "getitem": "x[key]: the composites take, take_along_axis and sort (opdb) and every transform "

@@ -13,8 +13,10 @@ import cmath
 import math
 
 from ._namespace import ops
+from .views import View, make_view
+from ..backends import backend_of
 
-from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP
+from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of
 from ._rules import (ELEMENTWISE, LINEAR, Declarations, broadcast_like, forward_result, is_complex,
                      names_read, unbroadcast)
 
@@ -123,11 +125,67 @@ linear_unary("negative", lambda g, x: -g)
 linear_unary("positive", lambda g, x: g)
 linear_unary("conj", lambda g, x: ops.conj(g))
 # real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
-linear_unary("real", lambda g, x: ops.astype(g, x.dtype) if ops.isdtype(x.dtype, "complex floating") else g)
+_real = linear_unary("real", lambda g, x: ops.astype(g, x.dtype) if ops.isdtype(x.dtype, "complex floating") else g)
 # (ops.multiply, not `*`: a raw 0-d NumPy array times 1j is a NumPy scalar)
-linear_unary("imag", lambda g, x: ops.multiply(ops.astype(g, x.dtype), 1j)
-             if ops.isdtype(x.dtype, "complex floating")
-             else ops.zeros_like(g))
+_imag = linear_unary("imag", lambda g, x: ops.multiply(ops.astype(g, x.dtype), 1j)
+                     if ops.isdtype(x.dtype, "complex floating")
+                     else ops.zeros_like(g))
+
+
+# Writing into ``z.real`` or ``z.imag`` (NOTE [views]): ``z`` with one part replaced by a real
+# ``v`` of its shape. Linear in (z, v): the cotangent of z is g without that part, v's is that
+# part of g.
+def _with_part_impl(xp, z, v, imag):
+    return backend_of(z).with_part(z, v, imag)
+
+
+def _without_part(g, imag):
+    return bind(with_part_p, g, ops.zeros_like(bind(_real, g)), imag=imag)
+
+
+with_part_p = decl.primitive(
+    "with_part", _with_part_impl, reads=["", ""], batch=ELEMENTWISE,
+    vjp=(lambda g, ans, z, v, imag: _without_part(g, imag),
+         lambda g, ans, z, v, imag: bind(_imag if imag else _real, g)),
+    jvp=(lambda t, ans, z, v, imag: _without_part(t, imag),
+         lambda t, ans, z, v, imag: bind(with_part_p, ops.zeros_like(ans), t, imag=imag)))
+
+
+class ComplexPart(View):
+    """``real``/``imag`` of a complex array: every other float of its data."""
+    __slots__ = ("imag",)
+
+    def __init__(self, imag):
+        self.imag = imag
+
+    @property
+    def name(self):
+        return "imag" if self.imag else "real"
+
+    def read(self, base):
+        return bind(_imag if self.imag else _real, base)
+
+    def write(self, base, value):
+        return bind(with_part_p, base, value, imag=self.imag)
+
+    def layout(self, a):
+        return a
+
+
+def _part_function(prim, imag):
+    generated = getattr(ops, prim.name)
+
+    def part(x, /):
+        out = bind(prim, x)
+        if dtype_of(x).kind == "c":    # (a view of a complex array, as NumPy's and torch's)
+            make_view(out, x, ComplexPart(imag))
+        return out
+    part.__name__, part.__doc__, part.__module__ = prim.name, generated.__doc__, __name__
+    return decl.export(part, primitive=prim)
+
+
+_part_function(_real, False)
+_part_function(_imag, True)
 
 # -- unary, not differentiable (bool/int results, or zero derivative almost everywhere) ----------
 for _name in ["ceil", "floor", "round", "trunc", "signbit", "isfinite", "isinf", "isnan",

@@ -193,6 +193,24 @@ class Backend:
     def unique_values(self, x):
         return self.xp.unique_values(x)
 
+    def with_part(self, z, v, imag):
+        """A copy of the complex array ``z`` with its real part (``imag`` False) or imaginary
+        part replaced by the real array ``v`` of its shape (writing into ``z.real``/``z.imag``).
+
+        The standard has no complex constructor: ``re + im * 1j`` is exact for finite ``im``
+        only (``inf * 1j`` has a nan real part), so other values are refused here; the native
+        adapters set the part directly."""
+        xp = self.xp
+        re, im = (xp.real(z), v) if imag else (v, xp.imag(z))
+        if self.all_finite(im) is not True:
+            raise ValueError(
+                f"arrayad: writing into the {'imaginary' if imag else 'real'} part of a complex "
+                f"{self.name} array whose imaginary parts are not all finite cannot be done "
+                f"exactly with the array API's functions; build the array out of place on another "
+                f"backend, or write finite values")
+        c = z.dtype
+        return xp.astype(re, c) + xp.astype(im, c) * 1j
+
     def ones_like(self, x):
         """Ones shaped like the raw array ``x`` (the seed cotangent of a backward pass)."""
         return self.xp.ones_like(x)
@@ -411,6 +429,17 @@ def generic_getitem(xp, x, key):
     return out
 
 
+def set_complex_part(z, v, imag):
+    """A copy of the NumPy (or CuPy) complex array ``z`` with its real or imaginary part set to
+    ``v``: exact for every value."""
+    out = z.copy()
+    if imag:
+        out.imag = v
+    else:
+        out.real = v
+    return out
+
+
 class NumpyLikeBackend(Backend):
     """The adapter base of NumPy and CuPy: native indexing, and a copy for the functional
     ``x[key] = v`` (the generic versions of ``Backend`` use standard functions only).
@@ -427,6 +456,9 @@ class NumpyLikeBackend(Backend):
     >>> isinstance(ad.get_backend('array_api_strict'), ad.backends.NumpyLikeBackend)
     False
     """
+
+    def with_part(self, z, v, imag):
+        return set_complex_part(z, v, imag)
 
     def owned(self, x):
         # (broadcast_to's zero-stride views, read-only in NumPy; CuPy has no writeable flag)

@@ -357,6 +357,9 @@ class DaskBackend(Backend):
     def _from_numpy(self, a, dtype, device):
         return da.from_array(a.astype(dtype) if dtype is not None else a)
 
+    def with_part(self, z, v, imag):
+        return da.map_blocks(set_complex_part, z, v, imag, dtype=z.dtype)
+
     def getitem(self, x, key):
         # dask indexes natively with basic keys and one integer array; masks are computed
         # (their selection has a data-dependent size, which dask cannot broadcast lazily)

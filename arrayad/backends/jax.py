@@ -16,6 +16,10 @@ class JaxBackend(Backend):
     def default_device(self):
         return jax.devices()[0]
 
+    def with_part(self, z, v, imag):
+        v = v.astype(z.real.dtype)
+        return jax.lax.complex(z.real, v) if imag else jax.lax.complex(v, z.imag)
+
     # (JAX arrays are immutable: the functional updates are JAX's own ``.at[]``, which follow
     # NumPy's indexing; repeated indices: the last write wins, additions accumulate)
     def index_set(self, x, key, v):

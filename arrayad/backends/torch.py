@@ -16,6 +16,10 @@ class TorchBackend(Backend):
     def new_generator(self, seed):
         return torch.Generator().manual_seed(seed)
 
+    def with_part(self, z, v, imag):
+        v = v.to(z.real.dtype)
+        return torch.complex(z.real, v) if imag else torch.complex(v, z.imag)
+
     def owned(self, x):
         # (an expanded tensor - broadcast_to - refuses in-place updates: clone it)
         return x.clone() if 0 in x.stride() and x.numel() > 1 else x

@@ -412,7 +412,10 @@ class JitInterpreter(Interpreter):
                 # reads this one can be reused
                 self.copied_tensor = True
                 self.cacheable = False
-            return a._value, self.const(a, captured=True)
+            var = self.const(a, captured=True)
+            # one level down: the raw value when jit is the outermost transform (its tracers
+            # hold raw arrays); else the Tensor itself, so that an enclosing jit captures it too
+            return (a if _core.interpreters()[0] is not self else a._value), var
         if isinstance(a, Array):
             # a value of an outer transform (or a Tensor that requires grad) captured by the
             # function: right for this call, but not a constant of a cached program
@@ -1291,8 +1294,10 @@ class _Jitted:
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
         for i in self.static_argnums:
             if not -nargs <= i < nargs:
-                raise ValueError(f"jit({self.__name__}): static_argnums {i} is out of range for a "
-                                 f"call with {nargs} positional arguments")
+                raise ValueError(
+                    f"jit({self.__name__}): static_argnums entry {i} is out of range for a call "
+                    f"with {nargs} positional argument{'s' if nargs != 1 else ''}. Pass the "
+                    f"static argument positionally, or leave {i} out of static_argnums.")
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         static = tuple((i, args[i]) for i in sorted(static_nums)) + tuple(

@@ -1526,7 +1526,7 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
     static_argnames : str or tuple of str, optional
         The same, for keyword arguments.
     cache_size : int, optional
-        How many programs (signatures) to keep.
+        How many programs (signatures) to keep, 64 by default; 0 keeps none.
 
     Returns
     -------
@@ -1535,12 +1535,23 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
         with a ``lower(*args)`` method returning the program for those arguments. Without
         ``func``, a decorator.
 
+    Arrays are read when the program runs: the arguments, and the arrays ``func`` captures
+    (NumPy, torch or array-api-strict arrays written in place, Tensors updated by ``t[i] = v``
+    or ``t += v``). Python values that ``func`` reads from a closure or a global are not: as in
+    ``jax.jit`` they are constants of the program, fixed when it was traced; pass them as
+    arguments (or static arguments) to change them between calls.
+
     Raises
     ------
     TypeError
-        If ``func`` is not callable; when called, if a static argument is not hashable.
+        If ``func`` is not callable, or an option has the wrong type (``cache_size`` not an
+        int, ``static_argnums`` not ints, ``static_argnames`` not strings); when called, if a
+        static argument is not hashable.
     ValueError
-        When called: if a ``static_argnums`` entry is out of range.
+        When jit is applied: if ``cache_size`` is negative, a ``static_argnums`` entry is not a
+        position of ``func``'s parameters or a ``static_argnames`` entry not the name of one
+        that can be passed by keyword; when called, if a ``static_argnums`` entry is out of
+        range for a function taking ``*args``.
     RuntimeError
         While tracing: if ``func`` branches on an array value (``if x > 0``: use ``ad.where``,
         or make the argument static), or converts one to a Python number.

@@ -27,7 +27,9 @@ into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays a
 import collections
 import inspect
 import os
+import struct
 import sys
+import warnings
 
 from ._core import _core
 from ._core._core import Array, Interpreter, Tensor, Tracer, bind, fix_scalar
@@ -72,11 +74,33 @@ class Lit:
         self.value = value
 
     def key(self):
-        # 2 and 2.0 and True hash alike but give different dtypes: the type is part of the key
-        return ("lit", type(self.value), self.value)
+        return ("lit", _value_key(self.value))
 
     def __repr__(self):
         return repr(self.value)
+
+
+def _value_key(v):
+    """A hashable key for a Python value (a literal, a parameter, a static argument) that tells
+    apart the values that compute differently although they compare equal: 2, 2.0 and True (they
+    give different dtypes: the type is part of the key), 0.0 and -0.0 (1 / x is inf or -inf),
+    NaNs (by their bits, so that one NaN is one key although nan != nan). None where ``v`` is
+    not hashable."""
+    t = type(v)
+    if isinstance(v, float):   # (NumPy's float64 too)
+        return (t, struct.pack("<d", v))
+    if isinstance(v, complex):
+        return (t, struct.pack("<dd", v.real, v.imag))
+    if isinstance(v, (tuple, list)):
+        ks = tuple(_value_key(x) for x in v)
+        return None if any(k is None for k in ks) else (t, ks)
+    if _np is not None and isinstance(v, _np.generic):   # (np.float32(-0.0): its own bytes)
+        return (t, v.tobytes())
+    try:
+        hash(v)
+    except TypeError:
+        return None
+    return (t, v)
 
 
 class Eqn:
@@ -108,10 +132,12 @@ class Program:
     after the passes; ``program(*args)`` runs it on raw arrays of its signature."""
 
     def __init__(self, name, in_vars, consts, eqns, outs, in_spec, out_spec, backend,
-                 cacheable=True):
+                 cacheable=True, captured=None):
         self.name = name
         self.in_vars = in_vars      # list of Var, one per dynamic input leaf
-        self.consts = consts        # Var -> value
+        self.consts = consts        # Var -> value (for a captured one: the array or Tensor)
+        # NOTE [captured arrays]: the constants read anew at every call, Var -> _Captured
+        self.captured = {} if captured is None else captured
         self.eqns = eqns            # list of Eqn
         self.outs = outs            # list of Var / Lit, one per output leaf
         self.in_spec = in_spec      # spec of the dynamic leaves (positional args, kwargs)
@@ -123,6 +149,7 @@ class Program:
         self._bound = None          # generated: bind() of each primitive (outer transforms)
         self.fused = None           # the program the replay runs, when a fuser applied
         self._primitive = None      # NOTE [program primitive]
+        self.root = self            # (the cached program this one was derived from, for _Stale)
 
     # -- printing
     def __str__(self):
@@ -170,7 +197,85 @@ class Program:
         Returns the outputs in their structure."""
         if self._bound is None:
             self._bound = _compile(self, bound=True)
-        return self._bound(*leaves)
+        return self._bound(*leaves, *self.captured_values())
+
+    def captured_values(self):
+        """The captured constants as they are now (NOTE [captured arrays]): the Tensor objects
+        themselves (an outer transform then treats them as the un-jitted function would), the
+        backend arrays; raises _Stale if one changed shape, dtype or type since tracing."""
+        out = []
+        for cap in self.captured.values():
+            cap.check(self.root)
+            out.append(cap.obj)
+        return out
+
+
+# NOTE [captured arrays]
+# ----------------------
+# ``jit(f)`` means ``f``: an array that ``f`` captures (a closure's or a global's NumPy, torch or
+# array-api-strict array, an eager ``arrayad.Tensor``) is read when the program runs, not when it
+# was traced. Backend arrays are kept by reference (an in-place write ``a[0] = 5`` is seen); an
+# eager Tensor is kept by reference and its ``_value`` read at every call (its updates,
+# ``t[0] = 5`` or ``t += 1``, rebind ``_value`` to a new array: NOTE [in-place after use] in the
+# core). So the passes must not fold a captured array into a derived constant (``_fold``,
+# ``x * ones`` in ``_identities``, the fusers' splats): only the constants the program made
+# itself (``zeros_like`` & co. of a traced value, and what is folded from those and literals)
+# are frozen. Every array that reaches the staging interpreter from outside counts as captured,
+# also one made inside by ``ones(3)`` (``asarray(a)`` may hand back the captured ``a`` itself:
+# the two cannot be told apart). A program is valid for the shapes and dtypes it was traced
+# with: each run first checks the captured arrays' (an identity check for a Tensor whose value
+# did not change) and a changed one raises ``_Stale``, on which the jitted function drops the
+# program and traces again. Under an outer transform (``grad(jit(f))``, NOTE [program
+# primitive]) the captured values are inputs of the program primitive after the arguments: the
+# tape saves them as the un-jitted function's nodes would, and the rules' programs get them as
+# arguments. What jit cannot see stays as jax.jit documents it: Python values (a closure's float
+# is a literal of the program) and computations that involve no traced value, which run once,
+# while tracing (NumPy's own functions on a captured array; arrayad operations on captured
+# arrays only, ``W.T`` of a captured Tensor); and a Tensor that a ``grad`` inside the jitted
+# function handed on as a copy (its NOTE [in-place after use] alias) cannot be followed, so such
+# a program is traced on every call instead (``JitInterpreter._atom``).
+
+class _Stale(RuntimeError):
+    """A captured array changed shape, dtype or type since its program was traced."""
+
+    def __init__(self, prog, cap, raw):
+        self.prog = prog
+        super().__init__(
+            f"jit({prog.name}): an array the function captures (a constant of the program: "
+            f"{cap.raw_type.__name__} of shape "
+            f"{tuple(cap.shape)}, dtype {cap.dtype}) now has shape "
+            f"{tuple(getattr(raw, 'shape', ()))}, dtype {getattr(raw, 'dtype', None)}, "
+            f"{type(raw).__name__}; the program was traced for the old one. Call the jitted "
+            f"function again (it traces anew), or pass the array as an argument.")
+
+
+class _Captured:
+    """A captured constant (NOTE [captured arrays]): ``obj``, an eager Tensor or a backend array,
+    and the type, shape and dtype of its raw value when traced."""
+    __slots__ = ("obj", "tensor", "raw_type", "shape", "dtype", "last")
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.tensor = isinstance(obj, Tensor)
+        raw = obj._value if self.tensor else obj
+        self.raw_type = type(raw)
+        self.shape = raw.shape
+        self.dtype = raw.dtype
+        self.last = raw   # the raw value last checked (a Tensor's: checked again when rebound)
+
+    def raw(self):
+        return self.obj._value if self.tensor else self.obj
+
+    def check(self, prog, raw=None):
+        """Raise _Stale(prog) if the value now has another type, shape or dtype."""
+        if raw is None:
+            raw = self.raw()
+        if raw is self.last and self.tensor:
+            return raw
+        if type(raw) is not self.raw_type or raw.shape != self.shape or raw.dtype != self.dtype:
+            raise _Stale(prog, self, raw)
+        self.last = raw
+        return raw
 
 
 def _is_array(x):
@@ -258,8 +363,10 @@ class JitInterpreter(Interpreter):
         self.count = 0
         self.eqns = []
         self.consts = {}      # Var -> value
+        self.captured = {}    # Var -> _Captured (NOTE [captured arrays])
         self._const_of = {}   # id(value) -> (value, Var): one variable per captured object
         self.cacheable = True
+        self.copied_tensor = False   # saw a Tensor a grad inside had aliased (_atom)
 
     def new_var(self, value, label):
         self.count += 1
@@ -270,28 +377,52 @@ class JitInterpreter(Interpreter):
             self.frame = value   # is arrayad] in the core)
         return JitTracer(self, value, self.new_var(value, label))
 
-    def const(self, value):
+    def const(self, value, captured=False):
+        """The variable of a constant: ``value`` a raw array or, if ``captured`` (an array from
+        outside, read at every call: NOTE [captured arrays]), a backend array or a Tensor."""
         hit = self._const_of.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
         var = self.new_var(value, "constant")
         self.consts[var] = value
+        if captured:
+            self.captured[var] = _Captured(value)
         self._const_of[id(value)] = (value, var)
         return var
+
+    def _grad_inside(self):
+        """Whether a grad level is open inside this one (it hands captured Tensors on as
+        aliases: NOTE [in-place after use] in the core)."""
+        stack = _core.interpreters()
+        for i in reversed(stack):
+            if i is self:
+                return False
+            if isinstance(i, _core.GradInterpreter):
+                return True
+        return False
 
     def _atom(self, a):
         """(value one level down, atom) of one argument of a primitive."""
         if isinstance(a, JitTracer) and a._interp is self:
             return a.value, a.var
         if isinstance(a, Tensor) and not a.requires_grad:
-            return a._value, self.const(a._value)
+            if not self.copied_tensor and self._grad_inside():
+                # most likely the alias a grad level made of a captured Tensor (NOTE [captured
+                # arrays]): the Tensor the user updates is out of reach, so no program that
+                # reads this one can be reused
+                self.copied_tensor = True
+                self.cacheable = False
+            var = self.const(a, captured=True)
+            # one level down: the raw value when jit is the outermost transform (its tracers
+            # hold raw arrays); else the Tensor itself, so that an enclosing jit captures it too
+            return (a if _core.interpreters()[0] is not self else a._value), var
         if isinstance(a, Array):
             # a value of an outer transform (or a Tensor that requires grad) captured by the
             # function: right for this call, but not a constant of a cached program
             self.cacheable = False
             return a, self.const(a)
         if _is_array(a):
-            return a, self.const(a)
+            return a, self.const(a, captured=True)
         return a, Lit(a)
 
     def process(self, prim, args, params):
@@ -377,15 +508,16 @@ def _substitute(atom, sub):
 
 def _rebuild(prog, consts, eqns, outs):
     return Program(prog.name, prog.in_vars, consts, eqns, outs, prog.in_spec, prog.out_spec,
-                   prog.backend, prog.cacheable)
+                   prog.backend, prog.cacheable, dict(prog.captured))
 
 
 def _fold(prog):
     """Constant folding: an instruction whose inputs are all constants is computed now."""
     consts = dict(prog.consts)
+    captured = prog.captured   # (read at every call: never folded, NOTE [captured arrays])
     eqns = []
     for e in prog.eqns:
-        if all(not isinstance(a, Var) or a in consts for a in e.ins):
+        if all(not isinstance(a, Var) or (a in consts and a not in captured) for a in e.ins):
             vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
             if not any(isinstance(v, Array) for v in vals):   # raw values only
                 out = bind(e.prim, *vals, **e.params)
@@ -416,16 +548,19 @@ def _is_identity(e):
     return False
 
 
-def _is_one(atom, consts):
-    """Whether ``atom`` is the number 1 or a NumPy constant of ones (x * 1 and x ** 1 are x,
-    exactly, also for inf, nan and -0.0)."""
+def _is_one(atom, consts, captured):
+    """Whether ``atom`` is the number 1 or a NumPy constant of ones that the program made (x * 1
+    and x ** 1 are x, exactly, also for inf, nan and -0.0; a captured array may be written into
+    later: NOTE [captured arrays])."""
     if isinstance(atom, Lit):
         return type(atom.value) in (int, float) and atom.value == 1
+    if atom in captured:
+        return False
     c = consts.get(atom)
     return type(c) is _ndarray and c.size > 0 and bool((c == 1).all())
 
 
-def _unit_operand(e, consts):
+def _unit_operand(e, consts, captured):
     """The operand that ``e`` hands back unchanged: ``x * 1``, ``1 * x``, ``x ** 1`` with the
     result's shape and dtype; else None."""
     name, ins, out = e.prim.name, e.ins, e.outs[0] if len(e.outs) == 1 else None
@@ -434,7 +569,7 @@ def _unit_operand(e, consts):
     pairs = ((ins[0], ins[1]), (ins[1], ins[0])) if name == "multiply" else ((ins[0], ins[1]),)
     for x, one in pairs:
         if (isinstance(x, Var) and x.shape == out.shape and x.dtype is out.dtype
-                and _is_one(one, consts)):
+                and _is_one(one, consts, captured)):
             return x
     return None
 
@@ -447,7 +582,7 @@ def _identities(prog):
         if _is_identity(e):
             sub[e.outs[0]] = e.ins[0]
             continue
-        x = _unit_operand(e, prog.consts)
+        x = _unit_operand(e, prog.consts, prog.captured)
         if x is not None:
             sub[e.outs[0]] = x
             continue
@@ -508,18 +643,6 @@ def _same_type(neg_var, e):
     return neg_var.shape == out.shape and neg_var.dtype is out.dtype
 
 
-def _hkey(v):
-    """A hashable key for a parameter value that tells 2 from 2.0, or None."""
-    if isinstance(v, (tuple, list)):
-        ks = tuple(_hkey(x) for x in v)
-        return None if any(k is None for k in ks) else (type(v), ks)
-    try:
-        hash(v)
-    except TypeError:
-        return None
-    return (type(v), v)
-
-
 def _cse(prog):
     """Common subexpressions: an instruction equal to an earlier one (same primitive, same
     inputs, same parameters) reuses its results."""
@@ -530,9 +653,9 @@ def _cse(prog):
         ins = tuple(_substitute(a, sub) for a in e.ins)
         key = [e.prim]
         for a in ins:
-            key.append(("var", a.n) if isinstance(a, Var) else _hkey(a.value))
+            key.append(("var", a.n) if isinstance(a, Var) else _value_key(a.value))
         for k in sorted(e.params):
-            key.append((k, _hkey(e.params[k])))
+            key.append((k, _value_key(e.params[k])))
         key = tuple(key)
         if not any(k is None or (isinstance(k, tuple) and k[-1] is None) for k in key[1:]):
             hit = seen.get(key)
@@ -564,6 +687,7 @@ def _dce_consts(prog):
     used = {a for e in prog.eqns for a in e.ins if isinstance(a, Var)}
     used.update(a for a in prog.outs if isinstance(a, Var))
     prog.consts = {v: c for v, c in prog.consts.items() if v in used}
+    prog.captured = {v: c for v, c in prog.captured.items() if v in used}
     return prog
 
 
@@ -607,15 +731,41 @@ def _callable(prim, b):
 def _compile(prog, bound=False, flat=False):
     """The replay function of ``prog``: generated Python source, compiled once. With ``bound``,
     each line binds the primitive instead (``Program.evaluate``); with ``flat`` it returns the
-    tuple of output leaves instead of their structure."""
+    tuple of output leaves instead of their structure. Captured constants (NOTE [captured
+    arrays]) are read and checked at the start of each call, or with ``bound`` or ``flat`` (the
+    program primitive's impl and rules: NOTE [program primitive]) taken as arguments after the
+    inputs."""
     b = prog.backend
     ns = {"_fix": fix_scalar, "_xp": b.xp, "_bind": bind}
     names = {}
+    params = []
     for i, v in enumerate(prog.in_vars):
         names[v] = f"a{i}"
+        params.append(names[v])
+    prologue = []
+    captured_args = bound or flat
     for v, c in prog.consts.items():
         names[v] = f"c{v.n}"
-        ns[names[v]] = c
+        cap = prog.captured.get(v)
+        if cap is None:
+            ns[names[v]] = c
+        elif captured_args:
+            params.append(names[v])
+        else:
+            # read now (a Tensor's value) and check: the program holds for the traced shape
+            # and dtype only (a Tensor's value rebound by an update is checked once)
+            ns[f"_cap{v.n}"] = cap
+            ns[f"_prog{v.n}"] = prog.root
+            if cap.tensor:
+                ns[f"_t{v.n}"] = c
+                prologue.append(f"    {names[v]} = _t{v.n}._value")
+                prologue.append(f"    if {names[v]} is not _cap{v.n}.last: "
+                                f"_cap{v.n}.check(_prog{v.n}, {names[v]})")
+            else:
+                ns[names[v]] = c
+                ns[f"_s{v.n}"], ns[f"_d{v.n}"] = cap.shape, cap.dtype
+                prologue.append(f"    if {names[v]}.shape != _s{v.n} or {names[v]}.dtype != "
+                                f"_d{v.n}: _cap{v.n}.check(_prog{v.n})")
     outs_set = {a for a in prog.outs if isinstance(a, Var)}
 
     def name(a):
@@ -639,7 +789,7 @@ def _compile(prog, bound=False, flat=False):
             fresh.update(e.outs)
     inputs = set(prog.in_vars) | set(prog.consts)
 
-    lines = [f"def replay({', '.join(names[v] for v in prog.in_vars)}):"]
+    lines = [f"def replay({', '.join(params)}):"] + prologue
     for k, e in enumerate(prog.eqns):
         args = [name(a) for a in e.ins]
         out = e.outs[0]
@@ -745,7 +895,10 @@ class _ProgramPrimitive(_core.Primitive):
         self.node_name = f"Jit{prog.name}Backward"
         self._flat_replay = None
         self._flat_eval = _compile(prog, bound=True, flat=True)
-        self._inexact_in = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.in_vars]
+        # (the captured constants come after the inputs, and get no cotangent or tangent: a
+        # Tensor that requires grad makes the program uncacheable, NOTE [captured arrays])
+        self._inexact_in = ([getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.in_vars]
+                            + [False] * len(prog.captured))
         self._inexact_out = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.outs]
         self._pullback = self._pushforward = None
         self._batched = {}
@@ -906,7 +1059,8 @@ def numexpr_fuser(prog):
                 leaves.update(sub_leaves)
                 n += m
                 inlined.add(a)
-            elif isinstance(a, Var) and _splat(prog.consts.get(a)) is not None:
+            elif (isinstance(a, Var) and a not in prog.captured
+                  and _splat(prog.consts.get(a)) is not None):
                 parts.append(repr(_splat(prog.consts[a])))   # (ones_like broadcast: a number)
             elif isinstance(a, Var):
                 parts.append(a.name)
@@ -973,18 +1127,89 @@ def _positional_spec(n):
     return spec
 
 
+def _check_options(static_argnums, static_argnames, cache_size):
+    """``jit``'s options as tuples, or the error that names the one that is wrong and the fix."""
+    if isinstance(static_argnums, int) and not isinstance(static_argnums, bool):
+        static_argnums = (static_argnums,)
+    try:
+        nums = tuple(static_argnums)
+    except TypeError:
+        nums = None
+    if nums is None or any(isinstance(i, bool) or not isinstance(i, int) for i in nums):
+        raise TypeError(
+            f"jit: static_argnums must be an int or a tuple of ints (positions of arguments), "
+            f"got {static_argnums!r}. Pass e.g. static_argnums=1 or static_argnums=(0, 2).")
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    try:
+        names = tuple(static_argnames)
+    except TypeError:
+        names = None
+    if names is None or any(not isinstance(n, str) for n in names):
+        raise TypeError(
+            f"jit: static_argnames must be a str or a tuple of str (names of parameters), got "
+            f"{static_argnames!r}. Pass e.g. static_argnames='mode' or "
+            f"static_argnames=('mode', 'n').")
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+        raise (ValueError if isinstance(cache_size, int) and not isinstance(cache_size, bool)
+               else TypeError)(
+            f"jit: cache_size must be a non-negative int (how many programs to keep; 0 keeps "
+            f"none and traces on every call), got {cache_size!r}. Pass e.g. cache_size=64 "
+            f"(the default).")
+    return nums, names, cache_size
+
+
+def _check_static(func, sig, nums, names):
+    """Refuse, when jit is applied, static arguments that ``func``'s signature cannot have."""
+    fname = getattr(func, "__name__", "function")
+    params = list(sig.parameters.values())
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
+                                                  kinds.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind == kinds.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind == kinds.VAR_KEYWORD for p in params)
+    if not var_pos:
+        n = len(positional)
+        for i in nums:
+            if not -n <= i < n:
+                raise ValueError(
+                    f"jit({fname}): static_argnums entry {i} is out of range: {fname} takes "
+                    f"{n} positional argument{'s' if n != 1 else ''} "
+                    f"({', '.join(p.name for p in positional) or 'none'}). Pass positions "
+                    f"between {-n} and {n - 1}, or static_argnames for keyword arguments.")
+    by_name = {p.name: p for p in params}
+    for nm in names:
+        p = by_name.get(nm)
+        if p is None and not var_kw:
+            raise ValueError(
+                f"jit({fname}): static_argnames entry {nm!r} is not a parameter of {fname} "
+                f"(its parameters: {', '.join(by_name) or 'none'}). Pass the name of a "
+                f"parameter, or static_argnums for a position.")
+        if p is not None and p.kind in (kinds.POSITIONAL_ONLY, kinds.VAR_POSITIONAL,
+                                        kinds.VAR_KEYWORD):
+            raise ValueError(
+                f"jit({fname}): static_argnames entry {nm!r} names a parameter that cannot be "
+                f"passed by keyword ({p.kind.description}). Use static_argnums with its "
+                f"position instead.")
+
+
 class _Jitted:
     """The function ``jit`` returns (see ``jit``)."""
 
     def __init__(self, func, static_argnums=(), static_argnames=(), cache_size=64):
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        if isinstance(static_argnames, str):
-            static_argnames = (static_argnames,)
+        static_argnums, static_argnames, cache_size = _check_options(
+            static_argnums, static_argnames, cache_size)
+        try:
+            sig = inspect.signature(func)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            _check_static(func, sig, static_argnums, static_argnames)
         self.func = func
-        self.static_argnums = tuple(static_argnums)
-        self.static_argnames = tuple(static_argnames)
+        self.static_argnums = static_argnums
+        self.static_argnames = static_argnames
         self.cache_size = cache_size
+        self._warned = False
         self._cache = collections.OrderedDict()   # full signature -> program (LRU)
         self._fast = collections.OrderedDict()    # (shape, dtype) of NumPy args -> program
         self._fast_ok = not self.static_argnums and not self.static_argnames
@@ -992,10 +1217,7 @@ class _Jitted:
         self.__qualname__ = getattr(func, "__qualname__", self.__name__)
         self.__doc__ = getattr(func, "__doc__", None)
         self.__wrapped__ = func
-        try:
-            self._params = list(inspect.signature(func).parameters)
-        except (TypeError, ValueError):
-            self._params = []
+        self._params = [] if sig is None else list(sig.parameters)
         self.traces = 0   # how many times func was traced (a changed signature traces again)
 
     def __repr__(self):
@@ -1009,6 +1231,24 @@ class _Jitted:
 
     # -- the call
     def __call__(self, *args, **kwargs):
+        try:
+            return self._run(args, kwargs)
+        except _Stale as e:   # (NOTE [captured arrays]: a captured array changed shape or dtype)
+            if not self._drop(e.prog):
+                raise
+        return self._run(args, kwargs)
+
+    def _drop(self, prog):
+        """Drop ``prog`` from the caches; whether it was there."""
+        found = False
+        for cache in (self._cache, self._fast):
+            for k, p in list(cache.items()):   # (a copy: other threads may change the cache)
+                if p is prog:
+                    cache.pop(k, None)
+                    found = True
+        return found
+
+    def _run(self, args, kwargs):
         # fast path: positional raw NumPy arrays only (the optimisation-loop case)
         if self._fast_ok and not kwargs:
             key = []
@@ -1054,8 +1294,10 @@ class _Jitted:
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
         for i in self.static_argnums:
             if not -nargs <= i < nargs:
-                raise ValueError(f"jit({self.__name__}): static_argnums {i} is out of range for a "
-                                 f"call with {nargs} positional arguments")
+                raise ValueError(
+                    f"jit({self.__name__}): static_argnums entry {i} is out of range for a call "
+                    f"with {nargs} positional argument{'s' if nargs != 1 else ''}. Pass the "
+                    f"static argument positionally, or leave {i} out of static_argnums.")
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         static = tuple((i, args[i]) for i in sorted(static_nums)) + tuple(
@@ -1081,14 +1323,17 @@ class _Jitted:
                 elif isinstance(x, Tensor) and mode == "raw":
                     mode = "tensor"
             else:
-                lkeys.append(("static", type(x), x))   # Python values: part of the key
+                # Python values are part of the key: by type and bits (0.0 and -0.0 differ)
+                lkeys.append(("static", _value_key(x)))
         sig = _Signature()
         sig.leaves = leaves
         sig.spec = spec
         sig.static = static
         sig.mode = mode
         try:
-            sig.key = (spec, tuple(lkeys), static)
+            if any(k[1] is None for k in lkeys if k[0] == "static"):
+                raise TypeError
+            sig.key = (spec, tuple(lkeys), tuple((w, _value_key(v)) for w, v in static))
             hash(sig.key)
         except TypeError:
             raise TypeError(f"jit({self.__name__}): an argument that is no array must be hashable "
@@ -1115,7 +1360,8 @@ class _Jitted:
             prim = prog.as_primitive()
             if prim is None:
                 return prog.evaluate(dyn)
-            return tree_unflatten(list(bind(prim, *dyn)), prog.out_spec)
+            return tree_unflatten(list(bind(prim, *dyn, *prog.captured_values())),
+                                  prog.out_spec)
         if sig.mode == "tensor":
             dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
         out = prog._replay(*dyn)
@@ -1189,7 +1435,17 @@ class _Jitted:
         if not _same_state(get_rng_state(), rng_before):   # (a backend's generator used directly)
             raise interp.random_error()
         prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
-                       sig.spec, out_spec, backend or default_backend(), interp.cacheable)
+                       sig.spec, out_spec, backend or default_backend(), interp.cacheable,
+                       dict(interp.captured))
+        if interp.copied_tensor and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"jit({self.__name__}): the function captures an arrayad.Tensor that a grad "
+                f"inside the jitted function hands on as a copy, so jit cannot follow later "
+                f"updates of it: it traces the function on every call to stay right (slow). "
+                f"Pass the Tensor as an argument, or capture its backend array "
+                f"(t.detach().numpy() on NumPy) if it is updated in place.",
+                RuntimeWarning, stacklevel=5)
         prog = prog.optimized()
         _finish(prog, len(outs))
         return prog, values
@@ -1226,6 +1482,7 @@ def _finish(prog, n_out):
     fuser = FUSERS.get(prog.backend.name)
     fused = fuser(prog) if fuser is not None and prog.cacheable else None
     if fused is not None:
+        fused.root = prog.root
         fused.out_spec_is_leaf = prog.out_spec_is_leaf
         fused.out_spec_is_flat_tuple = prog.out_spec_is_flat_tuple
     prog.fused = fused   # (NOTE [fusion]: what the replay runs, when a fuser applied)
@@ -1269,7 +1526,7 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
     static_argnames : str or tuple of str, optional
         The same, for keyword arguments.
     cache_size : int, optional
-        How many programs (signatures) to keep.
+        How many programs (signatures) to keep, 64 by default; 0 keeps none.
 
     Returns
     -------
@@ -1278,12 +1535,23 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
         with a ``lower(*args)`` method returning the program for those arguments. Without
         ``func``, a decorator.
 
+    Arrays are read when the program runs: the arguments, and the arrays ``func`` captures
+    (NumPy, torch or array-api-strict arrays written in place, Tensors updated by ``t[i] = v``
+    or ``t += v``). Python values that ``func`` reads from a closure or a global are not: as in
+    ``jax.jit`` they are constants of the program, fixed when it was traced; pass them as
+    arguments (or static arguments) to change them between calls.
+
     Raises
     ------
     TypeError
-        If ``func`` is not callable; when called, if a static argument is not hashable.
+        If ``func`` is not callable, or an option has the wrong type (``cache_size`` not an
+        int, ``static_argnums`` not ints, ``static_argnames`` not strings); when called, if a
+        static argument is not hashable.
     ValueError
-        When called: if a ``static_argnums`` entry is out of range.
+        When jit is applied: if ``cache_size`` is negative, a ``static_argnums`` entry is not a
+        position of ``func``'s parameters or a ``static_argnames`` entry not the name of one
+        that can be passed by keyword; when called, if a ``static_argnums`` entry is out of
+        range for a function taking ``*args``.
     RuntimeError
         While tracing: if ``func`` branches on an array value (``if x > 0``: use ``ad.where``,
         or make the argument static), or converts one to a Python number.
@@ -1312,11 +1580,13 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
     >>> scale(x, True)
     array([2., 4., 6.])
     """
+    _check_options(static_argnums, static_argnames, cache_size)   # (now, not at the first call)
     if func is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
                              cache_size=cache_size)
     if not callable(func):
-        raise TypeError(f"jit: expected a function, got {type(func).__name__}")
+        raise TypeError(f"jit: expected a function, got {type(func).__name__}. Pass the "
+                        f"function itself (jit(f)), or use jit(...) as a decorator.")
     return _Jitted(func, static_argnums, static_argnames, cache_size)
 
 

@@ -39,6 +39,13 @@ class DType:
     def __hash__(self):
         return hash(("arrayad", self.name))
 
+    @property
+    def dtype(self):
+        """NumPy's dtype of the same name, so that ``numpy.dtype(ad.float64)`` is
+        ``numpy.float64`` (NumPy reads a ``dtype`` attribute; JAX's dtypes are NumPy's)."""
+        import numpy
+        return numpy.dtype(self.name)
+
     def __reduce__(self):
         return (by_name, (self.name,))
 

@@ -391,3 +391,15 @@ def test_uncovered_numpy_functions(call):
         call(ad.tensor(x, requires_grad=True))
     with pytest.raises(TypeError, match="has no arrayad version.*inside a transform"):
         grad(lambda v: ad.sum(call(v)))(x)
+
+
+def test_numpy_understands_arrayad_dtypes():
+    """numpy.dtype(ad.float64) is NumPy's float64 (JAX's dtypes are NumPy's; SciPy calls
+    np.dtype on the dtypes of foreign arrays, e.g. scipy.linalg.companion)."""
+    for name in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64", "complex64", "complex128"]:
+        assert np.dtype(getattr(ad, name)) == np.dtype(name)
+    assert np.zeros(2, dtype=ad.float32).dtype == np.float32
+    linalg = pytest.importorskip("scipy.linalg")
+    np.testing.assert_array_equal(np.asarray(linalg.companion(ad.asarray([1.0, 2.0, 3.0]))),
+                                  linalg.companion(np.array([1.0, 2.0, 3.0])))

@@ -25,6 +25,7 @@ into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays a
 """
 
 import collections
+import contextlib
 import inspect
 import os
 import struct
@@ -228,12 +229,12 @@ class Program:
 # program and traces again. Under an outer transform (``grad(jit(f))``, NOTE [program
 # primitive]) the captured values are inputs of the program primitive after the arguments: the
 # tape saves them as the un-jitted function's nodes would, and the rules' programs get them as
-# arguments. What jit cannot see stays as jax.jit documents it: Python values (a closure's float
-# is a literal of the program) and computations that involve no traced value, which run once,
-# while tracing (NumPy's own functions on a captured array; arrayad operations on captured
-# arrays only, ``W.T`` of a captured Tensor); and a Tensor that a ``grad`` inside the jitted
-# function handed on as a copy (its NOTE [in-place after use] alias) cannot be followed, so such
-# a program is traced on every call instead (``JitInterpreter._atom``).
+# arguments. arrayad operations on captured arrays alone are staged too (NOTE [staging
+# everything] in the core), and an alias that a ``grad`` inside made of a captured Tensor (NOTE
+# [in-place after use]) is followed to the Tensor (``Tensor._origin``): it cannot change while
+# the function runs, since an in-place update of a captured array is refused under jit. What jit
+# cannot see stays as jax.jit documents it: Python values (a closure's float is a literal of the
+# program) and NumPy's own functions on a captured array, which run once, while tracing.
 
 class _Stale(RuntimeError):
     """A captured array changed shape, dtype or type since its program was traced."""
@@ -366,7 +367,7 @@ class JitInterpreter(Interpreter):
         self.captured = {}    # Var -> _Captured (NOTE [captured arrays])
         self._const_of = {}   # id(value) -> (value, Var): one variable per captured object
         self.cacheable = True
-        self.copied_tensor = False   # saw a Tensor a grad inside had aliased (_atom)
+        self._enclosing_staging = None   # (NOTE [staging everything] in the core)
 
     def new_var(self, value, label):
         self.count += 1
@@ -390,28 +391,13 @@ class JitInterpreter(Interpreter):
         self._const_of[id(value)] = (value, var)
         return var
 
-    def _grad_inside(self):
-        """Whether a grad level is open inside this one (it hands captured Tensors on as
-        aliases: NOTE [in-place after use] in the core)."""
-        stack = _core.interpreters()
-        for i in reversed(stack):
-            if i is self:
-                return False
-            if isinstance(i, _core.GradInterpreter):
-                return True
-        return False
-
     def _atom(self, a):
         """(value one level down, atom) of one argument of a primitive."""
         if isinstance(a, JitTracer) and a._interp is self:
             return a.value, a.var
         if isinstance(a, Tensor) and not a.requires_grad:
-            if not self.copied_tensor and self._grad_inside():
-                # most likely the alias a grad level made of a captured Tensor (NOTE [captured
-                # arrays]): the Tensor the user updates is out of reach, so no program that
-                # reads this one can be reused
-                self.copied_tensor = True
-                self.cacheable = False
+            if a._origin is not None:   # an alias (a grad level's, a view's) of a captured one
+                a = a._origin
             var = self.const(a, captured=True)
             # one level down: the raw value when jit is the outermost transform (its tracers
             # hold raw arrays); else the Tensor itself, so that an enclosing jit captures it too
@@ -439,7 +425,12 @@ class JitInterpreter(Interpreter):
                 f"{_user_frame()}, and a staged program fixes every shape by the signature. "
                 f"Use a fixed-size alternative (arrayad.where(mask, x, 0) to select "
                 f"elementwise), or call it outside the jitted function and pass its result in.")
-        out = bind(prim, *vals, **params)
+        st = _core.thread_state()
+        staging, st.staging = st.staging, self._enclosing_staging   # (one level down)
+        try:
+            out = bind(prim, *vals, **params)
+        finally:
+            st.staging = staging
         if prim.name in _SHAPE_ONLY and not isinstance(out, Array):
             # zeros_like & co. depend on their argument's shape and dtype only, which the
             # program fixes: the result is a constant (folded further by the passes)
@@ -455,6 +446,18 @@ class JitInterpreter(Interpreter):
     def lift(self, value):
         v, atom = self._atom(value)
         return JitTracer(self, v, atom)
+
+    @contextlib.contextmanager
+    def staging_everything(self):
+        """While the traced function runs, operations without a traced argument are staged on
+        this interpreter too (NOTE [staging everything] in the core)."""
+        st = _core.thread_state()
+        self._enclosing_staging = st.staging
+        st.staging = self
+        try:
+            yield
+        finally:
+            st.staging = self._enclosing_staging
 
     def output(self, x):
         """(atom, value one level down) of one output leaf of the traced function."""
@@ -1425,7 +1428,8 @@ class _Jitted:
             call_kwargs = dict(dyn_kwargs)
             call_kwargs.update({k: v for k, v in kwargs.items() if k in self.static_argnames})
             self.traces += 1
-            out = self.func(*call_args, **call_kwargs)
+            with interp.staging_everything():
+                out = self.func(*call_args, **call_kwargs)
             out_leaves, out_spec = tree_flatten(out)
             outs, values = [], []
             for o in out_leaves:
@@ -1437,15 +1441,6 @@ class _Jitted:
         prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
                        sig.spec, out_spec, backend or default_backend(), interp.cacheable,
                        dict(interp.captured))
-        if interp.copied_tensor and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"jit({self.__name__}): the function captures an arrayad.Tensor that a grad "
-                f"inside the jitted function hands on as a copy, so jit cannot follow later "
-                f"updates of it: it traces the function on every call to stay right (slow). "
-                f"Pass the Tensor as an argument, or capture its backend array "
-                f"(t.detach().numpy() on NumPy) if it is updated in place.",
-                RuntimeWarning, stacklevel=5)
         prog = prog.optimized()
         _finish(prog, len(outs))
         return prog, values

@@ -12,6 +12,7 @@ cdef class ThreadState:
     cdef object consumable
     cdef Py_ssize_t consumed
     cdef Py_ssize_t strong_products
+    cdef public object staging
 
 
 cdef class Primitive:
@@ -93,6 +94,7 @@ cdef class Tensor(Array):
     cdef public Node _node
     cdef public int _idx
     cdef public object _grad
+    cdef public object _origin   # an alias's original Tensor (NOTE [in-place after use]), or None
 
 
 cdef class Tracer(Array):

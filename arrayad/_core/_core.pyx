@@ -353,6 +353,7 @@ cdef class ThreadState:
         self.consumable = None
         self.consumed = 0
         self.strong_products = 0      # NOTE [strong zeros]: products made strongly (tests)
+        self.staging = None           # NOTE [staging everything]: the jit that stages constants
 
 
 cdef object _STATE_KEY = "arrayad.ThreadState"
@@ -597,8 +598,11 @@ cdef object _bind(Primitive prim, tuple args, dict params):
     cdef Interpreter top = None
     cdef Interpreter f
     cdef bint has_tensor = False
+    cdef bint has_raw = False
     for a in args:
         if not isinstance(a, Array):
+            if not has_raw and a is not None and not _is_scalar(a):
+                has_raw = True
             continue
         if isinstance(a, Tensor):
             has_tensor = True
@@ -616,9 +620,22 @@ cdef object _bind(Primitive prim, tuple args, dict params):
             top = f
     if top is not None:
         return top.process(prim, args, params)
+    if has_tensor or has_raw:
+        staging = _state().staging
+        if staging is not None:   # NOTE [staging everything]
+            return (<Interpreter>staging).process(prim, args, params)
     if has_tensor:
         return _process_eager(prim, args, params)
     return _call_impl(prim, args, params)
+
+
+# NOTE [staging everything]
+# -------------------------
+# While ``jit`` traces a function, an operation with no traced argument (on arrays the function
+# captured, ``exp(c)``, ``W.T``) is staged too, as JAX's omnistaging does: run once at tracing,
+# its result would be a constant of the cached program, stale after ``c`` changes. The staging
+# interpreter is ``ThreadState.staging`` while the function runs; its own ``process``, which
+# computes the value one level down, sets it back to the enclosing jit's for that call.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1517,7 +1534,7 @@ cdef class GradInterpreter(Interpreter):
                     record = True
             else:
                 if isinstance(a, Tensor):   # NOTE [in-place after use]: keep it as it is now
-                    a = _new_tensor((<Tensor>a)._value, (<Tensor>a)._node, (<Tensor>a)._idx)
+                    a = _alias(<Tensor>a)
                 vals.append(a)
                 edges.append(None)
         cdef tuple tvals = tuple(vals)
@@ -1976,8 +1993,13 @@ cdef object _inplace(Array self, str op, object other):
 
 cdef object _alias(Array a):
     """Another object with ``a``'s value and place in the graph, which nothing will update."""
+    cdef Tensor t
     if isinstance(a, Tensor):
-        return _new_tensor((<Tensor>a)._value, (<Tensor>a)._node, (<Tensor>a)._idx)
+        t = _new_tensor((<Tensor>a)._value, (<Tensor>a)._node, (<Tensor>a)._idx)
+        # (jit reads a captured Tensor when its program runs: it follows an alias to the
+        # original, which cannot change while the traced function runs: NOTE [captured arrays])
+        t._origin = (<Tensor>a)._origin if (<Tensor>a)._origin is not None else a
+        return t
     return a.__copy__()
 
 

@@ -1091,7 +1091,8 @@ def _stdtr_dt(ans, x1, x2):
     # the density (1 + t^2/df)^(-(df+1)/2) / (sqrt(df) B(df/2, 1/2)); the normal one at df = inf
     # (df out of the domain, where the value is nan, kept out of the formula: nan by ans)
     inf = _and(df == math.inf, True)
-    dfs = _safe(df, _or(inf, df <= 0), 1.0)
+    out = _or(inf, df <= 0)
+    dfs = (1.0 if out else df) if isinstance(df, PY_SCALARS) else _safe(df, out, 1.0)
     student = ops.exp(ops.multiply(ops.log1p(ops.square(t) / dfs), (dfs + 1) * -0.5)
                       - 0.5 * _log(dfs) - _betaln_of(dfs / 2, 0.5))
     normal = ops.exp(ops.square(t) * -0.5) * (1 / _SQRT_2PI)

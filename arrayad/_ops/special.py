@@ -242,13 +242,17 @@ def _g_logit(xp, x):
 def _g_xlogy(xp, x, y):
     x, y = _float(xp, x, y)
     x, y = xp.broadcast_arrays(x, y)
-    return xp.where(x == 0, xp.zeros_like(x), x * xp.log(xp.where(x == 0, 1.0, y)))
+    # (0 where x == 0, but nan for a nan y, as SciPy)
+    zero = xp.where(xp.isnan(y), y, xp.zeros_like(x))
+    return xp.where(x == 0, zero, x * xp.log(xp.where(x == 0, 1.0, y)))
 
 
 def _g_xlog1py(xp, x, y):
     x, y = _float(xp, x, y)
     x, y = xp.broadcast_arrays(x, y)
-    return xp.where(x == 0, xp.zeros_like(x), x * xp.log1p(xp.where(x == 0, 0.0, y)))
+    # (0 where x == 0, but nan for a nan y, as SciPy)
+    zero = xp.where(xp.isnan(y), y, xp.zeros_like(x))
+    return xp.where(x == 0, zero, x * xp.log1p(xp.where(x == 0, 0.0, y)))
 
 
 def _g_entr(xp, x):

@@ -242,13 +242,17 @@ def _g_logit(xp, x):
 def _g_xlogy(xp, x, y):
     x, y = _float(xp, x, y)
     x, y = xp.broadcast_arrays(x, y)
-    return xp.where(x == 0, xp.zeros_like(x), x * xp.log(xp.where(x == 0, 1.0, y)))
+    # (0 where x == 0, but nan for a nan y, as SciPy)
+    zero = xp.where(xp.isnan(y), y, xp.zeros_like(x))
+    return xp.where(x == 0, zero, x * xp.log(xp.where(x == 0, 1.0, y)))
 
 
 def _g_xlog1py(xp, x, y):
     x, y = _float(xp, x, y)
     x, y = xp.broadcast_arrays(x, y)
-    return xp.where(x == 0, xp.zeros_like(x), x * xp.log1p(xp.where(x == 0, 0.0, y)))
+    # (0 where x == 0, but nan for a nan y, as SciPy)
+    zero = xp.where(xp.isnan(y), y, xp.zeros_like(x))
+    return xp.where(x == 0, zero, x * xp.log1p(xp.where(x == 0, 0.0, y)))
 
 
 def _g_entr(xp, x):
@@ -485,6 +489,14 @@ def _safe(x, bad, fill):
     return ops.full_like(x, fill) if bad is True else ops.where(bad, fill, x)
 
 
+def _or(c1, c2):
+    """Elementwise or of two conditions, either of which may be a Python bool."""
+    if isinstance(c1, bool) or isinstance(c2, bool):
+        c1, c2 = (c1, c2) if isinstance(c1, bool) else (c2, c1)
+        return True if c1 else c2
+    return ops.logical_or(c1, c2)
+
+
 def _and(c1, c2):
     """Elementwise and of two conditions, either of which may be a Python bool."""
     if isinstance(c1, bool) or isinstance(c2, bool):
@@ -668,13 +680,26 @@ def _refused(name, arg, fix):
 
 
 def _gammaln_of(a):
-    return math.lgamma(a) if isinstance(a, PY_SCALARS) else ops.special.gammaln(a)
+    return _lgamma(a) if isinstance(a, PY_SCALARS) else ops.special.gammaln(a)
+
+
+def _lgamma(v):
+    try:
+        return math.lgamma(v)
+    except ValueError:      # (at the poles 0, -1, -2..., where gammaln is inf)
+        return math.inf
 
 
 def _betaln_of(a, b):
     if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
-        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        return _lgamma(a) + _lgamma(b) - _lgamma(a + b)
     return ops.special.betaln(a, b)
+
+
+def _betainc_dx(a, b, x):
+    # d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b)
+    return ops.exp(ops.special.xlogy(a - 1, x) + ops.special.xlog1py(b - 1, -x)
+                   - _betaln_of(a, b))
 
 
 unary("gamma", lambda ans, x: ops.multiply(ans, ops.special.digamma(x)),
@@ -737,13 +762,13 @@ binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
        known=[("bool(np.allclose(ad.special.gammaincc(1.0, 2.0), np.exp(-2.0)))", "True")])
 
 
-def ternary(name, dx, *, doc, about, example, known=()):
+def ternary(name, dx, *, doc, about, example, known=(), params=("a", "b", "x")):
     """An elementwise function of three broadcasting arguments ``(a, b, x)`` differentiable in
     ``x`` only, ``dx(ans, a, b, x)`` its derivative; the derivatives in the shape parameters a and
-    b are refused by name."""
-    names = ("a (the first argument)", "b (the second argument)")
-    fix = _NO_A.replace("x only", "x (the third argument) only")
-    doc = _doc_of_rules(name, doc, ["a", "b", "x"], about, example,
+    b are refused by name. ``params``: the parameters' names in the docs and errors."""
+    names = (f"{params[0]} (the first argument)", f"{params[1]} (the second argument)")
+    fix = _NO_A.replace("x only", f"{params[2]} (the third argument) only")
+    doc = _doc_of_rules(name, doc, list(params), about, example,
                         (_refused(name, names[0], fix), _refused(name, names[1], fix), dx), known)
 
     def vjp_x(g, ans, a, b, x):
@@ -760,13 +785,11 @@ def ternary(name, dx, *, doc, about, example, known=()):
                           vjp=(_refused(name, names[0], fix), _refused(name, names[1], fix),
                                vjp_x),
                           reads=["", "", "ans x1 x2 x3"], full_jvp=full_jvp, batch=ELEMENTWISE,
-                          api="a, b, x, /", doc=doc)
+                          api=f"{', '.join(params)}, /", doc=doc)
 
 
 # Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
-ternary("betainc", lambda ans, a, b, x: ops.exp(ops.special.xlogy(a - 1, x)
-                                                + ops.special.xlog1py(b - 1, -x)
-                                                - _betaln_of(a, b)),
+ternary("betainc", lambda ans, a, b, x: _betainc_dx(a, b, x),
         doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
         about=["Positive values.", "Positive values.", "Values in [0, 1]."],
         example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
@@ -976,8 +999,18 @@ def _like(v, arr):
     return ops.full_like(arr, v) if isinstance(v, PY_SCALARS) else v
 
 
+def _nan_where(bad, v):
+    """``v`` with nan where ``bad`` (SciPy's domain errors), as a product with a constant of
+    ones and nans: its derivative is nan there too, where a ``where`` would give 0 from its
+    constant branch, a finite wrong number (``bad`` may be a Python bool, from scalars)."""
+    if isinstance(bad, bool):
+        return ops.multiply(v, math.nan) if bad else v
+    return ops.multiply(v, ops.where(bad, math.nan, ops.ones_like(ops.stop_gradient(v))))
+
+
 @decl.composite
-@_documented(["a", "d : int"], ["Real values > (d - 1) / 2.", "The dimension, a Python int."],
+@_documented(["a", "d : int"], ["Real values > (d - 1) / 2 (nan elsewhere, where SciPy raises a "
+                                 "ValueError).", "The dimension, a positive Python int."],
              ["np.array([2.0, 3.0, 4.0])", "2"], wrt=[0],
              known=[("bool(np.isclose(ad.special.multigammaln(3.0, 1), np.log(2.0)))   "
                      "# gammaln(3)", "True")],
@@ -985,11 +1018,15 @@ def _like(v, arr):
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension ``d`` (a Python int):
     d(d-1)/4 log(pi) + sum_j gammaln(a - j/2), j = 0..d-1."""
+    if isinstance(d, bool) or int(d) != d or d < 1:
+        raise ValueError(f"arrayad.special.multigammaln: d must be a positive integer, got {d!r}")
     d = int(d)
     out = ops.special.gammaln(a)
     for j in range(1, d):
         out = out + ops.special.gammaln(a - j / 2)
-    return out + d * (d - 1) / 4 * math.log(math.pi)
+    # (SciPy raises a ValueError when some a <= (d - 1)/2, which reading the values would take,
+    # impossible inside a transform: nan there instead, its derivative too)
+    return _nan_where(a <= (d - 1) / 2, out + d * (d - 1) / 4 * math.log(math.pi))
 
 
 @decl.composite
@@ -1004,7 +1041,8 @@ def gdtr(a, b, x):
     """The gamma distribution function of rate ``a`` and shape ``b`` at ``x``: P(b, a x)
     (differentiable in a and x)."""
     ax = ops.multiply(a, x)
-    return ops.special.gammainc(_like(b, ax), ax)
+    # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
+    return _nan_where(x < 0, ops.special.gammainc(_like(b, ax), ax))
 
 
 @decl.composite
@@ -1017,7 +1055,7 @@ def gdtr(a, b, x):
 def gdtrc(a, b, x):
     """1 - gdtr(a, b, x): Q(b, a x) (differentiable in a and x)."""
     ax = ops.multiply(a, x)
-    return ops.special.gammaincc(_like(b, ax), ax)
+    return _nan_where(x < 0, ops.special.gammaincc(_like(b, ax), ax))
 
 
 @decl.composite
@@ -1041,28 +1079,59 @@ def chdtrc(v, x):
     return ops.special.gammaincc(v / 2, x / 2)
 
 
-@decl.composite
-@_documented(["a", "b", "x"], ["Positive values.", "Positive values.", "Values in [0, 1]."],
-             ["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"], wrt=[2],
-             refused=[("a", _NO_A), ("b", _NO_A)],
-             known=[("ad.special.betaincc(1.0, 1.0, 0.25)     # 1 - x", "array(0.75)")],
-             uses="betainc")
-def betaincc(a, b, x):
-    """1 - betainc(a, b, x) = I_{1-x}(b, a) (differentiable in x)."""
-    return ops.special.betainc(b, a, 1 - x)
+# The distribution functions of Student's t and F, and betaincc, are computed by the backend's own
+# function (SciPy's on a host copy elsewhere), not written with betainc: their edges (df = inf,
+# the F tail beyond the rounding of dfn x / (dfd + dfn x), 1 - x below the rounding of 1) need
+# the complementary forms SciPy chooses between. Their derivatives in x are the densities.
+ternary("betaincc", lambda ans, a, b, x: -_nan_where(ops.isnan(ans), _betainc_dx(a, b, x)),
+        doc="The regularized upper incomplete beta function 1 - I_x(a, b) (differentiable in x).",
+        about=["Positive values.", "Positive values.", "Values in [0, 1]."],
+        example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
+        known=[("ad.special.betaincc(1.0, 1.0, 0.25)     # 1 - x", "array(0.75)")])
 
 
-@decl.composite
-@_documented(["df", "t"], ["The degrees of freedom, positive.", "Real values."],
-             ["3.0", "np.array([-1.0, 0.5, 2.0])"], wrt=[1],
-             refused=[("df", _NO_A.replace("x only", "t only"))],
-             known=[("ad.special.stdtr(3.0, 0.0)", "array(0.5)")],
-             uses="betainc")
-def stdtr(df, t):
-    """Student's t distribution function: half of I_{df/(df+t^2)}(df/2, 1/2) for t < 0, one
-    minus it above (differentiable in t)."""
-    tail = ops.special.betainc(df / 2, _like(0.5, t), df / (ops.square(t) + df)) / 2
-    return ops.where(t < 0, tail, 1 - tail)
+def _stdtr_dt(ans, x1, x2):
+    df, t = x1, x2
+    # the density (1 + t^2/df)^(-(df+1)/2) / (sqrt(df) B(df/2, 1/2)); the normal one at df = inf
+    # (df out of the domain, where the value is nan, kept out of the formula: nan by ans)
+    inf = _and(df == math.inf, True)
+    out = _or(inf, df <= 0)
+    dfs = (1.0 if out else df) if isinstance(df, PY_SCALARS) else _safe(df, out, 1.0)
+    student = ops.exp(ops.multiply(ops.log1p(ops.square(t) / dfs), (dfs + 1) * -0.5)
+                      - 0.5 * _log(dfs) - _betaln_of(dfs / 2, 0.5))
+    normal = ops.exp(ops.square(t) * -0.5) * (1 / _SQRT_2PI)
+    if isinstance(inf, bool):
+        d = normal if inf else student
+    else:
+        d = ops.where(inf, normal, student)
+    return _nan_where(ops.isnan(ans), d)
+
+
+binary("stdtr", _refused("stdtr", "df (the first argument)", _NO_A.replace("x only", "t only")),
+       _stdtr_dt,
+       doc="Student's t distribution function with ``df`` degrees of freedom (the normal one at "
+           "df = inf), differentiable in t.",
+       names=("df", "t"), about=["The degrees of freedom, positive.", "Real values."],
+       example=["3.0", "np.array([-1.0, 0.5, 2.0])"],
+       known=[("ad.special.stdtr(3.0, 0.0)", "array(0.5)")])
+
+
+def _fdtr_dx(ans, n, d, x):
+    # the density (n x)^(n/2 - 1) n d^(d/2) (d + n x)^(-(n+d)/2) / B(n/2, d/2)
+    dens = ops.exp(ops.special.xlogy(n / 2 - 1, ops.multiply(n, x)) + _log(n)
+                   + ops.special.xlogy(_like(d / 2, x), d)
+                   - ops.multiply((n + d) / 2, ops.log(d + ops.multiply(n, x)))
+                   - _betaln_of(n / 2, d / 2))
+    return _nan_where(ops.isnan(ans), dens)
+
+
+ternary("fdtr", _fdtr_dx, params=("dfn", "dfd", "x"),
+        doc="The F distribution function I_{dfn x / (dfd + dfn x)}(dfn/2, dfd/2) (differentiable "
+            "in x).",
+        about=["The numerator's degrees of freedom, positive.",
+               "The denominator's degrees of freedom, positive.", "Non-negative values."],
+        example=["2.0", "3.0", _X],
+        known=[("ad.special.fdtr(2.0, 3.0, 0.0)", "array(0.)")])
 
 
 @decl.composite
@@ -1073,22 +1142,12 @@ def stdtr(df, t):
              uses="gammaincc")
 def pdtr(k, m):
     """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
-    k = math.floor(k) if isinstance(k, PY_SCALARS) else ops.floor(k)
-    return ops.special.gammaincc(_like(k + 1, m), m)
-
-
-@decl.composite
-@_documented(["dfn", "dfd", "x"], ["The numerator's degrees of freedom, positive.",
-                                   "The denominator's degrees of freedom, positive.",
-                                   "Non-negative values."],
-             ["2.0", "3.0", _X], wrt=[2],
-             refused=[("dfn", _NO_A), ("dfd", _NO_A)],
-             known=[("ad.special.fdtr(2.0, 3.0, 0.0)", "array(0.)")],
-             uses="betainc")
-def fdtr(dfn, dfd, x):
-    """The F distribution function: I_{dfn x / (dfd + dfn x)}(dfn/2, dfd/2) (differentiable in
-    x)."""
-    return ops.special.betainc(dfn / 2, dfd / 2, dfn * x / (dfd + dfn * x))
+    if isinstance(k, PY_SCALARS):
+        k = _like(float(k), m) if not isinstance(m, PY_SCALARS) else ops.asarray(float(k))
+    k = ops.floor(ops.stop_gradient(k))
+    # (SciPy: nan for k < 0, and 1 at m == 0 whatever k, nan included)
+    k = ops.where(_and(ops.isnan(k), m == 0), 0.0, k)
+    return _nan_where(k < 0, ops.special.gammaincc(k + 1, m))
 
 
 # -- error function relatives and exponentials -------------------------------------------------

@@ -749,6 +749,10 @@ op("special.pdtr", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, m: f
    torch=None)
 op("special.fdtr", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, x: fn(2.0, 3.0, x))],
    torch=None)
+op("special.stdtr", lambda rng: [Sample((real(rng, (2, 3)),), call=lambda fn, t: fn(3.0, t))],
+   torch=None)
+op("special.betaincc", lambda rng: [Sample((_prob(rng, (2, 3)),),
+                                           call=lambda fn, x: fn(2.0, 3.0, x))], torch=None)
 op("special.polygamma", lambda rng: [Sample((pos(rng, (2, 3)),), call=lambda fn, x: fn(1, x)),
                                      Sample((pos(rng, ()),), call=lambda fn, x: fn(2, x))],
    torch=None)

@@ -13,8 +13,7 @@ import cmath
 import math
 
 from ._namespace import ops
-from .views import View, make_view
-from ..backends import backend_of
+from .views import View, make_view, with_part_p
 
 from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of
 from ._rules import (ELEMENTWISE, LINEAR, Declarations, broadcast_like, forward_result, is_complex,
@@ -130,25 +129,6 @@ _real = linear_unary("real", lambda g, x: ops.astype(g, x.dtype) if ops.isdtype(
 _imag = linear_unary("imag", lambda g, x: ops.multiply(ops.astype(g, x.dtype), 1j)
                      if ops.isdtype(x.dtype, "complex floating")
                      else ops.zeros_like(g))
-
-
-# Writing into ``z.real`` or ``z.imag`` (NOTE [views]): ``z`` with one part replaced by a real
-# ``v`` of its shape. Linear in (z, v): the cotangent of z is g without that part, v's is that
-# part of g.
-def _with_part_impl(xp, z, v, imag):
-    return backend_of(z).with_part(z, v, imag)
-
-
-def _without_part(g, imag):
-    return bind(with_part_p, g, ops.zeros_like(bind(_real, g)), imag=imag)
-
-
-with_part_p = decl.primitive(
-    "with_part", _with_part_impl, reads=["", ""], batch=ELEMENTWISE,
-    vjp=(lambda g, ans, z, v, imag: _without_part(g, imag),
-         lambda g, ans, z, v, imag: bind(_imag if imag else _real, g)),
-    jvp=(lambda t, ans, z, v, imag: _without_part(t, imag),
-         lambda t, ans, z, v, imag: bind(with_part_p, ops.zeros_like(ans), t, imag=imag)))
 
 
 class ComplexPart(View):

@@ -23,6 +23,7 @@ from .._core import _core
 from .._core._core import Array, Tensor, bind
 from ._namespace import ops
 from .indexing import getitem, setitem
+from ..backends import backend_of
 from ._rules import ELEMENTWISE, Declarations
 
 decl = Declarations(globals())
@@ -91,16 +92,36 @@ def _zero_cotangent(g, ans, base, data):
 # ``data``'s values, with a zero derivative for ``base``: an in-place update that leaves no
 # history (``y.zero_()``, ``y.floor_()``, ``y.fill_(2.)``) keeps ``y`` in the graph as torch's do
 # (``y.requires_grad`` stays True and the gradient through it is zero, not an error).
-# (eager tensors only: inside a transform an update without history makes a constant, whose
-# derivative is zero already)
+# (eager tensors only, the tape and forward_ad's dual levels: inside a transform an update
+# without history makes a constant, whose derivative is zero already)
 with_zero_grad_p = decl.primitive(
-    "with_zero_grad", lambda xp, base, data: data, vjp=(_zero_cotangent, None), reads=["", ""])
+    "with_zero_grad", lambda xp, base, data: data, vjp=(_zero_cotangent, None), reads=["", ""],
+    jvp=(lambda t, ans, base, data: ops.zeros_like(t), None))
 
 with_data_p = decl.primitive(
     "with_data", lambda xp, base, data: data, vjp=(_with_data_vjp, None), reads=["", ""],
     jvp=(lambda t, ans, base, data: t, None), batch=ELEMENTWISE)
 """``data``'s values with ``base``'s derivative: what writing into a detached view does to its
 base (the data changes, the history stays)."""
+
+
+# Writing into ``z.real`` or ``z.imag`` (``ComplexPart`` in elementwise.py): ``z`` with one part
+# replaced by a real ``v`` of its shape. Linear in (z, v): the cotangent of z is g without that
+# part, v's is that part of g.
+def _with_part_impl(xp, z, v, imag):
+    return backend_of(z).with_part(z, v, imag)
+
+
+def _without_part(g, imag):
+    return bind(with_part_p, g, ops.zeros_like(ops.real(g)), imag=imag)
+
+
+with_part_p = decl.primitive(
+    "with_part", _with_part_impl, reads=["", ""], batch=ELEMENTWISE,
+    vjp=(lambda g, ans, z, v, imag: _without_part(g, imag),
+         lambda g, ans, z, v, imag: ops.imag(g) if imag else ops.real(g)),
+    jvp=(lambda t, ans, z, v, imag: _without_part(t, imag),
+         lambda t, ans, z, v, imag: bind(with_part_p, ops.zeros_like(ans), t, imag=imag)))
 
 
 def make_view(out, base, view):

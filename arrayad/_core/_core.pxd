@@ -12,6 +12,7 @@ cdef class ThreadState:
     cdef object consumable
     cdef Py_ssize_t consumed
     cdef Py_ssize_t strong_products
+    cdef dict zeros
 
 
 cdef class Primitive:

@@ -1300,7 +1300,7 @@ cdef class _Mask:
             if self.make is not None:
                 self.mask = self.make()
             else:
-                self.mask = _bind(<Primitive>_op['logical_and'], (self.a.get(), self.b.get()), {})
+                self.mask = _bind(<Primitive>_op['bitwise_and'], (self.a.get(), self.b.get()), {})
             self.make = None
             self.a = self.b = None
         return self.mask

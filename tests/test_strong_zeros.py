@@ -5,8 +5,8 @@ derivative, where torch and JAX give nan. A zero that arithmetic made (exp(800) 
 1/inf = 0) is a number: 0 * inf = nan, as torch gives.
 
 Every case of the table is checked identically for the eager tape, grad, jit(grad), grad(jit),
-vmap(grad), jacrev, jacfwd and jvp along each basis vector, on NumPy, array-api-strict and torch
-inputs (and Dask). The expected values are closed forms, checked against central differences
+vmap(grad), jacrev, jacfwd and jvp (along ones), on NumPy, array-api-strict and torch inputs
+(and Dask). The expected values are closed forms, checked against central differences
 where the function is smooth, and against torch.func where torch is right (the overflow cases).
 """
 
@@ -258,6 +258,14 @@ def test_jacobians_agree_and_their_bases_are_structural(eager):
     for jac in (jacfwd, jacrev, grad):
         np.testing.assert_array_equal(to_numpy(jac(lambda v: ad.sum(ad.sqrt(v)))(x)),
                                       [np.inf, 0.5, 0.25])
+    # through a negation and a sum of two tangents, which keep the basis's zeros
+    y = eager(np.array([0.0, -1.0]))
+    for jac in (jacfwd, jacrev, grad):
+        # (-0. = -v at 0: sqrt'(-0.) = -inf, times -1; torch gives the same)
+        np.testing.assert_array_equal(to_numpy(jac(lambda v: ad.sum(ad.sqrt(-v)))(y)),
+                                      [np.inf, -0.5])
+        g = to_numpy(jac(lambda v: ad.sum(ad.sqrt(v + v)))(y))   # sqrt(-2): nan, as torch
+        assert g[0] == np.inf and np.isnan(g[1])
 
 
 def test_eager_backward_and_retain_graph(eager):

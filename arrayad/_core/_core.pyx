@@ -1280,9 +1280,12 @@ def consumed_cotangents():
 # are not known when the rule runs (a staged jit program, Dask, a GPU) and the cotangent has a
 # mask, the select is always made: which cotangents came from a select is known at staging
 # time, so `jit(grad(f))` equals `grad(f)`. The engine's accumulation `g1 + g2` keeps the
-# positions structural in both (`_accum_slot`). Every other rule (reductions, the sums of
-# unbroadcast, a matmul) makes a new value without a mask: its zeros are numbers again, which
-# is conservative (a nan where a mask could have given 0, never a wrong number).
+# positions structural in both (`_accum_slot`), and so does add's and subtract's JVP; the
+# linear elementwise rules (negative, conj, real) keep their argument's (`keep_zeros`). Every
+# other rule (reductions, the sums of unbroadcast, a matmul) makes a new value without a mask:
+# its zeros are numbers again, which is conservative (a nan where a mask could have given 0,
+# never a wrong number). A gradient handed to the caller loses its mask (`_handed_out`): the
+# caller may change it in place, and a tangent or cotangent the caller gives is data.
 
 cdef class _Mask:
     """Where a cotangent (or tangent) is zero by construction: a boolean array (True there), of
@@ -1389,6 +1392,13 @@ def structural_zeros(value, make):
     m = _Mask.__new__(_Mask)
     m.make = make
     return _mark(_state(), value, m)
+
+
+def keep_zeros(src, dst):
+    """``dst``, an elementwise linear function of ``src`` that keeps its zeros where they are
+    (``-src``, ``conj(src)``, ``real(src)``), with the structural zeros of ``src``."""
+    _carry(_state(), src, dst)
+    return dst
 
 
 def zeros_mask(value):
@@ -2010,15 +2020,20 @@ cdef class SumJVP:
         self.negate = negate
 
     def __call__(self, tangents, ans, x1, x2):
+        cdef ThreadState st = _state()
         t1, t2 = tangents[0], tangents[1]
         if t2 is not None:
-            t2 = broadcast_like(_bind(_neg_p, (t2,), {}) if self.negate else t2, ans)
+            if self.negate:   # (NOTE [strong zeros]: -t has the structural zeros of t)
+                t2 = _mark(st, _bind(_neg_p, (t2,), {}), _mask_of(st, t2))
+            t2 = broadcast_like(t2, ans)
             if t1 is None:
                 return t2
         if t1 is None:
             return None
         t1 = broadcast_like(t1, ans)
-        return t1 if t2 is None else _bind(_add_p, (t1, t2), {})
+        if t2 is None:
+            return t1
+        return _mark(st, _bind(_add_p, (t1, t2), {}), _both(_mask_of(st, t1), _mask_of(st, t2)))
 
 
 cpdef object broadcast_like(object t, object ans):

@@ -99,6 +99,7 @@ cdef class Tensor(Array):
 cdef class Tracer(Array):
     cdef readonly Interpreter _interp
     cdef public object value
+    cdef object _zeros   # NOTE [strong zeros]: the mask of its structural zeros, or None
 
 
 cdef class GradTracer(Tracer):

@@ -1015,8 +1015,8 @@ cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
         slot[i] = ct
         return
     st = _state()
-    if st.zeros:   # NOTE [strong zeros]: the sum's structural zeros are those of both terms
-        m = _both(_mask_of(st, a), _mask_of(st, ct))
+    # NOTE [strong zeros]: the sum's structural zeros are those of both terms
+    m = _both(_mask_of(st, a), _mask_of(st, ct))
     if Py_REFCNT(a) == 2 and _writable_like(a, ct):
         a += ct
         if st.zeros:
@@ -1120,7 +1120,7 @@ cdef object _handed_out(object g):
     """``g``, a gradient handed to the caller, who may change its values in place: its zeros are
     numbers from now on (NOTE [strong zeros])."""
     cdef ThreadState st = _state()
-    if st.zeros and g is not None:
+    if g is not None:
         _unmark(st, g)
         if isinstance(g, Tensor):
             _unmark(st, (<Tensor>g)._value)
@@ -1170,7 +1170,10 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     else:
         g = slot[0]
     if not isinstance(node.prim, Primitive):
-        # autograd.Function nodes carry their own backward
+        # autograd.Function nodes carry their own backward, user code that may change g in
+        # place: its zeros are numbers from here on (NOTE [strong zeros])
+        for x in (g if isinstance(g, tuple) else (g,)):
+            _unmark(_state(), x)
         return node.prim.custom_backward(node, g, create_graph)
     prim = node.prim
     if node.eager:
@@ -1272,7 +1275,8 @@ def consumed_cotangents():
 # per-thread table keyed by the identity of the value (a raw array, a Tensor, a tracer) with a
 # weak reference to it (its callback removes the entry, so an id is never looked up for another
 # value) and a lazily built boolean mask (`_Mask`: True where the zero is structural; a slice's
-# "all but the key" is built only if a product needs it). The rule shapes multiply a cotangent
+# "all but the key" is built only if a product needs it); a tracer holds its mask in a field
+# instead (the Jacobians' cotangents and tangents are tracers: no table work per product). The rule shapes multiply a cotangent
 # by a local derivative in one place, `_times`: when the cotangent has a mask (one dict lookup,
 # none while the table is empty) and the derivative may hold a value that makes a zero factor
 # nan (inf or nan; for a divisor, also 0: `_singular`), the product is
@@ -1338,6 +1342,8 @@ cdef class _Entry:
 
 cdef inline _Mask _mask_of(ThreadState st, object v):
     """The mask of ``v``'s structural zeros, or None."""
+    if isinstance(v, Tracer):
+        return <_Mask>(<Tracer>v)._zeros
     if not st.zeros or v is None:
         return None
     e = st.zeros.get(<size_t><void*>v)
@@ -1349,6 +1355,9 @@ cdef object _mark(ThreadState st, object v, _Mask m):
     reference, a Python scalar, keeps none: its zeros are numbers); returns ``v``."""
     cdef _Entry e
     if m is None or v is None or _is_scalar(v):
+        return v
+    if isinstance(v, Tracer):   # (a field: no table entry, no weak reference)
+        (<Tracer>v)._zeros = m
         return v
     key = <size_t><void*>v
     old = st.zeros.get(key)
@@ -1369,6 +1378,9 @@ cdef object _mark(ThreadState st, object v, _Mask m):
 
 cdef void _unmark(ThreadState st, object v) except *:
     """Forget ``v``'s mask (its values changed in place, or it is handed out)."""
+    if isinstance(v, Tracer):
+        (<Tracer>v)._zeros = None
+        return
     if not st.zeros or v is None:
         return
     e = st.zeros.pop(<size_t><void*>v, None)
@@ -1378,7 +1390,7 @@ cdef void _unmark(ThreadState st, object v) except *:
 
 cdef inline void _carry(ThreadState st, object src, object dst) except *:
     """``dst`` has the structural zeros of ``src`` (the same values, another wrapper)."""
-    if st.zeros and dst is not src:
+    if dst is not src:
         _mark(st, dst, _mask_of(st, src))
 
 
@@ -1399,6 +1411,13 @@ def keep_zeros(src, dst):
     (``-src``, ``conj(src)``, ``real(src)``), with the structural zeros of ``src``."""
     _carry(_state(), src, dst)
     return dst
+
+
+def forget_zeros(value):
+    """``value`` without structural zeros (it goes to user code, which may change it in place:
+    a custom Function's rules). Returns ``value``."""
+    _unmark(_state(), value)
+    return value
 
 
 def zeros_mask(value):

@@ -1306,8 +1306,10 @@ cdef class _Mask:
         if self.mask is None:
             if self.make is not None:
                 self.mask = self.make()
-            else:
+            elif self.a is not None and self.b is not None:
                 self.mask = _bind(<Primitive>_op['bitwise_and'], (self.a.get(), self.b.get()), {})
+            else:
+                raise TypeError("arrayad: an empty mask of structural zeros (made with __new__?)")
             self.make = None
             self.a = self.b = None
         return self.mask
@@ -1335,7 +1337,7 @@ cdef class _Entry:
     cdef object key
 
     def __call__(self, ref):
-        if self.table.get(self.key) is self:
+        if self.table is not None and self.table.get(self.key) is self:
             del self.table[self.key]
         self.ref = None   # (the entry and its reference refer to each other)
 
@@ -1431,7 +1433,7 @@ cdef class _BatchZeros:
     cdef object interp, value
     cdef int bdim
 
-    def __init__(self, BatchTracer rows):
+    def __init__(self, BatchTracer rows not None):
         self.interp = rows._interp
         self.value = rows.value
         self.bdim = rows.bdim

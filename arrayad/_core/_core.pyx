@@ -1276,14 +1276,14 @@ def consumed_cotangents():
 # weak reference to it (its callback removes the entry, so an id is never looked up for another
 # value) and a lazily built boolean mask (`_Mask`: True where the zero is structural; a slice's
 # "all but the key" is built only if a product needs it); a tracer holds its mask in a field
-# instead (the Jacobians' cotangents and tangents are tracers: no table work per product). The rule shapes multiply a cotangent
-# by a local derivative in one place, `_times`: when the cotangent has a mask (one dict lookup,
-# none while the table is empty) and the derivative may hold a value that makes a zero factor
-# nan (inf or nan; for a divisor, also 0: `_singular`), the product is
-# `where(mask, 0, g * d)`; either way the product keeps the cotangent's mask. Where the values
-# are not known when the rule runs (a staged jit program, Dask, a GPU) and the cotangent has a
-# mask, the select is always made: which cotangents came from a select is known at staging
-# time, so `jit(grad(f))` equals `grad(f)`. The engine's accumulation `g1 + g2` keeps the
+# instead (the Jacobians' cotangents and tangents are tracers: no table work per product). The
+# rule shapes multiply a cotangent by a local derivative in one place, `_times`: when the
+# cotangent has a mask (one dict lookup, none while the table is empty) and the derivative may
+# hold a value that makes a zero factor nan (inf or nan; for a divisor, also 0: `_singular`),
+# the product is `where(mask, 0, g * d)`; either way the product keeps the cotangent's mask.
+# Where the values are not known when the rule runs (a staged jit program, Dask, a GPU) and the
+# cotangent has a mask, the select is always made: which cotangents came from a select is known
+# at staging time, so `jit(grad(f))` equals `grad(f)`. The engine's accumulation `g1 + g2` keeps the
 # positions structural in both (`_accum_slot`), and so does add's and subtract's JVP; the
 # linear elementwise rules (negative, conj, real) keep their argument's (`keep_zeros`). Every
 # other rule (reductions, the sums of unbroadcast, a matmul) makes a new value without a mask:
@@ -1439,7 +1439,8 @@ cdef class _BatchZeros:
         self.bdim = rows.bdim
 
     def __call__(self):
-        return _bind(<Primitive>_op['equal'], (_new_batch(self.interp, self.value, self.bdim), 0), {})
+        rows = _new_batch(self.interp, self.value, self.bdim)
+        return _bind(<Primitive>_op['equal'], (rows, 0), {})
 
 
 def constant_zeros(value):

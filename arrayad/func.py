@@ -22,6 +22,7 @@ from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node
 from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
                        set_rng_state)
 from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
+from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros])
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
@@ -981,7 +982,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                      for k, other in enumerate(out_leaves)]
 
             def pull(*cts):
-                return vjp_fn(tree_unflatten(list(cts), out_spec))
+                # (the basis's zeros are zero by construction: NOTE [strong zeros])
+                cts = [constant_zeros(c) for c in cts]
+                return vjp_fn(tree_unflatten(cts, out_spec))
 
             cols = _map_rows(pull, bases, n, chunk_size)
             col_leaves = tree_flatten(cols)[0]
@@ -1081,7 +1084,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             n = _numel(shape_of(x))
 
             def push(t, j=j):
-                tangents = [t if k == j else ops.zeros_like(v) for k, v in enumerate(in_leaves)]
+                # (the basis's zeros are zero by construction: NOTE [strong zeros])
+                tangents = [constant_zeros(t if k == j else ops.zeros_like(v))
+                            for k, v in enumerate(in_leaves)]
                 res = jvp(partial, tuple(in_leaves), tuple(tangents), has_aux=has_aux)
                 if has_aux:
                     return res[1], res[0], res[2]

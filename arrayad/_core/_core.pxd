@@ -13,6 +13,7 @@ cdef class ThreadState:
     cdef Py_ssize_t consumed
     cdef Py_ssize_t strong_products
     cdef public object staging
+    cdef dict zeros
 
 
 cdef class Primitive:
@@ -100,6 +101,7 @@ cdef class Tensor(Array):
 cdef class Tracer(Array):
     cdef readonly Interpreter _interp
     cdef public object value
+    cdef object _zeros   # NOTE [strong zeros]: the mask of its structural zeros, or None
 
 
 cdef class GradTracer(Tracer):

@@ -354,6 +354,7 @@ cdef class ThreadState:
         self.consumed = 0
         self.strong_products = 0      # NOTE [strong zeros]: products made strongly (tests)
         self.staging = None           # NOTE [staging everything]: the jit that stages constants
+        self.zeros = {}               # NOTE [strong zeros]: id of a value -> its _Entry
 
 
 cdef object _STATE_KEY = "arrayad.ThreadState"
@@ -1020,16 +1021,26 @@ cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
     """slot[i] += ct. In place when that is invisible to everyone: a writeable NumPy array
     that owns its data and that only this slot refers to (so no saved value, user array or other
     cotangent shares it), the sum having its shape and dtype; otherwise a new array."""
+    cdef ThreadState st
+    cdef _Mask m = None
     if ct is None:
         return
     a = slot[i]
     if a is None:
         slot[i] = ct
         return
+    st = _state()
+    # NOTE [strong zeros]: the sum's structural zeros are those of both terms
+    m = _both(_mask_of(st, a), _mask_of(st, ct))
     if Py_REFCNT(a) == 2 and _writable_like(a, ct):
         a += ct
+        if st.zeros:
+            if m is None:
+                _unmark(st, a)
+            else:
+                _mark(st, a, m)
         return
-    slot[i] = _bind(_add_p, (a, ct), {})
+    slot[i] = _mark(st, _bind(_add_p, (a, ct), {}), m)
 
 
 def run_backward(list roots, list root_cts, bint retain_graph=False, bint create_graph=False,
@@ -1078,12 +1089,12 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
             for i, ref in node.retained:
                 t = ref()
                 if isinstance(t, Tensor) and slot[i] is not None:
-                    _accumulate_grad(<Tensor>t, _as_grad(slot[i], create_graph))
+                    _accumulate_grad(<Tensor>t, _handed_out(_as_grad(slot[i], create_graph)))
         if node.leaf is not None:
             if accumulate and node.leaf is not False and (only is None or node in only):
                 t = node.leaf()
                 if isinstance(t, Tensor) and slot[0] is not None:
-                    _accumulate_grad(<Tensor>t, _as_grad(slot[0], create_graph))
+                    _accumulate_grad(<Tensor>t, _handed_out(_as_grad(slot[0], create_graph)))
             continue
         if node.released:
             raise RuntimeError(
@@ -1115,6 +1126,20 @@ def run_backward(list roots, list root_cts, bint retain_graph=False, bint create
         in_cts = ct = None   # (so that the cotangents' only owners are their slots)
         if not retain_graph:
             node.release()   # (cpdef on a typed Node: a C call)
+    if want is not None:
+        for v in want.values():
+            _handed_out(v)
+
+
+cdef object _handed_out(object g):
+    """``g``, a gradient handed to the caller, who may change its values in place: its zeros are
+    numbers from now on (NOTE [strong zeros])."""
+    cdef ThreadState st = _state()
+    if g is not None:
+        _unmark(st, g)
+        if isinstance(g, Tensor):
+            _unmark(st, (<Tensor>g)._value)
+    return g
 
 
 # Threads that share a leaf (one model's weights, a loss per thread) may accumulate into its .grad
@@ -1160,7 +1185,10 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     else:
         g = slot[0]
     if not isinstance(node.prim, Primitive):
-        # autograd.Function nodes carry their own backward
+        # autograd.Function nodes carry their own backward, user code that may change g in
+        # place: its zeros are numbers from here on (NOTE [strong zeros])
+        for x in (g if isinstance(g, tuple) else (g,)):
+            _unmark(_state(), x)
         return node.prim.custom_backward(node, g, create_graph)
     prim = node.prim
     if node.eager:
@@ -1169,11 +1197,14 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
             if isinstance(g, tuple):
                 g = tuple([x if isinstance(x, Array) else Tensor(x) for x in g])
             elif not isinstance(g, Array):
+                raw = g
                 g = Tensor(g)
+                _carry(_state(), raw, g)   # NOTE [strong zeros]
             ans = _bind(prim, args, node.params)
             return _call_vjp(prim, node._edges, g, ans, args, node.params, False)
         args = tuple([(<Tensor>a)._value if isinstance(a, Tensor) else a for a in args])
         if isinstance(g, Tensor):
+            _carry(_state(), g, (<Tensor>g)._value)
             g = (<Tensor>g)._value
     return _call_vjp(prim, node._edges, g, ans, args, node.params, consumable)
 
@@ -1242,20 +1273,210 @@ def consumed_cotangents():
 
 # NOTE [strong zeros]
 # -------------------
-# A zero cotangent (or tangent) contributes zero: the chain rule applies a linear map to it, and
-# a linear map sends zero to zero, even where the local derivative is inf or nan. IEEE says
-# 0 * inf = nan instead, which is how `where(x > 0, sqrt(x), 0)` at x = 0, `sqrt(x)[1:]` with
-# x[0] = 0, scikit-learn's `v = 0/0 ...; v[mask] = finite`, or jacfwd of `sum(sqrt(x))` (its
-# basis vectors are mostly zeros) get a nan derivative in torch and JAX where it is well
-# defined. The rule shapes multiply a cotangent by a local derivative in one place (`_times`),
-# which looks at the derivative first: only when it has values that make a zero factor nan (inf
-# or nan; for a divisor, also 0) is the product `where(g == 0, 0, g * d)`; real infinities and
-# nans (a nonzero factor) stay. The look is a vectorized C loop over the bits of a NumPy array
-# (a fraction of a multiply's time), one reduction on other backends (`Backend.all_finite`); on a
-# GPU, where reading the answer would wait for the device, every product is made strongly.
-# Not covered: values not known when the rule runs (a staged jit program, which must not depend
-# on the values it first saw; Dask, where looking would compute), and rules that are not rule
-# shapes (a matmul with an inf entry).
+# A zero cotangent (or tangent) that is zero by construction contributes zero: the chain rule
+# applies a linear map to it, and a linear map sends zero to zero, even where the local
+# derivative is inf or nan. IEEE says 0 * inf = nan instead, which is how
+# `where(x > 0, sqrt(x), 0)` at x = 0, `sqrt(x)[1:]` with x[0] = 0, scikit-learn's
+# `v = 0/0 ...; v[mask] = finite`, or jacfwd of `sum(sqrt(x))` (its basis vectors are mostly
+# zeros) get a nan derivative in torch and JAX where it is well defined.
+#
+# Which zeros are structural is a matter of where they come from, not of what they are: the
+# positions that a select (`where`), an index scatter (getitem's VJP writes g into zeros), an
+# overwrite (setitem: the old array's cotangent is zero where it was overwritten) or a
+# Jacobian's basis vectors set to zero. A zero that arithmetic made (1/inf, an underflow) is a
+# number, and 0 * inf = nan for it as for torch: `log(exp(800.))` has a nan derivative, not 0.
+#
+# The rules that make structural zeros register their result here (`structural_zeros`): a
+# per-thread table keyed by the identity of the value (a raw array, a Tensor, a tracer) with a
+# weak reference to it (its callback removes the entry, so an id is never looked up for another
+# value) and a lazily built boolean mask (`_Mask`: True where the zero is structural; a slice's
+# "all but the key" is built only if a product needs it); a tracer holds its mask in a field
+# instead (the Jacobians' cotangents and tangents are tracers: no table work per product). The
+# rule shapes multiply a cotangent by a local derivative in one place, `_times`: when the
+# cotangent has a mask (one dict lookup, none while the table is empty) and the derivative may
+# hold a value that makes a zero factor nan (inf or nan; for a divisor, also 0: `_singular`),
+# the product is `where(mask, 0, g * d)`; either way the product keeps the cotangent's mask.
+# Where the values are not known when the rule runs (a staged jit program, Dask, a GPU) and the
+# cotangent has a mask, the select is always made: which cotangents came from a select is known
+# at staging time, so `jit(grad(f))` equals `grad(f)`. The engine's accumulation `g1 + g2` keeps the
+# positions structural in both (`_accum_slot`), and so does add's and subtract's JVP; the
+# linear elementwise rules (negative, conj, real) keep their argument's (`keep_zeros`). Every
+# other rule (reductions, the sums of unbroadcast, a matmul) makes a new value without a mask:
+# its zeros are numbers again, which is conservative (a nan where a mask could have given 0,
+# never a wrong number). A gradient handed to the caller loses its mask (`_handed_out`): the
+# caller may change it in place, and a tangent or cotangent the caller gives is data.
+
+cdef class _Mask:
+    """Where a cotangent (or tangent) is zero by construction: a boolean array (True there), of
+    a shape that broadcasts to the value's, made when first asked for (``mask()``) by ``make()``
+    or as the positions structural in both ``a`` and ``b``."""
+    cdef object make
+    cdef _Mask a, b
+    cdef object mask
+
+    def __call__(self):
+        return self.get()
+
+    cdef object get(self):
+        if self.mask is None:
+            if self.make is not None:
+                self.mask = self.make()
+            elif self.a is not None and self.b is not None:
+                self.mask = _bind(<Primitive>_op['bitwise_and'], (self.a.get(), self.b.get()), {})
+            else:
+                raise TypeError("arrayad: an empty mask of structural zeros (made with __new__?)")
+            self.make = None
+            self.a = self.b = None
+        return self.mask
+
+
+cdef _Mask _both(_Mask a, _Mask b):
+    """The positions structural in both (None: in none, as either is None)."""
+    cdef _Mask m
+    if a is None or b is None:
+        return None
+    if a is b:
+        return a
+    m = _Mask.__new__(_Mask)
+    m.a = a
+    m.b = b
+    return m
+
+
+cdef class _Entry:
+    """A value's entry in the table: its mask, and the weak reference to it whose callback
+    (this entry) removes the entry when the value dies."""
+    cdef _Mask mask
+    cdef object ref
+    cdef dict table
+    cdef object key
+
+    def __call__(self, ref):
+        if self.table is not None and self.table.get(self.key) is self:
+            del self.table[self.key]
+        self.ref = None   # (the entry and its reference refer to each other)
+
+
+cdef inline _Mask _mask_of(ThreadState st, object v):
+    """The mask of ``v``'s structural zeros, or None."""
+    if isinstance(v, Tracer):
+        return <_Mask>(<Tracer>v)._zeros
+    if not st.zeros or v is None:
+        return None
+    e = st.zeros.get(<size_t><void*>v)
+    return None if e is None else (<_Entry>e).mask
+
+
+cdef object _mark(ThreadState st, object v, _Mask m):
+    """Register ``m`` as the mask of ``v``'s structural zeros (a value that holds no weak
+    reference, a Python scalar, keeps none: its zeros are numbers); returns ``v``."""
+    cdef _Entry e
+    if m is None or v is None or _is_scalar(v):
+        return v
+    if isinstance(v, Tracer):   # (a field: no table entry, no weak reference)
+        (<Tracer>v)._zeros = m
+        return v
+    key = <size_t><void*>v
+    old = st.zeros.get(key)
+    if old is not None:   # (the same value: its entry would have gone with an earlier one)
+        (<_Entry>old).mask = m
+        return v
+    e = _Entry.__new__(_Entry)
+    try:
+        e.ref = PyWeakref_NewRef(v, e)
+    except TypeError:
+        return v
+    e.mask = m
+    e.table = st.zeros
+    e.key = key
+    st.zeros[key] = e
+    return v
+
+
+cdef void _unmark(ThreadState st, object v) except *:
+    """Forget ``v``'s mask (its values changed in place, or it is handed out)."""
+    if isinstance(v, Tracer):
+        (<Tracer>v)._zeros = None
+        return
+    if not st.zeros or v is None:
+        return
+    e = st.zeros.pop(<size_t><void*>v, None)
+    if e is not None:
+        (<_Entry>e).ref = None
+
+
+cdef inline void _carry(ThreadState st, object src, object dst) except *:
+    """``dst`` has the structural zeros of ``src`` (the same values, another wrapper)."""
+    if dst is not src:
+        _mark(st, dst, _mask_of(st, src))
+
+
+def structural_zeros(value, make):
+    """Register that ``value`` (a cotangent or tangent a rule returns) is zero by construction
+    where the boolean array ``make()`` is True (NOTE [strong zeros]); ``make`` is called only
+    if a product needs the mask and must not refer to ``value`` itself. Returns ``value``."""
+    cdef _Mask m
+    if value is None:
+        return value
+    m = _Mask.__new__(_Mask)
+    m.make = make
+    return _mark(_state(), value, m)
+
+
+def keep_zeros(src, dst):
+    """``dst``, an elementwise linear function of ``src`` that keeps its zeros where they are
+    (``-src``, ``conj(src)``, ``real(src)``), with the structural zeros of ``src``."""
+    _carry(_state(), src, dst)
+    return dst
+
+
+def forget_zeros(value):
+    """``value`` without structural zeros (it goes to user code, which may change it in place:
+    a custom Function's rules). Returns ``value``."""
+    _unmark(_state(), value)
+    return value
+
+
+def zeros_mask(value):
+    """The mask of ``value``'s structural zeros as a callable (``mask()`` builds it), or None."""
+    return _mask_of(_state(), value)
+
+
+cdef class _BatchZeros:
+    """``rows == 0`` for a BatchTracer ``rows``, made from its batch and level, not from the
+    tracer itself (which the mask must not keep alive)."""
+    cdef object interp, value
+    cdef int bdim
+
+    def __init__(self, BatchTracer rows not None):
+        self.interp = rows._interp
+        self.value = rows.value
+        self.bdim = rows.bdim
+
+    def __call__(self):
+        rows = _new_batch(self.interp, self.value, self.bdim)
+        return _bind(<Primitive>_op['equal'], (rows, 0), {})
+
+
+def constant_zeros(value):
+    """Register the zeros of a constant ``value`` (a Jacobian's basis vectors, zero tangents and
+    cotangents of other arguments) as structural; returns ``value``. Under vmap, where
+    ``value`` is a batch of rows, the mask is built lazily from the rows."""
+    cdef _Mask m
+    if value is None or _is_scalar(value):
+        return value
+    m = _Mask.__new__(_Mask)
+    if type(value) is BatchTracer:
+        m.make = _BatchZeros(<BatchTracer>value)
+    else:
+        m.mask = _bind(<Primitive>_op['equal'], (value, 0), {})
+    return _mark(_state(), value, m)
+
+
+def structural_zero_count():
+    """How many values of this thread have a mask of structural zeros now (for the tests)."""
+    return len(_state().zeros)
+
 
 cdef int _buffer_singular(object a, bint quotient) except -2:
     """1 if the C-contiguous float buffer of ``a`` has a value that makes a zero factor nan (inf
@@ -1308,8 +1529,8 @@ cdef int _buffer_singular(object a, bint quotient) except -2:
 
 cdef bint _singular(object d, bint quotient) except -1:
     """Whether the local derivative ``d`` (a divisor with ``quotient``) may hold a value that
-    turns a zero factor into nan: known to (a look at it), or on a GPU (a look would wait for the
-    device); values not known at all (staged, lazy) count as regular."""
+    turns a zero factor into nan: known to (a look at it), or not known (a staged value, Dask,
+    a GPU where a look would wait for the device)."""
     cdef object t = type(d)
     if t is float:
         return (d == 0 or d != d) if quotient else not c_isfinite(<double>d)
@@ -1324,7 +1545,7 @@ cdef bint _singular(object d, bint quotient) except -1:
         d = (<Tensor>d)._value
         t = type(d)
     elif isinstance(d, Array) or t is Meta:
-        return False   # (a staging transform's value, or only its shape and dtype)
+        return True   # (a staging transform's value, or only its shape and dtype: not known)
     if t is _inplace_type:
         if d.dtype.kind not in "fc":
             return quotient and not d.all()
@@ -1338,20 +1559,26 @@ cdef bint _singular(object d, bint quotient) except -1:
         finite = b.all_finite(1 / d)
     else:
         finite = b.all_finite(d)
-    return finite is not True   # (None, a GPU's "not without waiting": strong anyway)
+    return finite is not True   # (None: Dask, a GPU's "not without waiting")
 
 
 cdef object _times(Primitive op, object g, object d):
     """``g * d`` (``op`` multiply) or ``g / d`` (divide), into ``g`` when the engine marked it
-    consumable and the result has ``g``'s shape and dtype; exactly zero where ``g`` is zero when
-    ``d`` has values that would turn it into nan (NOTE [strong zeros])."""
-    cdef ThreadState st
-    if g is not None and _singular(d, op is _div_p):
-        st = _state()
-        st.strong_products += 1
-        return _host.where(_bind(<Primitive>_op['equal'], (g, 0), {}), 0, _bind(op, (g, d), {}))
+    consumable and the result has ``g``'s shape and dtype; exactly zero where ``g`` has
+    structural zeros when ``d`` may have values that would turn them into nan; the product keeps
+    ``g``'s structural zeros (NOTE [strong zeros])."""
+    cdef ThreadState st = _state()
+    cdef _Mask m = _mask_of(st, g)
+    if m is not None:
+        if _singular(d, op is _div_p):
+            st.strong_products += 1
+            return _mark(st, _host.where(m.get(), 0, _bind(op, (g, d), {})), m)
+        return _mark(st, _product(st, op, g, d), m)
+    return _product(st, op, g, d)
+
+
+cdef inline object _product(ThreadState st, Primitive op, object g, object d):
     if g is not None and type(g) is _inplace_type:
-        st = _state()
         if g is not st.consumable:
             return _bind(op, (g, d), {})
         st.consumable = None
@@ -1830,15 +2057,20 @@ cdef class SumJVP:
         self.negate = negate
 
     def __call__(self, tangents, ans, x1, x2):
+        cdef ThreadState st = _state()
         t1, t2 = tangents[0], tangents[1]
         if t2 is not None:
-            t2 = broadcast_like(_bind(_neg_p, (t2,), {}) if self.negate else t2, ans)
+            if self.negate:   # (NOTE [strong zeros]: -t has the structural zeros of t)
+                t2 = _mark(st, _bind(_neg_p, (t2,), {}), _mask_of(st, t2))
+            t2 = broadcast_like(t2, ans)
             if t1 is None:
                 return t2
         if t1 is None:
             return None
         t1 = broadcast_like(t1, ans)
-        return t1 if t2 is None else _bind(_add_p, (t1, t2), {})
+        if t2 is None:
+            return t1
+        return _mark(st, _bind(_add_p, (t1, t2), {}), _both(_mask_of(st, t1), _mask_of(st, t2)))
 
 
 cpdef object broadcast_like(object t, object ans):

@@ -15,9 +15,10 @@ import math
 from ._namespace import ops
 from .views import View, make_view, with_part_p
 
-from .._core._core import BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of
-from ._rules import (ELEMENTWISE, LINEAR, Declarations, broadcast_like, forward_result, is_complex,
-                     names_read, unbroadcast)
+from .._core._core import (BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of,
+                           keep_zeros)
+from ._rules import (ELEMENTWISE, Declarations, broadcast_like, forward_result, is_complex,
+                     names_read, per_primitive, unbroadcast)
 
 decl = Declarations(globals(), public_module="arrayad")
 
@@ -39,8 +40,13 @@ def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
 def linear_unary(name, vjp, jvp=None, *, doc=""):
     """An elementwise unary function that is linear in its input (negative, conj, real...)."""
     # (linear: the rule reads no saved value, at most the input's dtype, which a Meta keeps)
-    return decl.primitive(name, vjp=(lambda g, ans, x: vjp(g, x),), reads=[""],
-                          jvp=LINEAR if jvp is None else (lambda t, ans, x: jvp(t),),
+    # (keep_zeros: the result has the structural zeros of g or t, NOTE [strong zeros] in the core)
+    if jvp is None:
+        jvp_rule = per_primitive(lambda p: (lambda t, ans, x: keep_zeros(t, bind(p, t)),))
+    else:
+        jvp_rule = (lambda t, ans, x: keep_zeros(t, jvp(t)),)
+    return decl.primitive(name, vjp=(lambda g, ans, x: keep_zeros(g, vjp(g, x)),), reads=[""],
+                          jvp=jvp_rule,
                           batch=ELEMENTWISE, api="x, /", doc=doc or f"Elementwise {name}.")
 
 

@@ -18,9 +18,9 @@ import numbers
 
 from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of
+from .._core._core import bind, dtype_of, shape_of, structural_zeros, zeros_mask
 from ..backends import backend_of
-from ._rules import (LINEAR, PY_SCALARS, Declarations, arange_like, constant_like,
+from ._rules import (PY_SCALARS, Declarations, arange_like, constant_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axis, per_primitive,
                      unbroadcast)
 
@@ -156,8 +156,56 @@ def _getitem_impl(xp, x, *idx, key):
     return backend_of(x).getitem(x, fill_key(key, idx))
 
 
+# NOTE [strong zeros] in the core: the rules below say which zeros of the cotangents (tangents)
+# they make are zero by construction (outside the key of a scatter, inside the key of an
+# overwrite), so that a product with an inf or nan derivative stays zero there. A mask of the
+# indexed part combines with the written value's own mask only for keys without index arrays
+# (an index array may repeat a position, which then takes several values).
+
+def _full_mask(mask, like):
+    """A mask (callable or None: no structural zero) as a bool array of ``like``'s shape."""
+    m = mask() if mask is not None else ops.zeros_like(like, dtype=bool)
+    return ops.broadcast_to(m, shape_of(like)) if shape_of(m) != shape_of(like) else m
+
+
+def _key_zeros(out, like, idx, key, outside, inside):
+    """Register ``out`` (shaped like ``like``) as zero by construction where ``outside``
+    (None: nowhere, True: everywhere, or a mask) says, outside ``key``, and where ``inside``
+    says within it."""
+    if idx and inside is not True:
+        inside = None
+    if outside is None and inside is None:
+        return out
+
+    def mask():
+        if outside is True:
+            base = ops.ones_like(like, dtype=bool)
+        else:
+            base = _full_mask(outside, like)
+        if inside is None or inside is True:
+            part = inside is True
+        else:
+            part = _full_mask(inside, bind(getitem_p, like, *idx, key=key))
+        return bind(setitem_p, base, part, *idx, key=key)
+
+    return structural_zeros(out, mask)
+
+
+def _gathered(out, g, idx, key):
+    """``out = g[key]``, zero by construction where ``g`` was."""
+    mg = zeros_mask(g)
+    if mg is None:
+        return out
+    return structural_zeros(out, lambda: bind(getitem_p, _full_mask(mg, g), *idx, key=key))
+
+
 def getitem_vjp(g, ans, x, *idx, key):
-    return bind(index_add_p, ops.zeros_like(x), g, *idx, key=key)
+    out = bind(index_add_p, ops.zeros_like(x), g, *idx, key=key)
+    return _key_zeros(out, x, idx, key, True, zeros_mask(g))
+
+
+def _getitem_jvp(t, ans, x, *idx, key):
+    return _gathered(bind(getitem_p, t, *idx, key=key), t, idx, key)
 
 
 def _mask_error(what):
@@ -223,7 +271,7 @@ def _getitem_batch(args, dims, key):
 
 
 # (linear in x: the JVP is the same gather of the tangent)
-getitem_p = decl.primitive("getitem", _getitem_impl, vjp=(getitem_vjp,), jvp=LINEAR,
+getitem_p = decl.primitive("getitem", _getitem_impl, vjp=(getitem_vjp,), jvp=(_getitem_jvp,),
                            batch=_getitem_batch)
 
 
@@ -255,10 +303,18 @@ def _index_add_jvp(tangents, ans, base, v, *idx, key):
     tb, tv = tangents[0], tangents[1]
     if tb is None and tv is None:
         return None
-    tb = ops.zeros_like(base) if tb is None else tb
     if tv is None:
         return tb
-    return bind(index_add_p, tb, tv, *idx, key=key)
+    if tb is None:   # (getitem's VJP, differentiated forward: zero outside the key)
+        out = bind(index_add_p, ops.zeros_like(base), tv, *idx, key=key)
+        return _key_zeros(out, base, idx, key, True, zeros_mask(tv))
+    out = bind(index_add_p, tb, tv, *idx, key=key)
+    mb = zeros_mask(tb)
+    if mb is None or idx:
+        return out
+    mv = zeros_mask(tv)
+    return _key_zeros(out, base, idx, key, mb,
+                      None if mv is None else _both_masks(mb, mv, base, idx, key))
 
 
 @per_primitive
@@ -327,10 +383,18 @@ def _masked_set_batch(base, v, mask, dims, key, size):
     return ops.where(m, v, base), 0
 
 
+def _both_masks(mb, mv, base, idx, key):
+    """Within ``key``: structural in the base's mask ``mb`` and in ``mv``."""
+    return lambda: ops.logical_and(bind(getitem_p, _full_mask(mb, base), *idx, key=key), mv())
+
+
+def _gather_vjp(g, ans, base, v, *idx, key):
+    return unbroadcast(_gathered(bind(getitem_p, g, *idx, key=key), g, idx, key), v)
+
+
 index_add_p = decl.primitive(
     "index_add", _index_add_impl,
-    vjp=(lambda g, ans, base, v, *idx, key: g,
-         lambda g, ans, base, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    vjp=(lambda g, ans, base, v, *idx, key: g, _gather_vjp),
     full_jvp=_index_add_jvp, batch=_setlike_batch)
 
 
@@ -343,15 +407,23 @@ def _setitem_jvp(tangents, ans, x, v, *idx, key):
     tx, tv = tangents[0], tangents[1]
     if tx is None and tv is None:
         return None
+    # (a missing tangent is zero by construction: the zeros standing in for it too)
+    outside = True if tx is None else zeros_mask(tx)
+    inside = True if tv is None else zeros_mask(tv)
     tx = ops.zeros_like(x) if tx is None else tx
     tv = 0.0 if tv is None else tv
-    return bind(setitem_p, tx, tv, *idx, key=key)
+    return _key_zeros(bind(setitem_p, tx, tv, *idx, key=key), x, idx, key, outside, inside)
+
+
+def _overwritten_vjp(g, ans, x, v, *idx, key):
+    # the old array's cotangent: zero by construction where it was overwritten
+    out = bind(setitem_p, g, 0.0, *idx, key=key)
+    return _key_zeros(out, x, idx, key, zeros_mask(g), True)
 
 
 setitem_p = decl.primitive(
     "setitem", _setitem_impl,
-    vjp=(lambda g, ans, x, v, *idx, key: bind(setitem_p, g, 0.0, *idx, key=key),
-         lambda g, ans, x, v, *idx, key: unbroadcast(bind(getitem_p, g, *idx, key=key), v)),
+    vjp=(_overwritten_vjp, _gather_vjp),
     full_jvp=_setitem_jvp, batch=_setlike_batch)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._namespace import ops
 
-from .._core._core import Array, bind, dtype_of, shape_of
+from .._core._core import Array, bind, dtype_of, shape_of, structural_zeros, zeros_mask
 from .._dtypes import from_backend, is_inexact, to_backend
 from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
@@ -721,10 +721,10 @@ Returns
 array
     Of the broadcast shape and of the promoted dtype of ``x1`` and ``x2``, on their backend
     (inside a transform, a value of that transform). The gradient flows to ``x1`` where
-    ``condition`` holds and to ``x2`` elsewhere; ``condition`` gets none. A NaN or inf in the
-    derivative of the branch not taken still reaches the result as ``0 * inf = nan``: for
-    ``where(x > 0, sqrt(x), 0.0)`` write ``sqrt(where(x > 0, x, 1.0))`` inside (the gradient at
-    0 is then 0, not nan), as in torch and JAX.
+    ``condition`` holds and to ``x2`` elsewhere; ``condition`` gets none. The zeros of the
+    branch not taken are exact: an inf or nan in its derivative does not reach the result
+    (``where(x > 0, sqrt(x), 0.0)`` has gradient 0 at ``x = 0``, where torch and JAX give nan;
+    see the correctness page).
 
 Raises
 ------
@@ -743,14 +743,29 @@ tensor([1., 0.])
 
 
 # -- where -----------------------------------------------------------------------------------------
+def _selected(g, c, first):
+    """``where(c, g, 0)`` (``first``) or ``where(c, 0, g)``: the derivative of one branch, zero
+    by construction where the other branch is taken and where ``g`` was (NOTE [strong zeros] in
+    the core: a product with an inf or nan derivative stays zero there)."""
+    out = where(c, g, 0.0) if first else where(c, 0.0, g)
+    mg = zeros_mask(g)
+
+    def mask():
+        cb = c if dtype_of(c).kind == "b" else ops.astype(c, bool)
+        m = ops.logical_not(cb) if first else cb
+        return m if mg is None else ops.logical_or(m, mg())
+
+    return structural_zeros(out, mask)
+
+
 where_p = decl.primitive(
     "where", lambda xp, c, x1, x2: xp.where(c, x1, x2),
     vjp=(None,
-         lambda g, ans, c, x1, x2: unbroadcast(where(c, g, 0.0), x1),
-         lambda g, ans, c, x1, x2: unbroadcast(where(c, 0.0, g), x2)),
+         lambda g, ans, c, x1, x2: unbroadcast(_selected(g, c, True), x1),
+         lambda g, ans, c, x1, x2: unbroadcast(_selected(g, c, False), x2)),
     jvp=(None,
-         lambda t, ans, c, x1, x2: broadcast_like(where(c, t, 0.0), ans),
-         lambda t, ans, c, x1, x2: broadcast_like(where(c, 0.0, t), ans)),
+         lambda t, ans, c, x1, x2: broadcast_like(_selected(t, c, True), ans),
+         lambda t, ans, c, x1, x2: broadcast_like(_selected(t, c, False), ans)),
     batch=ELEMENTWISE, api="condition, x1, x2, /", doc=WHERE_DOC)
 
 

@@ -462,7 +462,9 @@ class _Call:
         raw = _no_tensor(args, gs)
         ctx = self.ctx_for(args)
         it = iter(gs)
-        grads = [_wrap_raw(next(it)) if e is _T else None for e in self.out_layout]
+        # (user code may change them in place: their zeros are numbers, NOTE [strong zeros])
+        grads = [_wrap_raw(_core.forget_zeros(next(it))) if e is _T else None
+                 for e in self.out_layout]
         ctx._phase = "backward"
         try:
             res = info.backward(ctx, *grads)
@@ -532,7 +534,7 @@ class _Call:
             t, a = next(it)
             if t is None and ctx._materialize and _is_float(a):
                 t = ops.zeros_like(a)
-            full_t.append(_wrap_raw(t))
+            full_t.append(_wrap_raw(_core.forget_zeros(t)))   # (as the cotangents of backward)
         style = info.jvp_style(len(self.layout))
         ctx._phase = "jvp"
         try:

@@ -222,9 +222,9 @@ class Backend:
 
     def all_finite(self, x):
         """Whether the raw array ``x`` holds no inf or nan, for NOTE [strong zeros] in the core
-        (products with a derivative that is not finite are made with strong zeros). None: not
-        known without waiting for a device (GPU arrays), and the product is made strongly anyway;
-        a lazy backend answers True without computing anything."""
+        (a cotangent's structural zeros stay zero through a derivative that is not finite).
+        None: not known without waiting for a device (GPU arrays) or computing (a lazy
+        backend), and the structural zeros are kept by a select anyway."""
         xp = self.xp
         if not xp.isdtype(x.dtype, ("real floating", "complex floating")):
             return True

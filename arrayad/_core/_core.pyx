@@ -122,7 +122,7 @@ from cpython.ref cimport Py_REFCNT
 from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.pystate cimport PyThreadState, PyThreadState_Get, PyThreadState_GetDict
-from cpython.contextvars cimport PyContextVar_Get, PyContextVar_Set
+from cpython.contextvars cimport PyContextVar_Get, PyContextVar_Set, PyContextVar_Reset
 from cpython.ref cimport Py_XDECREF
 
 cdef extern from *:
@@ -404,17 +404,17 @@ def thread_state():
 
 
 # The per-context modes. ``grad_mode`` is public for arrayad.autograd's context managers, which
-# set and reset it with tokens; everything else goes through the functions below.
+# set and reset it with tokens; everything else goes through the functions below. At their
+# defaults they hold no value in the context (NOTE [thread state]: why).
 cdef object _grad_mode = ContextVar("arrayad.grad_enabled", default=True)
 cdef object _transforms = ContextVar("arrayad.transforms", default=())
 grad_mode = _grad_mode
 
 
-cdef inline object _context_value(object var):
-    """``var.get()`` without the method call (the variable has a default)."""
+cdef inline tuple _open_transforms():
     cdef PyObject *v = NULL
-    PyContextVar_Get(var, NULL, &v)
-    value = <object>v
+    PyContextVar_Get(_transforms, NULL, &v)
+    value = <tuple>v
     Py_XDECREF(v)
     return value
 
@@ -470,18 +470,18 @@ def set_grad_enabled_flag(bint mode):
 # -- the interpreter stack
 
 def stack_depth():
-    return len(<tuple>_context_value(_transforms))
+    return len(_open_transforms())
 
 
 def interpreters():
     """The calling context's open transforms, outermost first."""
-    return <tuple>_context_value(_transforms)
+    return _open_transforms()
 
 
 def in_transform():
     """Whether a transform of ``arrayad.func`` is open in this context (forward_ad's dual levels
     do not count: the eager tape works inside them, as in torch)."""
-    for f in <tuple>_context_value(_transforms):
+    for f in _open_transforms():
         if not (isinstance(f, JvpInterpreter) and (<JvpInterpreter>f).dual_level):
             return True
     return False
@@ -1466,7 +1466,7 @@ cdef class Interpreter:
     name = "transform"
 
     def __enter__(self):
-        cdef tuple stack = <tuple>_context_value(_transforms)
+        cdef tuple stack = _open_transforms()
         self._entered = PyContextVar_Set(_transforms, stack + (self,))
         self.level = len(stack) + 1
         self.alive = True
@@ -1482,7 +1482,7 @@ cdef class Interpreter:
         exception left open above it. Idempotent."""
         if not self.alive:
             return
-        cdef tuple stack = <tuple>_context_value(_transforms)
+        cdef tuple stack = _open_transforms()
         cdef Py_ssize_t i = len(stack) - 1
         while i >= 0 and stack[i] is not self:
             i -= 1
@@ -1490,7 +1490,7 @@ cdef class Interpreter:
         # the token of the push belongs to the creator's context and refuses the reset.
         if i >= 0:
             try:
-                _transforms.reset(self._entered)   # (the stack below it: what the push found)
+                PyContextVar_Reset(_transforms, self._entered)   # (the stack the push found)
             except ValueError:
                 i = -1
         if i < 0:
@@ -1499,11 +1499,14 @@ cdef class Interpreter:
                 f"closed in another (or twice). A transform must run from start to end in one "
                 f"thread and task (a forward_ad dual level: exit it where it was entered).")
         cdef ThreadState st = _state()
-        for top in reversed(stack[i:]):
-            (<Interpreter>top)._entered = None   # (its token refers to the context: a cycle)
-            (<Interpreter>top).alive = False
-            (<Interpreter>top).frame = None   # (an input's value: not kept past the call)
-            (<Interpreter>top)._exit(st)
+        cdef Interpreter top
+        cdef Py_ssize_t j
+        for j in range(len(stack) - 1, i - 1, -1):
+            top = <Interpreter>stack[j]
+            top._entered = None   # (its token refers to the context: a cycle)
+            top.alive = False
+            top.frame = None      # (an input's value: not kept past the call)
+            top._exit(st)
 
     cdef void _enter(self, ThreadState st) except *:
         pass

@@ -1,5 +1,6 @@
 """State is per thread: the level stack, the grad mode, the default backend and the random state of
-one thread never change what another computes.
+one thread never change what another computes. (The first three are per context, which a new thread
+starts afresh: tests/test_context_state.py covers asyncio tasks and ``contextvars``.)
 
 Every threaded test computes its expected results in one thread first, then runs the same calls in
 ``N_THREADS`` threads at once (a ``threading.Barrier`` releases them together, and a short
@@ -39,8 +40,8 @@ def interleave_and_restore():
         sys.setswitchinterval(interval)
         ad.set_grad_enabled(True)
         from arrayad._core import _core
-        if getattr(_core, "stack_depth", lambda: 0)():
-            _core.pop_frame(_core.frames()[0])
+        if _core.stack_depth():
+            _core.interpreters()[0].close()   # (closes everything above it too)
         ad.set_backend(backend)
         ad.set_rng_state(rng)
 

@@ -1,12 +1,8 @@
 # Declarations of arrayad's hot types, so other Cython modules can use them at C speed.
 
 cdef class ThreadState:
-    cdef readonly list stack
-    cdef public bint grad_enabled
-    cdef public object default_backend
     cdef readonly dict rngs
     cdef public object seed
-    cdef readonly list dual_levels
     cdef dict results
     cdef Py_ssize_t results_sweep_at
     cdef object consumable
@@ -36,6 +32,7 @@ cdef class Interpreter:
     cdef readonly int level
     cdef readonly bint alive
     cdef public object frame
+    cdef object _entered   # the token of its push on the context's stack (NOTE [thread state])
     cdef void _enter(self, ThreadState st) except *
     cdef void _exit(self, ThreadState st) except *
     cpdef object process(self, Primitive prim, tuple args, dict params)

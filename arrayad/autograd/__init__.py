@@ -8,15 +8,17 @@ import threading
 from .._core import _core
 from .._core._core import Array, Tensor, backend_of, owned, run_backward, shape_of
 from .._ops import ops
+from ..backends import _reset
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "Function", "once_differentiable", "forward_ad", "FunctionCtx"]
 
 
 
-# -- grad mode (per thread, NOTE [thread state] in the core) ------------------------------------------
+# -- grad mode (per context: thread or asyncio task, NOTE [thread state] in the core) --------------
 class _GradMode:
-    """A context manager and decorator that sets this thread's grad mode and restores it on exit.
+    """A context manager and decorator that sets the calling context's grad mode (a
+    ``contextvars`` variable: per thread and per asyncio task) and restores it on exit.
 
     As a decorator it changes nothing until the function runs; on a generator function it covers
     the generator's body: each resumption runs in the mode, and the caller's mode is back whenever
@@ -25,19 +27,37 @@ class _GradMode:
     _mode = None
 
     def __init__(self):
-        # (one object may be entered by several threads, or re-entered: a stack per thread)
-        self._prev = {}
+        # One object may be entered by several threads or tasks, or re-entered: the tokens of the
+        # blocks it has open, per thread, innermost last.
+        self._tokens = {}
 
     def __enter__(self):
-        prev = _core.set_grad_enabled_flag(self._mode)
-        self._prev.setdefault(threading.get_ident(), []).append(prev)
+        self._push(_core.grad_mode.set(self._mode))
         return self
 
+    def _push(self, token):
+        self._tokens.setdefault(threading.get_ident(), []).append(token)
+
     def __exit__(self, *exc):
-        stack = self._prev[threading.get_ident()]
-        _core.set_grad_enabled_flag(stack.pop())
-        if not stack:
-            del self._prev[threading.get_ident()]
+        tokens = self._tokens.get(threading.get_ident())
+        if not tokens:
+            raise RuntimeError(f"{type(self).__name__}: a grad-mode block was left in another "
+                               f"thread than it was entered in (or left twice)")
+        # The innermost block of the calling context: a token set in another context (another
+        # task entered this same object) refuses the reset.
+        for i in range(len(tokens) - 1, -1, -1):
+            try:
+                _core.grad_mode.reset(tokens[i])
+            except ValueError:
+                continue
+            del tokens[i]
+            break
+        else:
+            # Entered in a context that is no longer current (a generator holding the block
+            # across a yield, resumed in another task): restore the mode it replaced.
+            _reset(_core.grad_mode, tokens.pop(), True)
+        if not tokens:
+            del self._tokens[threading.get_ident()]
         return False
 
     def _fresh(self):
@@ -91,8 +111,9 @@ class no_grad(_GradMode):
 
     Inside, results of operations on tensors that require grad do not require grad (no
     ``grad_fn``), which saves the memory of the record: use it for evaluation and for
-    parameter updates. The mode is this thread's; the previous one is restored on exit, also
-    when an exception leaves the block. The transforms of ``arrayad.func`` are not affected:
+    parameter updates. The mode is the calling thread's or asyncio task's (another task running
+    while this one awaits inside the block keeps its own); the previous one is restored on exit,
+    also when an exception leaves the block. The transforms of ``arrayad.func`` are not affected:
     ``grad(f)`` still differentiates ``f`` inside a ``no_grad`` block, and respects one inside
     ``f`` (as torch.func).
 
@@ -133,8 +154,8 @@ class no_grad(_GradMode):
 class enable_grad(_GradMode):
     """Context manager and decorator that re-enables recording, e.g. inside a ``no_grad`` block.
 
-    The mode is this thread's; the previous one is restored on exit. As a decorator, each call
-    of the function runs with recording enabled.
+    The mode is this thread's or task's; the previous one is restored on exit. As a decorator,
+    each call of the function runs with recording enabled.
 
     Raises
     ------
@@ -156,8 +177,8 @@ class enable_grad(_GradMode):
 
 
 class set_grad_enabled(_GradMode):
-    """Set this thread's grad mode to ``mode``: at once when called, back on exit when used with
-    ``with``.
+    """Set the grad mode of this thread or asyncio task to ``mode``: at once when called, back on
+    exit when used with ``with``.
 
     As a decorator it undoes that immediate change and sets the mode only while the decorated
     function runs (torch's behaviour). Called alone, ``ad.set_grad_enabled(False)`` changes the
@@ -189,11 +210,12 @@ class set_grad_enabled(_GradMode):
             raise TypeError(f"set_grad_enabled(mode): mode must be a bool, got "
                             f"{type(mode).__name__}")
         self._mode = bool(mode)
-        self._creation_prev = _core.set_grad_enabled_flag(self._mode)
+        self._creation = _core.grad_mode.set(self._mode)
 
     def __enter__(self):
-        # the mode is set already (at construction); remember what to restore
-        self._prev.setdefault(threading.get_ident(), []).append(self._creation_prev)
+        # the mode is set already (at construction): the block restores what that replaced
+        token, self._creation = self._creation, None
+        self._push(token if token is not None else _core.grad_mode.set(self._mode))
         return self
 
     def _fresh(self):
@@ -202,12 +224,14 @@ class set_grad_enabled(_GradMode):
         return fresh
 
     def __call__(self, fn):
-        _core.set_grad_enabled_flag(self._creation_prev)   # decorating changes nothing yet
+        if self._creation is not None:   # decorating changes nothing yet
+            _reset(_core.grad_mode, self._creation, True)
+            self._creation = None
         return super().__call__(fn)
 
 
 def is_grad_enabled():
-    """Whether operations on tensors that require grad are recorded in this thread.
+    """Whether operations on tensors that require grad are recorded in this thread or task.
 
     Returns
     -------
@@ -232,7 +256,7 @@ def is_grad_enabled():
 
 # -- backward / grad --------------------------------------------------------------------------------
 def _in_transform():
-    """Whether an arrayad.func transform is open in this thread (a forward_ad dual level is not
+    """Whether an arrayad.func transform is open in this thread or task (a forward_ad dual level is not
     one: the eager tape works inside it, as in torch)."""
     return _core.in_transform()
 

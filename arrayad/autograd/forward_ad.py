@@ -3,7 +3,8 @@
 ``enter_dual_level`` opens a ``JvpInterpreter`` marked ``dual_level`` (NOTE [interpreters] in
 ``_core.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so every
 operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
-``unpack_dual`` reads it back; ``exit_dual_level`` closes it. The levels are the calling thread's.
+``unpack_dual`` reads it back; ``exit_dual_level`` closes it. The levels are the calling
+context's (thread or asyncio task: they are open transforms, NOTE [thread state] in the core).
 Unlike torch, a dual made in a level cannot be used after the level exits (it is a tracer of a
 finished transform and says so); ``unpack_dual`` of such a value still returns its primal, with
 tangent None.
@@ -20,8 +21,9 @@ __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_du
 
 
 def _levels():
-    """This thread's dual levels entered and not exited, outermost first; a level is an index."""
-    return _core.thread_state().dual_levels
+    """The calling context's dual levels entered and not exited, outermost first; a level is an
+    index."""
+    return [f for f in _core.interpreters() if isinstance(f, JvpInterpreter) and f.dual_level]
 
 
 class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])):
@@ -45,8 +47,8 @@ class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 
 def enter_dual_level():
-    """Open a new forward-AD level in this thread and return its number (prefer ``dual_level``,
-    which also closes it).
+    """Open a new forward-AD level in this thread or task and return its number (prefer
+    ``dual_level``, which also closes it).
 
     Returns
     -------
@@ -66,15 +68,12 @@ def enter_dual_level():
     array([1.])
     >>> fwAD.exit_dual_level(level=level)
     """
-    interp = JvpInterpreter(dual_level=True)
-    interp.__enter__()
-    levels = _levels()
-    levels.append(interp)
-    return len(levels) - 1
+    JvpInterpreter(dual_level=True).__enter__()
+    return len(_levels()) - 1
 
 
 def exit_dual_level(*, level=None):
-    """Close the innermost forward-AD level of this thread; its duals lose their tangents.
+    """Close the innermost forward-AD level of this thread or task; its duals lose their tangents.
 
     Parameters
     ----------
@@ -109,15 +108,11 @@ def exit_dual_level(*, level=None):
         raise RuntimeError(
             f"Trying to exit a forward AD level that was not the last one created (level {level}, "
             f"the last one is {len(levels) - 1}). This is not supported.")
-    levels.pop().close()
+    levels[-1].close()
 
 
 def _interpreter(level, api):
-    levels = _levels()
-    # A transform that returned may have closed our level already (it closes what is left
-    # above it).
-    while levels and not levels[-1].alive:
-        levels.pop()
+    levels = _levels()   # (a transform that returned closed what it left open above it)
     if not levels:
         return None
     if level is None:

@@ -6,12 +6,14 @@ backend lacks. Adapters are imported lazily, the first time an array of their ty
 their name is asked for, so arrayad imports no array library but NumPy at start-up.
 
 The default backend (for ``ad.tensor``, ``ad.randn``...) is NumPy unless ``ARRAYAD_BACKEND``,
-``set_backend(name)`` or a ``with backend(name):`` block says otherwise. Both the default backend
-and the random generators belong to the calling thread (NOTE [thread state] in ``_core.pyx``):
-``set_backend`` and ``manual_seed`` in one thread change nothing in another.
+``set_backend(name)`` or a ``with backend(name):`` block says otherwise. The default backend
+belongs to the calling context (a thread, an asyncio task: a ``contextvars`` variable) and the
+random generators to the calling thread (NOTE [thread state] in ``_core.pyx``): ``set_backend``
+in one task and ``manual_seed`` in one thread change nothing in another.
 """
 
 import contextlib
+import contextvars
 import importlib
 import itertools
 import os
@@ -750,16 +752,18 @@ def set_rng_state(state):
         get_backend(name).set_rng_state(s)
 
 
-# -- default backend for new arrays, per thread
+# -- default backend for new arrays, per context (NOTE [thread state] in _core.pyx)
 _process_default = []   # ARRAYAD_BACKEND's adapter, looked up once
+_default = contextvars.ContextVar("arrayad.default_backend", default=None)   # None: the above
 
 
 def default_backend():
-    """The backend of new arrays in the calling thread.
+    """The backend of new arrays in the calling thread or asyncio task.
 
-    The calling thread's choice (the last ``set_backend``, or the enclosing ``with
-    backend(...)`` block), else ``ARRAYAD_BACKEND`` (read once), else NumPy. Inside a transform, new arrays
-    follow the transform's inputs instead (``arrayad.zeros``).
+    The calling context's choice (the last ``set_backend``, or the enclosing ``with
+    backend(...)`` block; an asyncio task starts with the choice in force where it was created,
+    a new thread with none), else ``ARRAYAD_BACKEND`` (read once), else NumPy. Inside a
+    transform, new arrays follow the transform's inputs instead (``arrayad.zeros``).
 
     Returns
     -------
@@ -776,7 +780,7 @@ def default_backend():
     ...     ad.backends.default_backend()
     <arrayad backend array_api_strict>
     """
-    b = _core.thread_state().default_backend
+    b = _default.get()
     if b is None:
         if not _process_default:
             _process_default.append(get_backend(os.environ.get("ARRAYAD_BACKEND", "numpy")))
@@ -785,12 +789,13 @@ def default_backend():
 
 
 def set_backend(name):
-    """Make ``name`` the backend of new arrays in the calling thread.
+    """Make ``name`` the backend of new arrays in the calling thread or asyncio task.
 
     ``ad.tensor``, ``ad.asarray`` of Python data, ``ad.zeros``, ``ad.randn``... then make arrays
     of that backend (outside transforms; inside one, new arrays follow its inputs). Other
-    threads keep theirs; new threads start with ``ARRAYAD_BACKEND`` (or NumPy). For a block of
-    code, ``with arrayad.backend(name):`` is the tidier choice.
+    threads and tasks keep theirs (the choice is a ``contextvars`` variable: tasks created
+    afterwards from this one inherit it); new threads start with ``ARRAYAD_BACKEND`` (or NumPy).
+    For a block of code, ``with arrayad.backend(name):`` is the tidier choice.
 
     Parameters
     ----------
@@ -815,14 +820,16 @@ def set_backend(name):
     tensor([0., 0.], backend=array_api_strict)
     >>> ad.set_backend('numpy')
     """
-    _core.thread_state().default_backend = get_backend(name)
+    _default.set(get_backend(name))
 
 
 @contextlib.contextmanager
 def backend(name):
-    """A ``with`` block in which new arrays (in this thread) are made on backend ``name``.
+    """A ``with`` block in which new arrays (in this thread or task) are made on backend ``name``.
 
-    The previous default is restored on leaving the block, also when it raises.
+    The previous default is restored on leaving the block, also when it raises. The block
+    belongs to the calling context: another asyncio task running while this one awaits inside
+    the block keeps its own default.
 
     Parameters
     ----------
@@ -850,13 +857,21 @@ def backend(name):
     >>> ad.backends.default_backend().name   # restored
     'numpy'
     """
-    st = _core.thread_state()
-    prev = st.default_backend
-    st.default_backend = get_backend(name)
+    b = get_backend(name)
+    token = _default.set(b)
     try:
-        yield st.default_backend
+        yield b
     finally:
-        st.default_backend = prev
+        _reset(_default, token, None)
+
+
+def _reset(var, token, default):
+    """``var.reset(token)``; where the block ends in another context than it began (a generator
+    that held it across a yield, resumed elsewhere), set the value it replaced instead."""
+    try:
+        var.reset(token)
+    except ValueError:
+        var.set(default if token.old_value is contextvars.Token.MISSING else token.old_value)
 
 
 def _module_root(t):

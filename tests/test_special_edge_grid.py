@@ -216,3 +216,78 @@ def test_reductions_derivative_nan(name):
     s = sp.softmax(x)
     want = np.diag(s) - np.outer(s, s) if name == "softmax" else np.eye(3) - s[None, :]
     np.testing.assert_allclose(np.asarray(jacrev(getattr(S, name))(x)), want, rtol=1e-12)
+
+
+# -- derivatives on the grid ---------------------------------------------------------------------
+# The arguments each function is differentiable in (the others are integer orders, or refused by
+# name with an error: tested in test_special.py).
+DIFF = {n: (0,) for n, k in ARITY.items() if k == 1}
+del DIFF["zetac"]
+DIFF.update({n: (0, 1) for n in ("xlogy", "xlog1py", "rel_entr", "betaln", "poch", "binom",
+                                 "boxcox", "boxcox1p", "inv_boxcox", "inv_boxcox1p", "kl_div",
+                                 "huber", "pseudo_huber")})
+DIFF.update({n: (1,) for n in ("polygamma", "gammainc", "gammaincc", "gammaincinv",
+                               "gammainccinv", "expn", "yn", "zeta", "chdtr", "chdtrc", "stdtr",
+                               "pdtr")})
+DIFF.update({n: (2,) for n in ("betainc", "hyp1f1", "betaincc", "fdtr")})
+DIFF.update({n: (0, 2) for n in ("gdtr", "gdtrc")})
+# the grid of the derivative checks for functions of 2 and 3 arguments (a few seconds in all)
+G_SMALL = np.array([0.0, 0.25, 0.5, 1.0, 1.5, 3.0, -0.5, -1.0, -2.5, np.inf, np.nan, 1e30])
+
+
+def _fd(name, args, i, h):
+    lo, hi = list(args), list(args)
+    lo[i], hi[i] = args[i] - h, args[i] + h
+    return (_reference(name, hi) - _reference(name, lo)) / (2 * h)
+
+
+# Not yet right on the grid (found by this test, to fix): mostly a finite or infinite derivative
+# where SciPy's value is nan (outside the domain, e.g. exp1 of a negative x, digamma at its poles,
+# boxcox at lmbda = inf), some a nan derivative where SciPy's value is smooth (binom, boxcox at
+# x = 0) or a kink the smoothness check does not see (huber).
+DERIV_OPEN = set("""betainc-2 betaln-0 betaln-1 binom-0 binom-1 boxcox-0 boxcox-1 boxcox1p-0 boxcox1p-1 chdtr-1 chdtrc-1 digamma-0 exp1-0 expn-1 gammainc-1 gammaincc-1 gdtr-0 gdtr-2 gdtrc-0 gdtrc-2 huber-0 huber-1 hyp1f1-2 kl_div-0 kl_div-1 loggamma-0 logit-0 pdtr-1 poch-0 poch-1 polygamma-1 pseudo_huber-1 psi-0 rel_entr-1 stdtr-1 xlog1py-0 xlog1py-1 xlogy-0 xlogy-1 yn-1 zeta-1""".split())
+
+
+@pytest.mark.parametrize("name,i", [pytest.param(n, i, marks=pytest.mark.xfail(
+    strict=True, reason="derivative not yet right on the grid (see DERIV_OPEN)"))
+    if f"{n}-{i}" in DERIV_OPEN else (n, i) for n in sorted(DIFF) for i in DIFF[n]])
+def test_derivatives(name, i):
+    """grad and jvp against central differences of SciPy's function at the grid points where
+    SciPy's value is finite and the function smooth (the differences with steps h and h/2
+    agree: no domain edge, pole or kink within a step); nan where SciPy's value is nan."""
+    args = _grid(name) if ARITY[name] == 1 else _grid(name, G_SMALL)
+    want = _reference(name, args)
+    fn = getattr(S, name)
+
+    def total(*a):
+        return ad.sum(fn(*a))
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = np.asarray(grad(total, argnums=i)(*args))
+
+        def only_i(v):
+            return fn(*args[:i], v, *args[i + 1:])
+        _, t = jvp(only_i, (args[i],), (np.ones_like(args[i]),))
+        t = np.asarray(t)
+        h = 1e-6 * np.maximum(np.abs(args[i]), 1.0)
+        fd, fd2 = _fd(name, args, i, h), _fd(name, args, i, h / 2)
+    nan = np.isnan(want)
+    assert np.isnan(g[nan]).all() and np.isnan(t[nan]).all(), (
+        f"{name}: a finite derivative in argument {i} where SciPy's value is nan at "
+        f"{[tuple(float(a[j]) for a in args) for j in np.nonzero(nan & ~np.isnan(g))[0][:6]]}")
+    scale = 1e-7 * (1 + np.abs(want))
+    smooth = (np.isfinite(want) & np.isfinite(fd) & np.isfinite(fd2)
+              # (no huge values, nor tiny ones: a step of 1e-6 from 1e-300 crosses 0)
+              & np.all([np.isfinite(a) & (np.abs(a) < 1e20) & ((a == 0) | (np.abs(a) > 1e-3))
+                        for a in args], axis=0)
+              & (np.abs(fd - fd2) <= 1e-6 * np.abs(fd) + scale))
+    assert smooth.sum() > 0, name
+    for got in (g, t):
+        close = np.abs(got[smooth] - fd[smooth]) <= 1e-5 * np.abs(fd[smooth]) + scale[smooth]
+        if not close.all():
+            bad = np.nonzero(smooth)[0][~close]
+            pytest.fail(f"{name}, argument {i}: {len(bad)} of {smooth.sum()} derivatives differ "
+                        "from central differences of SciPy:\n" + "\n".join(
+                            f"  {tuple(float(a[j]) for a in args)}: arrayad {got[j]!r}, "
+                            f"difference {fd[j]!r}" for j in bad[:8]))

@@ -69,12 +69,33 @@ def _torch(name):
     import torch
     if name == "log_expit":
         return torch.nn.functional.logsigmoid
-    if name == "polygamma":
-        return _torch_polygamma
-    if name in _TORCH_SKIP:
+    if name in _TORCH_EDGES:
+        fn = _TORCH_EDGES[name]
+    elif name in _TORCH_SKIP:
         return None
-    fn = getattr(torch.special, _TORCH_NAMES.get(name, name), None)
+    else:
+        fn = getattr(torch.special, _TORCH_NAMES.get(name, name), None)
+    if fn is not None and name in _TORCH_WIDE:
+        fn = _torch_wide(fn)
     return _torch_tensor_args(fn) if name in _TORCH_TENSOR_ARGS else fn
+
+
+# torch's float32 kernels of these lose SciPy's float32 values at edges (gammainc(1e-45, x) is
+# 0 for 1, gammaincc(1e-30, x) off by a factor 3, k1 and k1e nan at 1e-45, k0e inf, zeta off by
+# 1e-6 at q = 3e38), where SciPy computes in float64 and rounds: so does arrayad for them.
+_TORCH_WIDE = {"gammainc", "gammaincc", "zeta", "k1", "k0e", "k1e"}
+
+
+def _torch_wide(fn):
+    def call(*args):
+        import torch
+        ref = next(a for a in args if isinstance(a, torch.Tensor))
+        if ref.dtype not in (torch.float32, torch.float16, torch.bfloat16) or \
+                ref.device.type == "mps":     # (no float64 there)
+            return fn(*args)
+        return fn(*[a.to(torch.float64) if isinstance(a, torch.Tensor) else a
+                    for a in args]).to(ref.dtype)
+    return call
 
 
 def _torch_tensor_args(fn):
@@ -86,20 +107,112 @@ def _torch_tensor_args(fn):
     return call
 
 
-def _torch_polygamma(n, x):
-    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1, for orders given as an array (SciPy's
-    # polygamma takes one; torch's a Python int) and because torch's own trigamma is accurate to
-    # 1e-9 only, its zeta to rounding.
+# NOTE [torch special edges]: torch.special's functions differ from SciPy's at some edge values;
+# the wrappers below put SciPy's value in those cells (on any device, so without a host copy),
+# and the derivative rules, written with these functions, follow.
+
+def _torch_gammaln(x):
     import torch
-    if isinstance(n, int) or (isinstance(n, torch.Tensor) and n.numel() == 1):
+    out = torch.special.gammaln(x)
+    # SciPy: -inf at -inf (torch: inf); and inf where 1/x overflows (float64 subnormals, whose
+    # reciprocal SciPy's recurrence takes), where torch gives the finite -log|x|
+    out = torch.where(x == -math.inf, -math.inf, out)
+    if x.dtype == torch.float64:
+        out = torch.where((x != 0) & torch.isinf(1 / x), math.inf, out)
+    return out
+
+
+def _torch_gammainc(upper):
+    name = "gammaincc" if upper else "gammainc"
+
+    def fn(a, x):
+        import torch
+        if a.device.type == "cpu" and x.device.type == "cpu":
+            # (SciPy on a host copy: exactly SciPy's values, subnormal results included)
+            try:
+                import numpy as np
+                out = np.asarray(_scipy(name)(a.numpy(), x.numpy()))
+            except ImportError:
+                pass
+            else:
+                return torch.from_numpy(out).to(torch.promote_types(a.dtype, x.dtype))
+        return _torch_gammainc_device(upper, a, x)
+    return fn
+
+
+# zeta(k), k = 2..17, for the series of log Gamma(1 + a) below
+_ZETA_K = (math.pi ** 2 / 6, 1.2020569031595942, math.pi ** 4 / 90, 1.0369277551433699,
+           math.pi ** 6 / 945, 1.0083492773819228, math.pi ** 8 / 9450, 1.0020083928260822,
+           math.pi ** 10 / 93555, 1.0004941886041195, 1.0002460865533080, 1.0001227133475785,
+           1.0000612481350587, 1.0000305882363070, 1.0000152822594087, 1.0000076371976379)
+_EULER = 0.5772156649015329
+
+
+def _torch_gammainc_device(upper, a, x):
+    """torch's gammainc/gammaincc with SciPy's edges, off the CPU: nan for a nan argument (torch
+    gives 0 or 1 at some), and Q(a, x) for small a and x by its series (torch computes 1 - P
+    there, wrong by 1e-8 relative at a = 1e-10, x = 1/4, by a factor 3 at a = 1e-30):
+    Q = -expm1(a log x - lgamma1p(a)) - a x^a / Gamma(1 + a) sum_n (-1)^n x^n / (n! (a + n)),
+    lgamma1p(a) = -gamma a + sum_k (-1)^k zeta(k) a^k / k (to 1e-17 for a < 0.1, x <= 2 with
+    these terms)."""
+    import torch
+    a, x = torch.broadcast_tensors(a, x)
+    out = (torch.special.gammaincc if upper else torch.special.gammainc)(a, x)
+    if upper:
+        small = (a > 0) & (a < 0.1) & (x >= 0) & (x <= 2)
+        as_ = torch.where(small, a, 0.05)
+        xs = torch.where(small, x, 1.0)
+        lg = torch.zeros_like(as_)
+        for k in range(len(_ZETA_K) + 1, 1, -1):
+            lg = (lg + (-1) ** k * _ZETA_K[k - 2] / k) * as_
+        lg = (lg - _EULER) * as_
+        t = as_ * torch.log(xs) - lg          # log(x^a / Gamma(1 + a))
+        term, total = torch.ones_like(xs), torch.zeros_like(xs)
+        for n in range(1, 31):
+            term = term * (-xs / n)
+            total = total + term / (as_ + n)
+        # (clamped: at a = 5e-324 the rounding of the two terms' difference can be -5e-324)
+        series = torch.clamp(-torch.expm1(t) - as_ * torch.exp(t) * total, 0.0, 1.0)
+        out = torch.where(small, series, out)
+    return torch.where(torch.isnan(a) | torch.isnan(x), math.nan, out)
+
+
+def _torch_zeta(x, q):
+    # torch's zeta is nan for q = inf and for huge q with huge x, where SciPy's is 0 (or a tiny
+    # number): from q = 1e8 on, the first two terms of its asymptotic series
+    # q^(1-x) / (x - 1) + q^-x / 2 (the next, x q^(-x-1) / 12, is below 1e-16 relative wherever
+    # the value does not underflow: x < 42 there)
+    import torch
+    big = (x > 1) & (q >= 1e8)
+    xs = torch.where(big, x, 2.0)
+    lq = torch.log(torch.where(big, q, 2.0))
+    asym = torch.exp((1 - xs) * lq - torch.log(xs - 1)) + 0.5 * torch.exp(-xs * lq)
+    return torch.where(big, asym, torch.special.zeta(x, q))
+
+
+def _torch_polygamma(n, x):
+    # SciPy's formula psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1, digamma for n = 0: nan
+    # for an order that is not an integer (torch's own polygamma takes a Python int only, and its
+    # trigamma is accurate to 1e-9 only, its zeta to rounding)
+    import torch
+    if isinstance(n, int) or (isinstance(n, float) and n.is_integer()):
         n = int(n)
         if n == 0:
             return torch.special.digamma(x)
-        return torch.special.zeta(float(n + 1), x) * ((-1) ** (n + 1) * math.factorial(n))
+        fac = math.gamma(n + 1) if n < 171 else math.inf
+        return _torch_wide(_torch_zeta)(torch.full_like(x, float(n + 1)), x) * \
+            math.copysign(fac, (-1) ** (n + 1))
     n = torch.as_tensor(n, device=x.device).to(x.dtype)
-    fac = torch.exp(torch.lgamma(n + 1)) * (1 - 2 * torch.remainder(n, 2))
+    n, x = torch.broadcast_tensors(n, x)
+    sign = torch.pow(torch.full_like(n, -1.0), n + 1)     # (nan for a non-integer n)
+    fac = sign * torch.exp(torch.lgamma(n + 1))
     return torch.where(n == 0, torch.special.digamma(x),
-                       -fac * torch.special.zeta(n + 1, x))
+                       fac * _torch_wide(_torch_zeta)(n + 1, x))
+
+
+_TORCH_EDGES = {"gammaln": _torch_gammaln, "gammainc": _torch_gammainc(False),
+                "gammaincc": _torch_gammainc(True), "zeta": _torch_zeta,
+                "polygamma": _torch_polygamma}
 
 
 def _cupy(name):
@@ -1029,6 +1142,25 @@ def multigammaln(a, d):
     return _nan_where(a <= (d - 1) / 2, out + d * (d - 1) / 4 * math.log(math.pi))
 
 
+def _in_float64(fn, *args):
+    """``fn(*args)`` computed in float64 and rounded back where the arrays are float32 (or
+    narrower), as SciPy's gdtr and chdtr (float64 loops only): written with gammainc of a x (or
+    x / 2), they would otherwise lose the product's underflow (1e-45 / 2 is 0 in float32)."""
+    arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
+    dt = ops.result_type(*arrays) if arrays else None
+    if dt is None or not ops.isdtype(dt, "real floating") or ops.finfo(dt).bits >= 64:
+        return fn(*args)
+    wide = [a if isinstance(a, PY_SCALARS) else ops.astype(a, ops.float64) for a in args]
+    return ops.astype(fn(*wide), dt)
+
+
+def _gdtr(a, b, x, upper):
+    ax = ops.multiply(a, x)
+    # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
+    p = (ops.special.gammaincc if upper else ops.special.gammainc)(_like(b, ax), ax)
+    return _nan_where(x < 0, p)
+
+
 @decl.composite
 @_documented(["a", "b", "x"],
              ["The rate, positive.", "The shape, positive.", "Non-negative values."],
@@ -1040,9 +1172,7 @@ def multigammaln(a, d):
 def gdtr(a, b, x):
     """The gamma distribution function of rate ``a`` and shape ``b`` at ``x``: P(b, a x)
     (differentiable in a and x)."""
-    ax = ops.multiply(a, x)
-    # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
-    return _nan_where(x < 0, ops.special.gammainc(_like(b, ax), ax))
+    return _in_float64(lambda a, b, x: _gdtr(a, b, x, False), a, b, x)
 
 
 @decl.composite
@@ -1054,8 +1184,7 @@ def gdtr(a, b, x):
              uses="gammaincc")
 def gdtrc(a, b, x):
     """1 - gdtr(a, b, x): Q(b, a x) (differentiable in a and x)."""
-    ax = ops.multiply(a, x)
-    return _nan_where(x < 0, ops.special.gammaincc(_like(b, ax), ax))
+    return _in_float64(lambda a, b, x: _gdtr(a, b, x, True), a, b, x)
 
 
 @decl.composite
@@ -1066,7 +1195,7 @@ def gdtrc(a, b, x):
 def chdtr(v, x):
     """The chi-square distribution function with ``v`` degrees of freedom: P(v/2, x/2)
     (differentiable in x)."""
-    return ops.special.gammainc(v / 2, x / 2)
+    return _in_float64(lambda v, x: ops.special.gammainc(v / 2, x / 2), v, x)
 
 
 @decl.composite
@@ -1076,7 +1205,7 @@ def chdtr(v, x):
              uses="gammaincc")
 def chdtrc(v, x):
     """1 - chdtr(v, x): Q(v/2, x/2) (differentiable in x)."""
-    return ops.special.gammaincc(v / 2, x / 2)
+    return _in_float64(lambda v, x: ops.special.gammaincc(v / 2, x / 2), v, x)
 
 
 # The distribution functions of Student's t and F, and betaincc, are computed by the backend's own
@@ -1363,8 +1492,12 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         "", "Equal values share the mass equally:", "",
         ">>> ad.special.softmax(np.zeros(4))", "array([0.25, 0.25, 0.25, 0.25])"])
 def softmax(x, axis=None):
-    """exp(x) / sum(exp(x)) over ``axis`` (all axes by default, as SciPy)."""
-    return ops.exp(x - logsumexp(x, axis=axis, keepdims=True))
+    """exp(x) / sum(exp(x)) over ``axis`` (all axes by default, as SciPy): nan over a slice
+    holding +inf (inf - inf) or nan, or only -inf, as SciPy and torch."""
+    # (SciPy's formula, shifted by the maximum: the shift's derivative is zero, the softmax being
+    # invariant under it; at a +inf maximum the nans carry a nan derivative)
+    e = ops.exp(x - ops.stop_gradient(ops.max(x, axis=axis, keepdims=True)))
+    return e / ops.sum(e, axis=axis, keepdims=True)
 
 
 @decl.composite
@@ -1385,5 +1518,12 @@ def softmax(x, axis=None):
         ">>> bool(np.isclose(ad.special.log_softmax(x, axis=1)[1, 2], -800.0 - np.log(2.0)))",
         "True"])
 def log_softmax(x, axis=None):
-    """x - logsumexp(x) over ``axis`` (all axes by default, as SciPy)."""
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    """x - logsumexp(x) over ``axis`` (all axes by default, as SciPy): nan at +inf entries and
+    over a slice of -inf, as SciPy."""
+    # (SciPy's formula: the shift by a finite maximum first, so that x - max is exact (0 at
+    # x = max = 1e300, where x - logsumexp(x) would round log 2 away)
+    m = ops.stop_gradient(ops.max(x, axis=axis, keepdims=True))
+    t = x - ops.where(ops.isfinite(m), m, 0.0)
+    out = t - ops.log(ops.sum(ops.exp(t), axis=axis, keepdims=True))
+    # (a nan value gets a nan derivative: at a +inf entry the rules alone give a finite one)
+    return _nan_where(ops.isnan(out), out)

@@ -392,12 +392,13 @@ METHODS["clip_"] = METHODS["clamp_"]
 @method
 def div_(self, other, rounding_mode=None):
     """torch's in-place ``div_`` (``rounding_mode`` None, 'trunc' or 'floor')."""
+    x = alias(self)   # (as _in_place: the computation keeps the value as it was)
     if rounding_mode is None:
-        q = alias(self) / other
+        q = x / other
     elif rounding_mode == "floor":
-        q = alias(self) // other
+        q = x // other
     elif rounding_mode == "trunc":
-        q = ops.trunc(alias(self) / other)
+        q = ops.trunc(x / other)
     else:
         raise ValueError(f"div_: rounding_mode must be None, 'trunc' or 'floor', got "
                          f"{rounding_mode!r}")

@@ -164,13 +164,13 @@ def update_in_place(x, result, what="an in-place operation", *, stamp=True):
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place operation. "
                 "Update it under arrayad.no_grad(), or work on a copy (x.clone()).")
-        _check_writable_views(x)
-        if not isinstance(result, Tensor):
-            raise ops._inplace_level_error(x, result)
+    _check_writable_views(x)
+    if isinstance(x, Tensor):
+        same_level = isinstance(result, Tensor)
     else:
-        _check_writable_views(x)
-        if type(result) is not type(x) or result.interpreter is not x.interpreter:
-            raise ops._inplace_level_error(x, result)
+        same_level = type(result) is type(x) and result.interpreter is x.interpreter
+    if not same_level:
+        raise ops._inplace_level_error(x, result)
     result = _cast_for_update(x, result, what)
     if isinstance(x, Tensor) and x.requires_grad and not result.requires_grad and \
             _core.is_grad_enabled():

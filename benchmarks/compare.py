@@ -94,9 +94,6 @@ try:
     from arrayad import func as adf
 
     VERSIONS["arrayad"] = getattr(ad, "__version__", "?")
-    _ad_file = getattr(ad, "__file__", None)
-    if _ad_file:
-        VERSIONS["arrayad"] += f" ({os.path.dirname(_ad_file)})"
 except Exception as exc:
     ad = adf = None
     IMPORT_NOTES["arrayad"] = f"import arrayad failed: {type(exc).__name__}: {exc}"

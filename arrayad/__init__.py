@@ -14,7 +14,7 @@ from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16
 from .backends import (Generator, available_backends, backend, get_backend,  # noqa: F401
                        set_backend)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __array_api_version__ = "2025.12"
 
 e = 2.718281828459045

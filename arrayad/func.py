@@ -10,6 +10,7 @@ transform in, a tracer of that transform out.
 """
 
 import functools
+from typing import Any, Callable
 
 from . import _dtypes
 from ._dtypes import is_inexact
@@ -526,7 +527,7 @@ def value_and_grad(func, argnums=0, has_aux=False):
     return wrapper
 
 
-def vjp(func, *primals, has_aux=False):
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Evaluate ``func`` and return its vector-Jacobian product function (reverse mode).
 
     Parameters
@@ -648,7 +649,8 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
     return duals, p_spec, p_leaves
 
 
-def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
+        has_aux: bool = False) -> tuple[Any, ...]:
     """The output of ``func`` and its Jacobian-vector product: forward-mode differentiation.
 
     ``func`` runs once on dual values carrying the tangents; nothing is recorded, so the cost
@@ -729,7 +731,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     return result + (native.tree(aux),) if has_aux else result
 
 
-def linearize(func, *primals):
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """The output of ``func`` at ``primals`` and a function computing its JVPs there.
 
     ``func`` is evaluated once (torch.func evaluates it twice): its operations are recorded,

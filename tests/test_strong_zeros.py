@@ -58,6 +58,18 @@ def shared_branches(m, x):
     return m.sum(m.where(x > 0, s, 0.0)) + m.sum(s[1:])
 
 
+def where_sqrt_moved(m, x):
+    # where_sqrt seen through a reshape and a transpose: the structural zeros move with the
+    # elements they belong to
+    y = m.reshape(m.sqrt(x), (2, 2)).T
+    return m.sum(m.where(m.reshape(x, (2, 2)).T > 0, y, 0.0))
+
+
+def slice_sqrt_moved(m, x):
+    # slice_sqrt through reshapes (the slice's zero and, under jacfwd, the basis' zeros move)
+    return m.sum(m.reshape(m.sqrt(m.reshape(x, (2, 2))), (4,))[1:] * 3.0)
+
+
 def masked_reciprocal(m, x):
     # 1/0 = inf (derivative -inf), overwritten
     y = 1 / x
@@ -106,6 +118,8 @@ CASES = {
     "where_sqrt": (where_sqrt, [-1.0, 0.0, 0.25, 4.0], [0.0, 0.0, 1.0, 0.25], [1]),
     "slice_sqrt": (slice_sqrt, [0.0, 1.0, 4.0], [0.0, 1.5, 0.75], []),
     "shared_branches": (shared_branches, [0.0, 1.0, 4.0], [0.0, 1.0, 0.5], [0]),
+    "where_sqrt_moved": (where_sqrt_moved, [-1.0, 0.0, 0.25, 4.0], [0.0, 0.0, 1.0, 0.25], [1]),
+    "slice_sqrt_moved": (slice_sqrt_moved, [0.0, 1.0, 4.0, 9.0], [0.0, 1.5, 0.75, 0.5], []),
     "masked_reciprocal": (masked_reciprocal, [0.0, 2.0, -4.0], [0.0, -0.25, -0.0625], [0]),
     "masked_log": (masked_log, [-1.0, 2.0, 0.5],
                    [0.0, 2 * np.log(2.0) / 2.0, 2 * np.log(0.5) / 0.5], []),

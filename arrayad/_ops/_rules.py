@@ -24,7 +24,7 @@ from ._namespace import ops
 
 from .._core._core import (Primitive, bind, broadcast_like, conj_if_complex,  # noqa: F401
                            dtype_of, forward_result, is_complex, register_primitive, shape_of,
-                           unbroadcast)
+                           structural_zeros, unbroadcast, zeros_mask)
 
 PY_SCALARS = (int, float, complex, bool)
 
@@ -67,6 +67,24 @@ def _linear_jvp(p):
 
 
 LINEAR = per_primitive(lambda p: (_linear_jvp(p),))
+
+
+def moves_zeros(rule):
+    """``rule(g, ans, *args, **params)`` of a primitive that only moves or copies elements
+    (reshape, permute_dims, flip...), whose structural zeros (NOTE [strong zeros] in the core)
+    move with them: the mask of the result is the same rule applied to ``g``'s mask. (A rule
+    that adds elements together, a sum or ``unbroadcast``, must not be wrapped: a sum of
+    booleans is not a mask.)"""
+    def moved(g, *args, **params):
+        out = rule(g, *args, **params)
+        mask = zeros_mask(g)
+        return out if mask is None else structural_zeros(
+            out, lambda: rule(mask(), *args, **params))
+    return moved
+
+
+# The JVP of a primitive that moves elements: LINEAR's, with the tangent's structural zeros.
+MOVING = per_primitive(lambda p: (moves_zeros(_linear_jvp(p)),))
 
 
 def _rule(rule, p):

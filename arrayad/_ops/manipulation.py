@@ -8,9 +8,9 @@ from ._namespace import ops
 
 from .._core._core import Array, bind, dtype_of, shape_of, structural_zeros, zeros_mask
 from .._dtypes import from_backend, is_inexact, to_backend
-from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
-                     materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
-                     per_primitive, unbroadcast)
+from ._rules import (ELEMENTWISE, MOVING, Declarations, axis_batch, batch_size_of, broadcast_like,
+                     materialize_batch, move_to_front, moves_zeros, ndim_of, normalize_axes,
+                     normalize_axis, per_primitive, unbroadcast)
 from .views import View, make_view, reshapes_without_copy
 
 decl = Declarations(globals())
@@ -94,8 +94,9 @@ class Reshape(View):
 
 
 reshape_p = decl.primitive(
-    "reshape", _reshape_impl, public=reshape, jvp=LINEAR, reads=[""],
-    vjp=(lambda g, ans, x, shape, copy=None: bind(reshape_p, g, shape=shape_of(x)),),
+    "reshape", _reshape_impl, public=reshape, jvp=MOVING, reads=[""],
+    vjp=(moves_zeros(lambda g, ans, x, shape, copy=None:
+                     bind(reshape_p, g, shape=shape_of(x))),),
     batch=lambda args, dims, shape, copy=None: (
         bind(reshape_p, move_to_front(args[0], dims[0]),
              shape=(shape_of(args[0])[dims[0]],) + tuple(shape), copy=copy), 0))
@@ -166,7 +167,8 @@ class Permute(View):
 
 permute_p = decl.primitive(
     "permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes), public=permute_dims,
-    jvp=LINEAR, vjp=(lambda g, ans, x, axes: bind(permute_p, g, axes=_inverse_perm(axes)),),
+    jvp=MOVING, vjp=(moves_zeros(lambda g, ans, x, axes:
+                                 bind(permute_p, g, axes=_inverse_perm(axes))),),
     reads=[""],
     batch=lambda args, dims, axes: (
         bind(permute_p, move_to_front(args[0], dims[0]), axes=(0,) + tuple(a + 1 for a in axes)),
@@ -383,7 +385,7 @@ class Broadcast(View):
         return np.broadcast_to(a, self.shape)
 
 
-broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=LINEAR, reads=[""],
+broadcast_p = decl.primitive("broadcast_to", public=broadcast_to, jvp=MOVING, reads=[""],
                              vjp=(lambda g, ans, x, shape: unbroadcast(g, x),),
                              batch=_broadcast_batch)
 
@@ -642,8 +644,9 @@ tensor([[3., 4.],
 
 # -- flip / roll -----------------------------------------------------------------------------------
 flip_p = decl.primitive("flip", lambda xp, x, axis=None: xp.flip(x, axis=axis),
-                        vjp=(lambda g, ans, x, axis=None: bind(flip_p, g, axis=axis),),
-                        jvp=LINEAR, batch=axis_batch(), api="x, /, *, axis=None",
+                        vjp=(moves_zeros(lambda g, ans, x, axis=None:
+                                         bind(flip_p, g, axis=axis)),),
+                        jvp=MOVING, batch=axis_batch(), api="x, /, *, axis=None",
                         doc=FLIP_DOC)
 
 
@@ -703,8 +706,9 @@ def roll(x, /, shift, *, axis=None):
 
 roll_p = decl.primitive(
     "roll", lambda xp, x, shift, axis=None: xp.roll(x, shift, axis=axis), public=roll,
-    vjp=(lambda g, ans, x, shift, axis=None: bind(roll_p, g, shift=_neg_shift(shift), axis=axis),),
-    jvp=LINEAR, batch=_roll_batch)
+    vjp=(moves_zeros(lambda g, ans, x, shift, axis=None:
+                     bind(roll_p, g, shift=_neg_shift(shift), axis=axis)),),
+    jvp=MOVING, batch=_roll_batch)
 
 
 WHERE_DOC = """Elements of ``x1`` where ``condition`` is true, of ``x2`` elsewhere.
@@ -913,7 +917,7 @@ tensor([1., 2., 2., 2.])
 
 
 repeat_p = decl.primitive(
-    "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=LINEAR, batch=_repeat_batch,
+    "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=MOVING, batch=_repeat_batch,
     api="x, repeats, /, *, axis=None", args=("x",), doc=REPEAT_DOC)
 
 
@@ -975,7 +979,7 @@ def tile(x, repetitions, /):
 
 
 tile_p = decl.primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetitions), public=tile,
-                        vjp=(_tile_vjp,), jvp=LINEAR, batch=_tile_batch)
+                        vjp=(_tile_vjp,), jvp=MOVING, batch=_tile_batch)
 
 
 # -- tril / triu: masks on the last two axes, linear -------------------------------------------------
@@ -1011,8 +1015,8 @@ Examples
 
 def _triangle(name, doc):
     return decl.primitive(
-        name, lambda xp, x, k=0: getattr(xp, name)(x, k=k), jvp=LINEAR,
-        vjp=(per_primitive(lambda p: lambda g, ans, x, k=0: bind(p, g, k=k)),),
+        name, lambda xp, x, k=0: getattr(xp, name)(x, k=k), jvp=MOVING,
+        vjp=(per_primitive(lambda p: moves_zeros(lambda g, ans, x, k=0: bind(p, g, k=k))),),
         batch=per_primitive(lambda p: lambda args, dims, k=0: (
             bind(p, move_to_front(args[0], dims[0]), k=k), 0)),
         api="x, /, *, k=0", doc=doc)

@@ -553,11 +553,48 @@ def _documented(names, about, example, *, wrt, refused=(), known=(), custom=None
 # ---------------------------------------------------------------------------------------------
 # Declarations
 
-def unary(name, deriv, *, over=False, doc, x="Real values.", example=_X, known=()):
+# NOTE [nan outside the domain]: where a function's value is nan (outside its domain: exp1 of a
+# negative x, digamma at a pole, xlogy(1, -1)), its derivative is nan too: the derivative of an
+# undefined value is undefined. Most formulas give that by themselves (they read the nan value,
+# or compute the same nan: log of a negative number); those that can give a number there (exp1's
+# -e^-x/x is finite at x = -1) are declared with ``nan_out=True``, and their rule is multiplied
+# by a constant mask of ones and nans (nan where ``ans`` is nan; a multiplication, not a where,
+# so that the derivative of the rule, for hessians, is nan there too). The mask costs three
+# elementwise passes (isnan, where, multiply), so only the functions that need it pay them: each
+# such declaration is one the edge-grid test found giving a finite derivative at a nan value.
+def _nan_out(d, arity):
+    """Rule ``d`` (of ``arity`` primal arguments after ``ans``), nan where ``ans`` is nan."""
+    if d is None or getattr(d, "fix", None) is not None:
+        return d
+    if arity == 1:
+        def rule(ans, x):
+            return _nan_where_ans(ans, d(ans, x))
+    elif arity == 2:
+        def rule(ans, x1, x2):
+            return _nan_where_ans(ans, d(ans, x1, x2))
+    else:
+        def rule(ans, x1, x2, x3):
+            return _nan_where_ans(ans, d(ans, x1, x2, x3))
+    return rule
+
+
+def _nan_where_ans(ans, v):
+    """``v`` times 1 where ``ans`` is a number, nan where it is nan (NOTE [nan outside the
+    domain])."""
+    a = ops.stop_gradient(ans)
+    return ops.multiply(v, ops.where(ops.isnan(a), a, ops.ones_like(a)))
+
+
+def unary(name, deriv, *, over=False, nan_out=False, doc, x="Real values.", example=_X,
+          known=()):
     """An elementwise function of one argument; ``deriv(ans, x)`` its derivative (with
-    ``over``: the derivative's reciprocal, which the rules divide by). ``doc`` is the math,
-    ``x`` the argument's domain, ``example``/``known`` as ``_doc``'s."""
+    ``over``: the derivative's reciprocal, which the rules divide by). ``nan_out``: the formula
+    can be a number where the value is nan, made nan there (NOTE [nan outside the domain]).
+    ``doc`` is the math, ``x`` the argument's domain, ``example``/``known`` as ``_doc``'s."""
     refused = getattr(deriv, "fix", None) is not None
+    if nan_out:
+        # (with ``over`` the rule divides by the formula: nan / nan is nan too)
+        deriv = _nan_out(deriv, 1)
     doc = _doc(name, doc, ["x"], [x], [example], wrt=[] if refused else [0],
                refused=[("x", deriv)] if refused else [], known=known)
     return decl.primitive(name, _impl(name), vjp=(UnaryVJP(deriv, over),),
@@ -573,11 +610,13 @@ def _doc_of_rules(name, doc, names, about, example, rules, known):
     return _doc(name, doc, names, about, example, wrt=wrt, refused=refused, known=known)
 
 
-def binary(name, d1, d2, *, doc, about, example, known=(), names=("x", "y")):
+def binary(name, d1, d2, *, nan_out=False, doc, about, example, known=(), names=("x", "y")):
     """An elementwise function of two broadcasting arguments with partial derivatives
-    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument). ``doc`` is
-    the math, ``names`` the (positional-only) parameters' names in it, ``about`` what each
-    argument is, ``example``/``known`` as ``_doc``'s."""
+    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument).
+    ``nan_out`` as ``unary``'s. ``doc`` is the math, ``names`` the (positional-only) parameters'
+    names in it, ``about`` what each argument is, ``example``/``known`` as ``_doc``'s."""
+    if nan_out:
+        d1, d2 = _nan_out(d1, 2), _nan_out(d2, 2)
     doc = _doc_of_rules(name, doc, list(names), about, example, (d1, d2), known)
     return decl.primitive(name, _impl(name),
                           vjp=(None if d1 is None else PartialVJP(d1, 0),
@@ -661,7 +700,7 @@ unary("gammaln", lambda ans, x: ops.special.digamma(x),
       x="Real values (inf at the poles 0, -1, -2...).",
       known=[("ad.special.gammaln(1.0)", "array(0.)"),
              ("bool(np.isclose(ad.special.gammaln(5.0), np.log(24.0)))", "True")])
-digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x),
+digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x), nan_out=True,
                   doc="The digamma function, d/dx log Gamma(x) (``psi`` is the same function, "
                       "SciPy's other name).",
                   known=[("bool(np.isclose(ad.special.digamma(1.0), -np.euler_gamma))", "True")])
@@ -672,12 +711,13 @@ def _polygamma_impl(xp, n, x):
     return _compute(xp, "polygamma", n, x)
 
 
+# d/dx psi^(n)(x) = psi^(n+1)(x); the order n is an integer, not differentiable (nan where the
+# value is: a negative order, NOTE [nan outside the domain])
+_polygamma_dx = _nan_out(lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2), 2)
 decl.primitive(
     "polygamma", _polygamma_impl,
-    # d/dx psi^(n)(x) = psi^(n+1)(x); the order n is an integer, not differentiable
-    vjp=(None, PartialVJP(lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2), 1)),
-    reads=["", "x1 x2"],
-    full_jvp=BinaryJVP(None, lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2)),
+    vjp=(None, PartialVJP(_polygamma_dx, 1)), reads=["", names_read(_polygamma_dx)],
+    full_jvp=BinaryJVP(None, _polygamma_dx),
     batch=ELEMENTWISE, api="n, x, /",
     doc=_doc("polygamma", "The polygamma function psi^(n)(x), the n-th derivative of digamma.",
              ["n", "x"], ["The order, a non-negative integer (or an array of them): no derivative "
@@ -689,7 +729,7 @@ unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans),
       doc="The logistic sigmoid 1 / (1 + exp(-x)).",
       known=[("ad.special.expit(0.0)", "array(0.5)"),
              ("ad.func.grad(ad.special.expit)(0.0)    # expit(0) (1 - expit(0))", "array(0.25)")])
-unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True,
+unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True, nan_out=True,
       doc="log(x / (1 - x)), expit's inverse.",
       x="Probabilities in [0, 1] (-inf and inf at 0 and 1).", example="np.array([0.1, 0.5, 0.9])",
       known=[("ad.special.logit(0.5)", "array(0.)")])
@@ -718,11 +758,11 @@ def _dy_xlog1py(ans, x1, x2):
     return _where0(x1 == 0, x1 / (1 + _safe(x2, x1 == 0, 0.0)), ans)
 
 
-binary("xlogy", _dx_xlogy, _dy_xlogy, doc="x * log(y), 0 where x == 0 (whatever y).",
+binary("xlogy", _dx_xlogy, _dy_xlogy, nan_out=True, doc="x * log(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of the logarithm."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([0.5, 2.0, 3.0])"],
        known=[("ad.special.xlogy(0.0, 0.0)", "array(0.)")])
-binary("xlog1py", _dx_xlog1py, _dy_xlog1py, doc="x * log1p(y), 0 where x == 0 (whatever y).",
+binary("xlog1py", _dx_xlog1py, _dy_xlog1py, nan_out=True, doc="x * log1p(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of log1p."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([-0.5, 1.0, 2.0])"],
        known=[("ad.special.xlog1py(0.0, -1.0)", "array(0.)")])
@@ -733,7 +773,7 @@ unary("entr", lambda ans, x: -(ops.log(x) + 1),
 # rel_entr = x log(x/y): d/dx = log(x/y) + 1, d/dy = -x/y (0 where x == 0, also at y == 0)
 binary("rel_entr", lambda ans, x1, x2: _log(x1) - _log(x2) + 1,
        lambda ans, x1, x2: _where0(x1 == 0, -x1 / _safe(x2, x1 == 0, 1.0), ans),
-       doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
+       nan_out=True, doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
        known=[("ad.special.rel_entr(1.0, 1.0)", "array(0.)")])
@@ -833,7 +873,7 @@ def _rgamma_d(ans, x):
 
 unary("rgamma", _rgamma_d, doc="1 / Gamma(x), 0 at the poles of Gamma (and differentiable there).",
       example="np.array([-1.0, 0.5, 2.0])", known=[("ad.special.rgamma(1.0)", "array(1.)")])
-unary("loggamma", lambda ans, x: ops.special.digamma(x),
+unary("loggamma", lambda ans, x: ops.special.digamma(x), nan_out=True,
       doc="The principal branch of log Gamma(x) (gammaln(x) for x > 0).",
       known=[("ad.special.loggamma(1.0)", "array(0.)")])
 binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),
@@ -862,23 +902,26 @@ def _gammainc_dx(ans, x1, x2):
 
 
 binary("gammainc", _refused("gammainc", "a (the first argument)", _NO_A), _gammainc_dx,
-       doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
+       nan_out=True, doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
        names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("bool(np.allclose(ad.special.gammainc(1.0, 2.0), 1 - np.exp(-2.0)))", "True")])
 binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
        lambda ans, x1, x2: -_gammainc_dx(ans, x1, x2),
-       doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
+       nan_out=True, doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
            "(differentiable in x).",
        names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("bool(np.allclose(ad.special.gammaincc(1.0, 2.0), np.exp(-2.0)))", "True")])
 
 
-def ternary(name, dx, *, doc, about, example, known=(), params=("a", "b", "x")):
+def ternary(name, dx, *, nan_out=False, doc, about, example, known=(), params=("a", "b", "x")):
     """An elementwise function of three broadcasting arguments ``(a, b, x)`` differentiable in
     ``x`` only, ``dx(ans, a, b, x)`` its derivative; the derivatives in the shape parameters a and
-    b are refused by name. ``params``: the parameters' names in the docs and errors."""
+    b are refused by name. ``nan_out`` as ``unary``'s. ``params``: the parameters' names in the
+    docs and errors."""
+    if nan_out:
+        dx = _nan_out(dx, 3)
     names = (f"{params[0]} (the first argument)", f"{params[1]} (the second argument)")
     fix = _NO_A.replace("x only", f"{params[2]} (the third argument) only")
     doc = _doc_of_rules(name, doc, list(params), about, example,
@@ -903,13 +946,13 @@ def ternary(name, dx, *, doc, about, example, known=(), params=("a", "b", "x")):
 
 # Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
 ternary("betainc", lambda ans, a, b, x: _betainc_dx(a, b, x),
-        doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
+        nan_out=True, doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
         about=["Positive values.", "Positive values.", "Values in [0, 1]."],
         example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
         known=[("ad.special.betainc(1.0, 1.0, 0.25)     # I_x(1, 1) = x", "array(0.25)")])
 # Kummer's 1F1(a; b; x): d/dx = a/b 1F1(a + 1; b + 1; x)
 ternary("hyp1f1", lambda ans, a, b, x: ops.special.hyp1f1(a + 1, b + 1, x) * (a / b),
-        doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
+        nan_out=True, doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
         about=["Real values.", "Real values other than 0, -1, -2...", "Real values."],
         example=["1.0", "2.0", _X],
         known=[("bool(np.isclose(ad.special.hyp1f1(1.0, 1.0, 0.5), np.exp(0.5)))   # 1F1(a; a; x)",
@@ -953,7 +996,7 @@ def _expn_dx(ans, x1, x2):
     return -ops.where(x1 == 0, em1, ops.special.expn(ops.where(x1 == 0, 1.0, x1) - 1, x2))
 
 
-binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x).",
+binary("expn", None, _expn_dx, nan_out=True, doc="The generalized exponential integral E_n(x).",
        names=("n", "x"),
               about=["A non-negative integer: no derivative (its gradient is zero).",
               "Positive values."],
@@ -975,12 +1018,15 @@ def _zeta_dq(ans, x1, x2):
     return -ops.multiply(x1, bind(zeta_p, x1 + 1, x2))
 
 
+_zeta_dq = _nan_out(_zeta_dq, 2)     # (zeta(x < 1, q) is nan: NOTE [nan outside the domain])
+
+
 _ZETA_DX = _refused("zeta", "x (the exponent, first argument)",
                     "treat it as a constant (arrayad.stop_gradient); the derivative in q works")
 zeta_p = decl.primitive(
     "zeta", _impl("zeta"),
     vjp=(_ZETA_DX, PartialVJP(_zeta_dq, 1)),
-    reads=["", "x1 x2"],
+    reads=["", names_read(_zeta_dq)],
     full_jvp=BinaryJVP(_ZETA_DX, _zeta_dq),
     batch=ELEMENTWISE)
 
@@ -1062,13 +1108,13 @@ def _boxcox_dl(ans, l, L):
 
 binary("boxcox", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log(x1)),
-       doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
+       nan_out=True, doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
        names=("x", "lmbda"), about=["Positive values.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
        known=[("bool(np.isclose(ad.special.boxcox(2.0, 0.0), np.log(2.0)))", "True")])
 binary("boxcox1p", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log1p(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log1p(x1)),
-       doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
+       nan_out=True, doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
        names=("x", "lmbda"), about=["Values greater than -1.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
        known=[("bool(np.isclose(ad.special.boxcox1p(1.0, 0.0), np.log(2.0)))", "True")])
@@ -1292,7 +1338,7 @@ unary("cosm1", lambda ans, x: -ops.sin(x), doc="cos(x) - 1, accurate near 0.",
       known=[("ad.special.cosm1(0.0)", "array(0.)")])
 unary("cbrt", lambda ans, x: ops.square(ans) * 3, over=True, doc="The real cube root.",
       example="np.array([-8.0, 1.0, 27.0])", known=[("ad.special.cbrt(27.0)", "array(3.)")])
-unary("exp1", lambda ans, x: -ops.exp(-x) / x, doc="The exponential integral E1(x).",
+unary("exp1", lambda ans, x: -ops.exp(-x) / x, nan_out=True, doc="The exponential integral E1(x).",
       x="Positive values (inf at 0).")
 unary("expi", lambda ans, x: ops.exp(x) / x, doc="The exponential integral Ei(x).",
       x="Real values (-inf at 0).")
@@ -1343,7 +1389,7 @@ unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angl
 # kl_div = x log(x/y) - x + y: d/dx = log(x/y), d/dy = 1 - x/y (1 where x == 0)
 binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
        lambda ans, x1, x2: 1 - _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans),
-       doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
+       nan_out=True, doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
        known=[("ad.special.kl_div(1.0, 1.0)", "array(0.)")])
@@ -1367,7 +1413,7 @@ def _huber_ddelta(ans, x1, x2):
 
 
 binary("huber", _huber_ddelta, _huber_dr,
-       doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
+       nan_out=True, doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
        names=("delta", "r"), about=["The threshold.", "The residual."],
        example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],
        known=[("ad.special.huber(1.0, 0.5)", "array(0.125)"),

@@ -876,16 +876,63 @@ unary("rgamma", _rgamma_d, doc="1 / Gamma(x), 0 at the poles of Gamma (and diffe
 unary("loggamma", lambda ans, x: ops.special.digamma(x), nan_out=True,
       doc="The principal branch of log Gamma(x) (gammaln(x) for x > 0).",
       known=[("ad.special.loggamma(1.0)", "array(0.)")])
-binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),
-       lambda ans, x1, x2: ops.special.digamma(x2) - ops.special.digamma(x1 + x2),
+def _pole(x):
+    """Where ``x`` is a pole of Gamma (0, -1, -2...)."""
+    return ops.logical_and(x <= 0, ops.floor(x) == x)
+
+
+# psi(x) - psi(y), the derivative of log Gamma(x) / Gamma(y) (betaln, poch) along x - y fixed.
+# Where x and y are both poles of Gamma (betaln(-1, 1) = log|1/a| at a = -1, poch(-1, 1) = -1),
+# Gamma(x) / Gamma(y) is a finite limit and psi(x) - psi(y) is inf - inf: the reflection
+# psi(1 - t) - psi(t) = pi cot(pi t), whose cot terms are equal for x - y an integer, gives it
+# as psi(1 - x) - psi(1 - y) (and so do its derivatives along x - y fixed). Where only one of
+# them is a pole the value is inf, or a finite value at a discontinuity (betaln(-1, b) is inf
+# for b off the integers): nan.
+def _digamma_diff(x, y):
+    px, py = _pole(x), _pole(y)
+    both = ops.logical_and(px, py)
+    xs = ops.where(both, 1 - x, ops.where(px, math.nan, x))
+    ys = ops.where(both, 1 - y, ops.where(py, math.nan, y))
+    return ops.special.digamma(xs) - ops.special.digamma(ys)
+
+
+def _betaln_d(ans, a, b):
+    a, b = _like(a, ans), _like(b, ans)
+    return _digamma_diff(a, a + b)
+
+
+binary("betaln", lambda ans, x1, x2: _betaln_d(ans, x1, x2),
+       lambda ans, x1, x2: _betaln_d(ans, x2, x1),
        doc="The logarithm of the absolute value of the beta function B(a, b).",
        names=("a", "b"), about=["Real values.", "Real values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("ad.special.betaln(1.0, 1.0)", "array(0.)")])
-# poch(z, m) = Gamma(z + m) / Gamma(z)
-binary("poch", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)
-                                                - ops.special.digamma(x1)),
-       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)),
+
+
+# poch(z, m) = Gamma(z + m) / Gamma(z): d/dz = poch (psi(z + m) - psi(z)) (both poles: the limit,
+# _digamma_diff), d/dm = poch psi(z + m). Where poch is 0 (z a pole, z + m not) d/dz is
+# 0 * inf: there the product rule on Gamma(z + m) rgamma(z) (as binom's). d/dm is nan where
+# z + m is a pole: poch is inf there, or an isolated value (poch(0, 0) = 1, 0 around it).
+def _poch_dz(ans, x1, x2):
+    z, m = _like(x1, ans), _like(x2, ans)
+    zero = ans == 0
+    zs, ms = _safe(z, zero, 1.0), _safe(m, zero, 0.5)
+    d = ops.multiply(ans, _digamma_diff(zs + ms, zs))
+    not_zero = ops.logical_not(zero)
+    zz, mz = _safe(z, not_zero, 1.0), _safe(m, not_zero, 0.5)
+    r = ops.special.rgamma(zz)
+    at_zero = ops.multiply(ops.special.gamma(zz + mz),
+                           ops.multiply(ops.special.digamma(zz + mz), r) + _rgamma_d(r, zz))
+    return ops.where(zero, at_zero, d)
+
+
+def _poch_dm(ans, x1, x2):
+    zm = _like(x1, ans) + x2
+    pole = _pole(zm)
+    return ops.multiply(ans, ops.special.digamma(ops.where(pole, math.nan, zm)))
+
+
+binary("poch", _poch_dz, _poch_dm,
        doc="The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z).",
        names=("z", "m"), about=["Real values.", "Real values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
@@ -975,11 +1022,35 @@ binary("gammainccinv", _refused("gammainccinv", "a (the first argument)",
        example=["np.array([0.5, 1.0, 2.0])", "np.array([0.1, 0.5, 0.9])"],
        known=[("bool(np.isclose(ad.special.gammaincc(2.0, ad.special.gammainccinv(2.0, 0.3)), "
                "0.3))", "True")])
-# binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k)
-binary("binom", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + 1)
-                                                 - ops.special.digamma(x1 - x2 + 1)),
-       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 - x2 + 1)
-                                        - ops.special.digamma(x2 + 1)),
+# binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k): d/dn =
+# binom (psi(n + 1) - psi(n - k + 1)), d/dk = binom (psi(n - k + 1) - psi(k + 1)). Where binom
+# is 0 (k + 1 or n - k + 1 a pole of Gamma: binom(0, 1), binom(n, -1)) that is 0 * inf; there the
+# product rule on Gamma(n + 1) rgamma(k + 1) rgamma(n - k + 1), with rgamma's derivative at its
+# poles (rgamma's rule), gives the derivative: binom(n, 1) = n has slope 1 at n = 0. (Elsewhere
+# the logarithmic form stays: Gamma(n + 1) alone overflows for n > 171.)
+def _binom_d(ans, n, k, wrt_n):
+    n, k = _like(n, ans), _like(k, ans)
+    zero = ans == 0
+    ns, ks = _safe(n, zero, 1.0), _safe(k, zero, 0.5)
+    if wrt_n:
+        d = ops.multiply(ans, ops.special.digamma(ns + 1) - ops.special.digamma(ns - ks + 1))
+    else:
+        d = ops.multiply(ans, ops.special.digamma(ns - ks + 1) - ops.special.digamma(ks + 1))
+    nz, kz = _safe(n, ops.logical_not(zero), 1.0), _safe(k, ops.logical_not(zero), 0.5)
+    r1, r2 = ops.special.rgamma(kz + 1), ops.special.rgamma(nz - kz + 1)
+    dr2 = _rgamma_d(r2, nz - kz + 1)
+    if wrt_n:
+        at_zero = ops.multiply(ops.special.digamma(nz + 1), r2) + dr2
+        at_zero = ops.multiply(ops.special.gamma(nz + 1), ops.multiply(r1, at_zero))
+    else:
+        dr1 = _rgamma_d(r1, kz + 1)
+        at_zero = ops.multiply(ops.special.gamma(nz + 1),
+                               ops.multiply(dr1, r2) - ops.multiply(r1, dr2))
+    return ops.where(zero, at_zero, d)
+
+
+binary("binom", lambda ans, x1, x2: _binom_d(ans, x1, x2, True),
+       lambda ans, x1, x2: _binom_d(ans, x1, x2, False),
        doc="The binomial coefficient as a function of real n and k.",
        names=("n", "k"), about=["Real values.", "Real values."],
        example=["np.array([5.0, 6.0, 7.5])", "np.array([2.0, 3.0, 1.5])"],

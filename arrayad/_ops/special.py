@@ -998,7 +998,16 @@ ternary("betainc", lambda ans, a, b, x: _betainc_dx(a, b, x),
         example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
         known=[("ad.special.betainc(1.0, 1.0, 0.25)     # I_x(1, 1) = x", "array(0.25)")])
 # Kummer's 1F1(a; b; x): d/dx = a/b 1F1(a + 1; b + 1; x)
-ternary("hyp1f1", lambda ans, a, b, x: ops.special.hyp1f1(a + 1, b + 1, x) * (a / b),
+# (at a = -1, 1F1(0; b + 1; x) is 1, its series' one term, where SciPy's hyp1f1(0, 0, x) is inf:
+# 1F1(-1; b; x) = 1 - x/b, and SciPy's hyp1f1(-1, -1, x) = 1 + x, have the slope a/b)
+def _hyp1f1_dx(ans, a, b, x):
+    a, b = _like(a, ans), _like(b, ans)
+    one = a == -1
+    a_s = _safe(a, one, 0.5)
+    return ops.where(one, a / b, ops.special.hyp1f1(a_s + 1, b + 1, x) * (a_s / b))
+
+
+ternary("hyp1f1", _hyp1f1_dx,
         nan_out=True, doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
         about=["Real values.", "Real values other than 0, -1, -2...", "Real values."],
         example=["1.0", "2.0", _X],
@@ -1062,9 +1071,12 @@ binary("binom", lambda ans, x1, x2: _binom_d(ans, x1, x2, True),
 def _expn_dx(ans, x1, x2):
     em1 = ops.exp(-x2) * (1 + x2) / ops.square(x2)
     if isinstance(x1, PY_SCALARS):
-        return -em1 if x1 == 0 else -ops.special.expn(x1 - 1, x2)
-    # (E_{-1} of SciPy's expn is nan: kept out of the branch the where drops)
-    return -ops.where(x1 == 0, em1, ops.special.expn(ops.where(x1 == 0, 1.0, x1) - 1, x2))
+        n = float(math.trunc(x1)) if math.isfinite(x1) else x1
+        return -em1 if n == 0 else -ops.special.expn(n - 1, x2)
+    # (SciPy's expn takes the order's integer part, toward 0: expn(0.5, x) is E_0(x); E_{-1} of
+    # SciPy's expn is nan: kept out of the branch the where drops)
+    n = ops.trunc(ops.stop_gradient(x1))
+    return -ops.where(n == 0, em1, ops.special.expn(ops.where(n == 0, 1.0, n) - 1, x2))
 
 
 binary("expn", None, _expn_dx, nan_out=True, doc="The generalized exponential integral E_n(x).",
@@ -1075,8 +1087,14 @@ binary("expn", None, _expn_dx, nan_out=True, doc="The generalized exponential in
        known=[("bool(np.isclose(ad.special.expn(0, 2.0), np.exp(-2.0) / 2))   # e^-x / x",
                "True")])
 # yn(n, x): d/dx = (Y_{n-1}(x) - Y_{n+1}(x)) / 2 (SciPy's yn takes negative orders)
-binary("yn", None, lambda ans, x1, x2: (ops.special.yn(x1 - 1, x2) - ops.special.yn(x1 + 1, x2))
-       * 0.5, doc="The Bessel function of the second kind Y_n of integer order n.",
+# (SciPy's yn takes the order's integer part, toward 0, as expn: so does the rule)
+def _yn_dx(ans, x1, x2):
+    n = (float(math.trunc(x1)) if math.isfinite(x1) else x1) if isinstance(x1, PY_SCALARS) \
+        else ops.trunc(ops.stop_gradient(x1))
+    return (ops.special.yn(n - 1, x2) - ops.special.yn(n + 1, x2)) * 0.5
+
+
+binary("yn", None, _yn_dx, doc="The Bessel function of the second kind Y_n of integer order n.",
        names=("n", "x"),
        about=["An integer: no derivative (its gradient is zero).", "Positive values."],
        example=["1", _X],
@@ -1170,7 +1188,11 @@ def _boxcox_dl(ans, l, L):
     u = ops.multiply(l, L)
     small = ops.abs(u) < 0.1
     ls = _safe(l, small, 1.0)
-    far = (ops.multiply(ops.exp(ops.multiply(ls, L)), L) - ans) / ls
+    # (at x = 0, L = -inf: x^l L is 0 for l > 0, its limit, where the product is 0 * inf; the
+    # value -1/l there has the derivative -ans/l = 1/l^2)
+    zero = L == -math.inf
+    Ls = _safe(L, zero, 0.0)
+    far = (ops.where(zero, 0.0, ops.multiply(ops.exp(ops.multiply(ls, Ls)), Ls)) - ans) / ls
     near = ops.zeros_like(u)
     for k in range(15, 1, -1):
         near = near * u + (k - 1) / math.factorial(k)
@@ -1272,7 +1294,20 @@ def _in_float64(fn, *args):
 
 
 def _gdtr(a, b, x, upper):
-    ax = ops.multiply(a, x)
+    if isinstance(a, PY_SCALARS) and isinstance(x, PY_SCALARS):
+        ax = a * x
+    else:
+        # (P(b, a x) is 0 for every finite a at x = 0 (every x >= 0 at a = 0), but through the
+        # product the chain rule gives 0 * inf there for b < 1 (the density of P(b, .) at 0):
+        # so there the product does not depend on a (on x), and the structural zero of the
+        # where's constant side stays 0 through the infinite density (NOTE [strong zeros]).
+        # Only where P(b, 0) is a number (b > 0): a structural zero would hide a nan.)
+        a, x = _like(a, x), _like(x, a)
+        b_ok = _like(b, a) > 0
+        x0 = ops.logical_and(ops.logical_and(x == 0, ops.isfinite(a)), b_ok)
+        a0 = ops.logical_and(ops.logical_and(a == 0, x >= 0), ops.logical_and(x < math.inf, b_ok))
+        ax = ops.where(x0, ops.multiply(ops.stop_gradient(a), x),
+                       ops.where(a0, ops.multiply(a, ops.stop_gradient(x)), ops.multiply(a, x)))
     # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
     p = (ops.special.gammaincc if upper else ops.special.gammainc)(_like(b, ax), ax)
     return _nan_where(x < 0, p)
@@ -1497,10 +1532,17 @@ def _ph_s(ans, x1):
     return ans / _sq(x1) + 1
 
 
+# (SciPy's pseudo_huber is 0 at delta = 0, whatever r, as the limit delta |r|: d/dr is 0 there,
+# where r / s is 0/0 at r = 0 and ans/delta^2 is 0/0)
+def _ph_dr(ans, x1, x2):
+    zero = _and(x1 == 0, True)
+    return _where0(zero, x2 / _ph_s(ans, _safe(x1, zero, 1.0)), ans)
+
+
 binary("pseudo_huber",
        lambda ans, x1, x2: (2 * x1) * (_ph_s(ans, x1) - 1)
        - _sq(x2) / ops.multiply(x1, _ph_s(ans, x1)),
-       lambda ans, x1, x2: x2 / _ph_s(ans, x1),
+       _ph_dr,
        doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).",
        names=("delta", "r"), about=["The scale, positive.", "The residual."],
        example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],

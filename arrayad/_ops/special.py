@@ -1306,8 +1306,8 @@ def _gdtr(a, b, x, upper):
         b_ok = _like(b, a) > 0
         x0 = ops.logical_and(ops.logical_and(x == 0, ops.isfinite(a)), b_ok)
         a0 = ops.logical_and(ops.logical_and(a == 0, x >= 0), ops.logical_and(x < math.inf, b_ok))
-        ax = ops.where(x0, ops.multiply(ops.stop_gradient(a), x),
-                       ops.where(a0, ops.multiply(a, ops.stop_gradient(x)), ops.multiply(a, x)))
+        ax = ops.multiply(ops.where(x0, ops.stop_gradient(a), a),
+                          ops.where(a0, ops.stop_gradient(x), x))
     # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
     p = (ops.special.gammaincc if upper else ops.special.gammainc)(_like(b, ax), ax)
     return _nan_where(x < 0, p)

@@ -758,11 +758,13 @@ def _dy_xlog1py(ans, x1, x2):
     return _where0(x1 == 0, x1 / (1 + _safe(x2, x1 == 0, 0.0)), ans)
 
 
-binary("xlogy", _dx_xlogy, _dy_xlogy, nan_out=True, doc="x * log(y), 0 where x == 0 (whatever y).",
+binary("xlogy", _dx_xlogy, _dy_xlogy, nan_out=True,
+       doc="x * log(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of the logarithm."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([0.5, 2.0, 3.0])"],
        known=[("ad.special.xlogy(0.0, 0.0)", "array(0.)")])
-binary("xlog1py", _dx_xlog1py, _dy_xlog1py, nan_out=True, doc="x * log1p(y), 0 where x == 0 (whatever y).",
+binary("xlog1py", _dx_xlog1py, _dy_xlog1py, nan_out=True,
+       doc="x * log1p(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of log1p."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([-0.5, 1.0, 2.0])"],
        known=[("ad.special.xlog1py(0.0, -1.0)", "array(0.)")])
@@ -773,7 +775,8 @@ unary("entr", lambda ans, x: -(ops.log(x) + 1),
 # rel_entr = x log(x/y): d/dx = log(x/y) + 1, d/dy = -x/y (0 where x == 0, also at y == 0)
 binary("rel_entr", lambda ans, x1, x2: _log(x1) - _log(x2) + 1,
        lambda ans, x1, x2: _where0(x1 == 0, -x1 / _safe(x2, x1 == 0, 1.0), ans),
-       nan_out=True, doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
+       nan_out=True,
+       doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
        known=[("ad.special.rel_entr(1.0, 1.0)", "array(0.)")])
@@ -949,7 +952,8 @@ def _gammainc_dx(ans, x1, x2):
 
 
 binary("gammainc", _refused("gammainc", "a (the first argument)", _NO_A), _gammainc_dx,
-       nan_out=True, doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
+       nan_out=True,
+       doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
        names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("bool(np.allclose(ad.special.gammainc(1.0, 2.0), 1 - np.exp(-2.0)))", "True")])
@@ -993,7 +997,8 @@ def ternary(name, dx, *, nan_out=False, doc, about, example, known=(), params=("
 
 # Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
 ternary("betainc", lambda ans, a, b, x: _betainc_dx(a, b, x),
-        nan_out=True, doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
+        nan_out=True,
+        doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
         about=["Positive values.", "Positive values.", "Values in [0, 1]."],
         example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
         known=[("ad.special.betainc(1.0, 1.0, 0.25)     # I_x(1, 1) = x", "array(0.25)")])
@@ -1008,7 +1013,8 @@ def _hyp1f1_dx(ans, a, b, x):
 
 
 ternary("hyp1f1", _hyp1f1_dx,
-        nan_out=True, doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
+        nan_out=True,
+        doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
         about=["Real values.", "Real values other than 0, -1, -2...", "Real values."],
         example=["1.0", "2.0", _X],
         known=[("bool(np.isclose(ad.special.hyp1f1(1.0, 1.0, 0.5), np.exp(0.5)))   # 1F1(a; a; x)",
@@ -1079,7 +1085,8 @@ def _expn_dx(ans, x1, x2):
     return -ops.where(n == 0, em1, ops.special.expn(ops.where(n == 0, 1.0, n) - 1, x2))
 
 
-binary("expn", None, _expn_dx, nan_out=True, doc="The generalized exponential integral E_n(x).",
+binary("expn", None, _expn_dx, nan_out=True,
+       doc="The generalized exponential integral E_n(x).",
        names=("n", "x"),
               about=["A non-negative integer: no derivative (its gradient is zero).",
               "Positive values."],
@@ -1201,13 +1208,15 @@ def _boxcox_dl(ans, l, L):
 
 binary("boxcox", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log(x1)),
-       nan_out=True, doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
+       nan_out=True,
+       doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
        names=("x", "lmbda"), about=["Positive values.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
        known=[("bool(np.isclose(ad.special.boxcox(2.0, 0.0), np.log(2.0)))", "True")])
 binary("boxcox1p", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log1p(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log1p(x1)),
-       nan_out=True, doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
+       nan_out=True,
+       doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
        names=("x", "lmbda"), about=["Values greater than -1.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
        known=[("bool(np.isclose(ad.special.boxcox1p(1.0, 0.0), np.log(2.0)))", "True")])
@@ -1495,7 +1504,8 @@ unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angl
 # kl_div = x log(x/y) - x + y: d/dx = log(x/y), d/dy = 1 - x/y (1 where x == 0)
 binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
        lambda ans, x1, x2: 1 - _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans),
-       nan_out=True, doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
+       nan_out=True,
+       doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
        known=[("ad.special.kl_div(1.0, 1.0)", "array(0.)")])
@@ -1519,7 +1529,8 @@ def _huber_ddelta(ans, x1, x2):
 
 
 binary("huber", _huber_ddelta, _huber_dr,
-       nan_out=True, doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
+       nan_out=True,
+       doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
        names=("delta", "r"), about=["The threshold.", "The residual."],
        example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],
        known=[("ad.special.huber(1.0, 0.5)", "array(0.125)"),

@@ -553,11 +553,48 @@ def _documented(names, about, example, *, wrt, refused=(), known=(), custom=None
 # ---------------------------------------------------------------------------------------------
 # Declarations
 
-def unary(name, deriv, *, over=False, doc, x="Real values.", example=_X, known=()):
+# NOTE [nan outside the domain]: where a function's value is nan (outside its domain: exp1 of a
+# negative x, digamma at a pole, xlogy(1, -1)), its derivative is nan too: the derivative of an
+# undefined value is undefined. Most formulas give that by themselves (they read the nan value,
+# or compute the same nan: log of a negative number); those that can give a number there (exp1's
+# -e^-x/x is finite at x = -1) are declared with ``nan_out=True``, and their rule is multiplied
+# by a constant mask of ones and nans (nan where ``ans`` is nan; a multiplication, not a where,
+# so that the derivative of the rule, for hessians, is nan there too). The mask costs three
+# elementwise passes (isnan, where, multiply), so only the functions that need it pay them: each
+# such declaration is one the edge-grid test found giving a finite derivative at a nan value.
+def _nan_out(d, arity):
+    """Rule ``d`` (of ``arity`` primal arguments after ``ans``), nan where ``ans`` is nan."""
+    if d is None or getattr(d, "fix", None) is not None:
+        return d
+    if arity == 1:
+        def rule(ans, x):
+            return _nan_where_ans(ans, d(ans, x))
+    elif arity == 2:
+        def rule(ans, x1, x2):
+            return _nan_where_ans(ans, d(ans, x1, x2))
+    else:
+        def rule(ans, x1, x2, x3):
+            return _nan_where_ans(ans, d(ans, x1, x2, x3))
+    return rule
+
+
+def _nan_where_ans(ans, v):
+    """``v`` times 1 where ``ans`` is a number, nan where it is nan (NOTE [nan outside the
+    domain])."""
+    a = ops.stop_gradient(ans)
+    return ops.multiply(v, ops.where(ops.isnan(a), a, ops.ones_like(a)))
+
+
+def unary(name, deriv, *, over=False, nan_out=False, doc, x="Real values.", example=_X,
+          known=()):
     """An elementwise function of one argument; ``deriv(ans, x)`` its derivative (with
-    ``over``: the derivative's reciprocal, which the rules divide by). ``doc`` is the math,
-    ``x`` the argument's domain, ``example``/``known`` as ``_doc``'s."""
+    ``over``: the derivative's reciprocal, which the rules divide by). ``nan_out``: the formula
+    can be a number where the value is nan, made nan there (NOTE [nan outside the domain]).
+    ``doc`` is the math, ``x`` the argument's domain, ``example``/``known`` as ``_doc``'s."""
     refused = getattr(deriv, "fix", None) is not None
+    if nan_out:
+        # (with ``over`` the rule divides by the formula: nan / nan is nan too)
+        deriv = _nan_out(deriv, 1)
     doc = _doc(name, doc, ["x"], [x], [example], wrt=[] if refused else [0],
                refused=[("x", deriv)] if refused else [], known=known)
     return decl.primitive(name, _impl(name), vjp=(UnaryVJP(deriv, over),),
@@ -573,11 +610,13 @@ def _doc_of_rules(name, doc, names, about, example, rules, known):
     return _doc(name, doc, names, about, example, wrt=wrt, refused=refused, known=known)
 
 
-def binary(name, d1, d2, *, doc, about, example, known=(), names=("x", "y")):
+def binary(name, d1, d2, *, nan_out=False, doc, about, example, known=(), names=("x", "y")):
     """An elementwise function of two broadcasting arguments with partial derivatives
-    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument). ``doc`` is
-    the math, ``names`` the (positional-only) parameters' names in it, ``about`` what each
-    argument is, ``example``/``known`` as ``_doc``'s."""
+    ``d1(ans, x1, x2)`` and ``d2(...)`` (None: not differentiable in that argument).
+    ``nan_out`` as ``unary``'s. ``doc`` is the math, ``names`` the (positional-only) parameters'
+    names in it, ``about`` what each argument is, ``example``/``known`` as ``_doc``'s."""
+    if nan_out:
+        d1, d2 = _nan_out(d1, 2), _nan_out(d2, 2)
     doc = _doc_of_rules(name, doc, list(names), about, example, (d1, d2), known)
     return decl.primitive(name, _impl(name),
                           vjp=(None if d1 is None else PartialVJP(d1, 0),
@@ -661,7 +700,7 @@ unary("gammaln", lambda ans, x: ops.special.digamma(x),
       x="Real values (inf at the poles 0, -1, -2...).",
       known=[("ad.special.gammaln(1.0)", "array(0.)"),
              ("bool(np.isclose(ad.special.gammaln(5.0), np.log(24.0)))", "True")])
-digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x),
+digamma_p = unary("digamma", lambda ans, x: ops.special.polygamma(1, x), nan_out=True,
                   doc="The digamma function, d/dx log Gamma(x) (``psi`` is the same function, "
                       "SciPy's other name).",
                   known=[("bool(np.isclose(ad.special.digamma(1.0), -np.euler_gamma))", "True")])
@@ -672,12 +711,13 @@ def _polygamma_impl(xp, n, x):
     return _compute(xp, "polygamma", n, x)
 
 
+# d/dx psi^(n)(x) = psi^(n+1)(x); the order n is an integer, not differentiable (nan where the
+# value is: a negative order, NOTE [nan outside the domain])
+_polygamma_dx = _nan_out(lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2), 2)
 decl.primitive(
     "polygamma", _polygamma_impl,
-    # d/dx psi^(n)(x) = psi^(n+1)(x); the order n is an integer, not differentiable
-    vjp=(None, PartialVJP(lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2), 1)),
-    reads=["", "x1 x2"],
-    full_jvp=BinaryJVP(None, lambda ans, x1, x2: ops.special.polygamma(x1 + 1, x2)),
+    vjp=(None, PartialVJP(_polygamma_dx, 1)), reads=["", names_read(_polygamma_dx)],
+    full_jvp=BinaryJVP(None, _polygamma_dx),
     batch=ELEMENTWISE, api="n, x, /",
     doc=_doc("polygamma", "The polygamma function psi^(n)(x), the n-th derivative of digamma.",
              ["n", "x"], ["The order, a non-negative integer (or an array of them): no derivative "
@@ -689,7 +729,7 @@ unary("expit", lambda ans, x: ops.multiply(ans, 1 - ans),
       doc="The logistic sigmoid 1 / (1 + exp(-x)).",
       known=[("ad.special.expit(0.0)", "array(0.5)"),
              ("ad.func.grad(ad.special.expit)(0.0)    # expit(0) (1 - expit(0))", "array(0.25)")])
-unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True,
+unary("logit", lambda ans, x: ops.multiply(x, 1 - x), over=True, nan_out=True,
       doc="log(x / (1 - x)), expit's inverse.",
       x="Probabilities in [0, 1] (-inf and inf at 0 and 1).", example="np.array([0.1, 0.5, 0.9])",
       known=[("ad.special.logit(0.5)", "array(0.)")])
@@ -718,11 +758,13 @@ def _dy_xlog1py(ans, x1, x2):
     return _where0(x1 == 0, x1 / (1 + _safe(x2, x1 == 0, 0.0)), ans)
 
 
-binary("xlogy", _dx_xlogy, _dy_xlogy, doc="x * log(y), 0 where x == 0 (whatever y).",
+binary("xlogy", _dx_xlogy, _dy_xlogy, nan_out=True,
+       doc="x * log(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of the logarithm."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([0.5, 2.0, 3.0])"],
        known=[("ad.special.xlogy(0.0, 0.0)", "array(0.)")])
-binary("xlog1py", _dx_xlog1py, _dy_xlog1py, doc="x * log1p(y), 0 where x == 0 (whatever y).",
+binary("xlog1py", _dx_xlog1py, _dy_xlog1py, nan_out=True,
+       doc="x * log1p(y), 0 where x == 0 (whatever y).",
        about=["The factor.", "The argument of log1p."],
        example=["np.array([0.0, 1.0, 2.0])", "np.array([-0.5, 1.0, 2.0])"],
        known=[("ad.special.xlog1py(0.0, -1.0)", "array(0.)")])
@@ -733,6 +775,7 @@ unary("entr", lambda ans, x: -(ops.log(x) + 1),
 # rel_entr = x log(x/y): d/dx = log(x/y) + 1, d/dy = -x/y (0 where x == 0, also at y == 0)
 binary("rel_entr", lambda ans, x1, x2: _log(x1) - _log(x2) + 1,
        lambda ans, x1, x2: _where0(x1 == 0, -x1 / _safe(x2, x1 == 0, 1.0), ans),
+       nan_out=True,
        doc="The relative entropy x log(x / y) (0 where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
@@ -833,19 +876,66 @@ def _rgamma_d(ans, x):
 
 unary("rgamma", _rgamma_d, doc="1 / Gamma(x), 0 at the poles of Gamma (and differentiable there).",
       example="np.array([-1.0, 0.5, 2.0])", known=[("ad.special.rgamma(1.0)", "array(1.)")])
-unary("loggamma", lambda ans, x: ops.special.digamma(x),
+unary("loggamma", lambda ans, x: ops.special.digamma(x), nan_out=True,
       doc="The principal branch of log Gamma(x) (gammaln(x) for x > 0).",
       known=[("ad.special.loggamma(1.0)", "array(0.)")])
-binary("betaln", lambda ans, x1, x2: ops.special.digamma(x1) - ops.special.digamma(x1 + x2),
-       lambda ans, x1, x2: ops.special.digamma(x2) - ops.special.digamma(x1 + x2),
+def _pole(x):
+    """Where ``x`` is a pole of Gamma (0, -1, -2...)."""
+    return ops.logical_and(x <= 0, ops.floor(x) == x)
+
+
+# psi(x) - psi(y), the derivative of log Gamma(x) / Gamma(y) (betaln, poch) along x - y fixed.
+# Where x and y are both poles of Gamma (betaln(-1, 1) = log|1/a| at a = -1, poch(-1, 1) = -1),
+# Gamma(x) / Gamma(y) is a finite limit and psi(x) - psi(y) is inf - inf: the reflection
+# psi(1 - t) - psi(t) = pi cot(pi t), whose cot terms are equal for x - y an integer, gives it
+# as psi(1 - x) - psi(1 - y) (and so do its derivatives along x - y fixed). Where only one of
+# them is a pole the value is inf, or a finite value at a discontinuity (betaln(-1, b) is inf
+# for b off the integers): nan.
+def _digamma_diff(x, y):
+    px, py = _pole(x), _pole(y)
+    both = ops.logical_and(px, py)
+    xs = ops.where(both, 1 - x, ops.where(px, math.nan, x))
+    ys = ops.where(both, 1 - y, ops.where(py, math.nan, y))
+    return ops.special.digamma(xs) - ops.special.digamma(ys)
+
+
+def _betaln_d(ans, a, b):
+    a, b = _like(a, ans), _like(b, ans)
+    return _digamma_diff(a, a + b)
+
+
+binary("betaln", lambda ans, x1, x2: _betaln_d(ans, x1, x2),
+       lambda ans, x1, x2: _betaln_d(ans, x2, x1),
        doc="The logarithm of the absolute value of the beta function B(a, b).",
        names=("a", "b"), about=["Real values.", "Real values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("ad.special.betaln(1.0, 1.0)", "array(0.)")])
-# poch(z, m) = Gamma(z + m) / Gamma(z)
-binary("poch", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)
-                                                - ops.special.digamma(x1)),
-       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + x2)),
+
+
+# poch(z, m) = Gamma(z + m) / Gamma(z): d/dz = poch (psi(z + m) - psi(z)) (both poles: the limit,
+# _digamma_diff), d/dm = poch psi(z + m). Where poch is 0 (z a pole, z + m not) d/dz is
+# 0 * inf: there the product rule on Gamma(z + m) rgamma(z) (as binom's). d/dm is nan where
+# z + m is a pole: poch is inf there, or an isolated value (poch(0, 0) = 1, 0 around it).
+def _poch_dz(ans, x1, x2):
+    z, m = _like(x1, ans), _like(x2, ans)
+    zero = ans == 0
+    zs, ms = _safe(z, zero, 1.0), _safe(m, zero, 0.5)
+    d = ops.multiply(ans, _digamma_diff(zs + ms, zs))
+    not_zero = ops.logical_not(zero)
+    zz, mz = _safe(z, not_zero, 1.0), _safe(m, not_zero, 0.5)
+    r = ops.special.rgamma(zz)
+    at_zero = ops.multiply(ops.special.gamma(zz + mz),
+                           ops.multiply(ops.special.digamma(zz + mz), r) + _rgamma_d(r, zz))
+    return ops.where(zero, at_zero, d)
+
+
+def _poch_dm(ans, x1, x2):
+    zm = _like(x1, ans) + x2
+    pole = _pole(zm)
+    return ops.multiply(ans, ops.special.digamma(ops.where(pole, math.nan, zm)))
+
+
+binary("poch", _poch_dz, _poch_dm,
        doc="The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z).",
        names=("z", "m"), about=["Real values.", "Real values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
@@ -862,23 +952,27 @@ def _gammainc_dx(ans, x1, x2):
 
 
 binary("gammainc", _refused("gammainc", "a (the first argument)", _NO_A), _gammainc_dx,
+       nan_out=True,
        doc="The regularized lower incomplete gamma function P(a, x) (differentiable in x).",
        names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("bool(np.allclose(ad.special.gammainc(1.0, 2.0), 1 - np.exp(-2.0)))", "True")])
 binary("gammaincc", _refused("gammaincc", "a (the first argument)", _NO_A),
        lambda ans, x1, x2: -_gammainc_dx(ans, x1, x2),
-       doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
+       nan_out=True, doc="The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) "
            "(differentiable in x).",
        names=("a", "x"), about=["The shape, positive.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.5, 2.0, 3.0])"],
        known=[("bool(np.allclose(ad.special.gammaincc(1.0, 2.0), np.exp(-2.0)))", "True")])
 
 
-def ternary(name, dx, *, doc, about, example, known=(), params=("a", "b", "x")):
+def ternary(name, dx, *, nan_out=False, doc, about, example, known=(), params=("a", "b", "x")):
     """An elementwise function of three broadcasting arguments ``(a, b, x)`` differentiable in
     ``x`` only, ``dx(ans, a, b, x)`` its derivative; the derivatives in the shape parameters a and
-    b are refused by name. ``params``: the parameters' names in the docs and errors."""
+    b are refused by name. ``nan_out`` as ``unary``'s. ``params``: the parameters' names in the
+    docs and errors."""
+    if nan_out:
+        dx = _nan_out(dx, 3)
     names = (f"{params[0]} (the first argument)", f"{params[1]} (the second argument)")
     fix = _NO_A.replace("x only", f"{params[2]} (the third argument) only")
     doc = _doc_of_rules(name, doc, list(params), about, example,
@@ -903,12 +997,23 @@ def ternary(name, dx, *, doc, about, example, known=(), params=("a", "b", "x")):
 
 # Regularized incomplete beta I_x(a, b): d/dx = x^(a-1) (1-x)^(b-1) / B(a, b)
 ternary("betainc", lambda ans, a, b, x: _betainc_dx(a, b, x),
+        nan_out=True,
         doc="The regularized incomplete beta function I_x(a, b) (differentiable in x).",
         about=["Positive values.", "Positive values.", "Values in [0, 1]."],
         example=["2.0", "3.0", "np.array([0.1, 0.5, 0.9])"],
         known=[("ad.special.betainc(1.0, 1.0, 0.25)     # I_x(1, 1) = x", "array(0.25)")])
 # Kummer's 1F1(a; b; x): d/dx = a/b 1F1(a + 1; b + 1; x)
-ternary("hyp1f1", lambda ans, a, b, x: ops.special.hyp1f1(a + 1, b + 1, x) * (a / b),
+# (at a = -1, 1F1(0; b + 1; x) is 1, its series' one term, where SciPy's hyp1f1(0, 0, x) is inf:
+# 1F1(-1; b; x) = 1 - x/b, and SciPy's hyp1f1(-1, -1, x) = 1 + x, have the slope a/b)
+def _hyp1f1_dx(ans, a, b, x):
+    a, b = _like(a, ans), _like(b, ans)
+    one = a == -1
+    a_s = _safe(a, one, 0.5)
+    return ops.where(one, a / b, ops.special.hyp1f1(a_s + 1, b + 1, x) * (a_s / b))
+
+
+ternary("hyp1f1", _hyp1f1_dx,
+        nan_out=True,
         doc="The confluent hypergeometric function 1F1(a; b; x) (differentiable in x).",
         about=["Real values.", "Real values other than 0, -1, -2...", "Real values."],
         example=["1.0", "2.0", _X],
@@ -932,11 +1037,35 @@ binary("gammainccinv", _refused("gammainccinv", "a (the first argument)",
        example=["np.array([0.5, 1.0, 2.0])", "np.array([0.1, 0.5, 0.9])"],
        known=[("bool(np.isclose(ad.special.gammaincc(2.0, ad.special.gammainccinv(2.0, 0.3)), "
                "0.3))", "True")])
-# binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k)
-binary("binom", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + 1)
-                                                 - ops.special.digamma(x1 - x2 + 1)),
-       lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 - x2 + 1)
-                                        - ops.special.digamma(x2 + 1)),
+# binom(n, k) = Gamma(n + 1) / (Gamma(k + 1) Gamma(n - k + 1)) (for real n and k): d/dn =
+# binom (psi(n + 1) - psi(n - k + 1)), d/dk = binom (psi(n - k + 1) - psi(k + 1)). Where binom
+# is 0 (k + 1 or n - k + 1 a pole of Gamma: binom(0, 1), binom(n, -1)) that is 0 * inf; there the
+# product rule on Gamma(n + 1) rgamma(k + 1) rgamma(n - k + 1), with rgamma's derivative at its
+# poles (rgamma's rule), gives the derivative: binom(n, 1) = n has slope 1 at n = 0. (Elsewhere
+# the logarithmic form stays: Gamma(n + 1) alone overflows for n > 171.)
+def _binom_d(ans, n, k, wrt_n):
+    n, k = _like(n, ans), _like(k, ans)
+    zero = ans == 0
+    ns, ks = _safe(n, zero, 1.0), _safe(k, zero, 0.5)
+    if wrt_n:
+        d = ops.multiply(ans, ops.special.digamma(ns + 1) - ops.special.digamma(ns - ks + 1))
+    else:
+        d = ops.multiply(ans, ops.special.digamma(ns - ks + 1) - ops.special.digamma(ks + 1))
+    nz, kz = _safe(n, ops.logical_not(zero), 1.0), _safe(k, ops.logical_not(zero), 0.5)
+    r1, r2 = ops.special.rgamma(kz + 1), ops.special.rgamma(nz - kz + 1)
+    dr2 = _rgamma_d(r2, nz - kz + 1)
+    if wrt_n:
+        at_zero = ops.multiply(ops.special.digamma(nz + 1), r2) + dr2
+        at_zero = ops.multiply(ops.special.gamma(nz + 1), ops.multiply(r1, at_zero))
+    else:
+        dr1 = _rgamma_d(r1, kz + 1)
+        at_zero = ops.multiply(ops.special.gamma(nz + 1),
+                               ops.multiply(dr1, r2) - ops.multiply(r1, dr2))
+    return ops.where(zero, at_zero, d)
+
+
+binary("binom", lambda ans, x1, x2: _binom_d(ans, x1, x2, True),
+       lambda ans, x1, x2: _binom_d(ans, x1, x2, False),
        doc="The binomial coefficient as a function of real n and k.",
        names=("n", "k"), about=["Real values.", "Real values."],
        example=["np.array([5.0, 6.0, 7.5])", "np.array([2.0, 3.0, 1.5])"],
@@ -948,12 +1077,16 @@ binary("binom", lambda ans, x1, x2: ops.multiply(ans, ops.special.digamma(x1 + 1
 def _expn_dx(ans, x1, x2):
     em1 = ops.exp(-x2) * (1 + x2) / ops.square(x2)
     if isinstance(x1, PY_SCALARS):
-        return -em1 if x1 == 0 else -ops.special.expn(x1 - 1, x2)
-    # (E_{-1} of SciPy's expn is nan: kept out of the branch the where drops)
-    return -ops.where(x1 == 0, em1, ops.special.expn(ops.where(x1 == 0, 1.0, x1) - 1, x2))
+        n = float(math.trunc(x1)) if math.isfinite(x1) else x1
+        return -em1 if n == 0 else -ops.special.expn(n - 1, x2)
+    # (SciPy's expn takes the order's integer part, toward 0: expn(0.5, x) is E_0(x); E_{-1} of
+    # SciPy's expn is nan: kept out of the branch the where drops)
+    n = ops.trunc(ops.stop_gradient(x1))
+    return -ops.where(n == 0, em1, ops.special.expn(ops.where(n == 0, 1.0, n) - 1, x2))
 
 
-binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x).",
+binary("expn", None, _expn_dx, nan_out=True,
+       doc="The generalized exponential integral E_n(x).",
        names=("n", "x"),
               about=["A non-negative integer: no derivative (its gradient is zero).",
               "Positive values."],
@@ -961,8 +1094,14 @@ binary("expn", None, _expn_dx, doc="The generalized exponential integral E_n(x).
        known=[("bool(np.isclose(ad.special.expn(0, 2.0), np.exp(-2.0) / 2))   # e^-x / x",
                "True")])
 # yn(n, x): d/dx = (Y_{n-1}(x) - Y_{n+1}(x)) / 2 (SciPy's yn takes negative orders)
-binary("yn", None, lambda ans, x1, x2: (ops.special.yn(x1 - 1, x2) - ops.special.yn(x1 + 1, x2))
-       * 0.5, doc="The Bessel function of the second kind Y_n of integer order n.",
+# (SciPy's yn takes the order's integer part, toward 0, as expn: so does the rule)
+def _yn_dx(ans, x1, x2):
+    n = (float(math.trunc(x1)) if math.isfinite(x1) else x1) if isinstance(x1, PY_SCALARS) \
+        else ops.trunc(ops.stop_gradient(x1))
+    return (ops.special.yn(n - 1, x2) - ops.special.yn(n + 1, x2)) * 0.5
+
+
+binary("yn", None, _yn_dx, doc="The Bessel function of the second kind Y_n of integer order n.",
        names=("n", "x"),
        about=["An integer: no derivative (its gradient is zero).", "Positive values."],
        example=["1", _X],
@@ -975,12 +1114,15 @@ def _zeta_dq(ans, x1, x2):
     return -ops.multiply(x1, bind(zeta_p, x1 + 1, x2))
 
 
+_zeta_dq = _nan_out(_zeta_dq, 2)     # (zeta(x < 1, q) is nan: NOTE [nan outside the domain])
+
+
 _ZETA_DX = _refused("zeta", "x (the exponent, first argument)",
                     "treat it as a constant (arrayad.stop_gradient); the derivative in q works")
 zeta_p = decl.primitive(
     "zeta", _impl("zeta"),
     vjp=(_ZETA_DX, PartialVJP(_zeta_dq, 1)),
-    reads=["", "x1 x2"],
+    reads=["", names_read(_zeta_dq)],
     full_jvp=BinaryJVP(_ZETA_DX, _zeta_dq),
     batch=ELEMENTWISE)
 
@@ -1053,7 +1195,11 @@ def _boxcox_dl(ans, l, L):
     u = ops.multiply(l, L)
     small = ops.abs(u) < 0.1
     ls = _safe(l, small, 1.0)
-    far = (ops.multiply(ops.exp(ops.multiply(ls, L)), L) - ans) / ls
+    # (at x = 0, L = -inf: x^l L is 0 for l > 0, its limit, where the product is 0 * inf; the
+    # value -1/l there has the derivative -ans/l = 1/l^2)
+    zero = L == -math.inf
+    Ls = _safe(L, zero, 0.0)
+    far = (ops.where(zero, 0.0, ops.multiply(ops.exp(ops.multiply(ls, Ls)), Ls)) - ans) / ls
     near = ops.zeros_like(u)
     for k in range(15, 1, -1):
         near = near * u + (k - 1) / math.factorial(k)
@@ -1062,12 +1208,14 @@ def _boxcox_dl(ans, l, L):
 
 binary("boxcox", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log(x1)),
+       nan_out=True,
        doc="The Box-Cox transform (x^lmbda - 1) / lmbda (log x at lmbda = 0).",
        names=("x", "lmbda"), about=["Positive values.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
        known=[("bool(np.isclose(ad.special.boxcox(2.0, 0.0), np.log(2.0)))", "True")])
 binary("boxcox1p", lambda ans, x1, x2: ops.exp(ops.multiply(x2 - 1, ops.log1p(x1))),
        lambda ans, x1, x2: _boxcox_dl(ans, x2, ops.log1p(x1)),
+       nan_out=True,
        doc="The Box-Cox transform of 1 + x, ((1 + x)^lmbda - 1) / lmbda (log1p x at lmbda = 0).",
        names=("x", "lmbda"), about=["Values greater than -1.", "Real values."],
        example=[_X, "np.array([0.0, 0.5, 2.0])"],
@@ -1155,7 +1303,20 @@ def _in_float64(fn, *args):
 
 
 def _gdtr(a, b, x, upper):
-    ax = ops.multiply(a, x)
+    if isinstance(a, PY_SCALARS) and isinstance(x, PY_SCALARS):
+        ax = a * x
+    else:
+        # (P(b, a x) is 0 for every finite a at x = 0 (every x >= 0 at a = 0), but through the
+        # product the chain rule gives 0 * inf there for b < 1 (the density of P(b, .) at 0):
+        # so there the product does not depend on a (on x), and the structural zero of the
+        # where's constant side stays 0 through the infinite density (NOTE [strong zeros]).
+        # Only where P(b, 0) is a number (b > 0): a structural zero would hide a nan.)
+        a, x = _like(a, x), _like(x, a)
+        b_ok = _like(b, a) > 0
+        x0 = ops.logical_and(ops.logical_and(x == 0, ops.isfinite(a)), b_ok)
+        a0 = ops.logical_and(ops.logical_and(a == 0, x >= 0), ops.logical_and(x < math.inf, b_ok))
+        ax = ops.multiply(ops.where(x0, ops.stop_gradient(a), a),
+                          ops.where(a0, ops.stop_gradient(x), x))
     # (SciPy: nan for x < 0 whatever a, where P(b, a x) alone would be 0 or 1 for a <= 0)
     p = (ops.special.gammaincc if upper else ops.special.gammainc)(_like(b, ax), ax)
     return _nan_where(x < 0, p)
@@ -1292,7 +1453,7 @@ unary("cosm1", lambda ans, x: -ops.sin(x), doc="cos(x) - 1, accurate near 0.",
       known=[("ad.special.cosm1(0.0)", "array(0.)")])
 unary("cbrt", lambda ans, x: ops.square(ans) * 3, over=True, doc="The real cube root.",
       example="np.array([-8.0, 1.0, 27.0])", known=[("ad.special.cbrt(27.0)", "array(3.)")])
-unary("exp1", lambda ans, x: -ops.exp(-x) / x, doc="The exponential integral E1(x).",
+unary("exp1", lambda ans, x: -ops.exp(-x) / x, nan_out=True, doc="The exponential integral E1(x).",
       x="Positive values (inf at 0).")
 unary("expi", lambda ans, x: ops.exp(x) / x, doc="The exponential integral Ei(x).",
       x="Real values (-inf at 0).")
@@ -1343,6 +1504,7 @@ unary("cotdg", lambda ans, x: (1 + ops.square(ans)) * -_DEG, doc="cot of an angl
 # kl_div = x log(x/y) - x + y: d/dx = log(x/y), d/dy = 1 - x/y (1 where x == 0)
 binary("kl_div", lambda ans, x1, x2: _log(x1) - _log(x2),
        lambda ans, x1, x2: 1 - _where0(x1 == 0, x1 / _safe(x2, x1 == 0, 1.0), ans),
+       nan_out=True,
        doc="x log(x / y) - x + y (y where x == 0 <= y, inf outside the domain).",
        about=["Non-negative values.", "Non-negative values."],
        example=["np.array([0.5, 1.0, 2.0])", "np.array([1.0, 1.0, 0.5])"],
@@ -1367,6 +1529,7 @@ def _huber_ddelta(ans, x1, x2):
 
 
 binary("huber", _huber_ddelta, _huber_dr,
+       nan_out=True,
        doc="The Huber loss: r^2 / 2 where abs(r) <= delta, else delta (abs(r) - delta / 2).",
        names=("delta", "r"), about=["The threshold.", "The residual."],
        example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],
@@ -1380,10 +1543,17 @@ def _ph_s(ans, x1):
     return ans / _sq(x1) + 1
 
 
+# (SciPy's pseudo_huber is 0 at delta = 0, whatever r, as the limit delta |r|: d/dr is 0 there,
+# where r / s is 0/0 at r = 0 and ans/delta^2 is 0/0)
+def _ph_dr(ans, x1, x2):
+    zero = _and(x1 == 0, True)
+    return _where0(zero, x2 / _ph_s(ans, _safe(x1, zero, 1.0)), ans)
+
+
 binary("pseudo_huber",
        lambda ans, x1, x2: (2 * x1) * (_ph_s(ans, x1) - 1)
        - _sq(x2) / ops.multiply(x1, _ph_s(ans, x1)),
-       lambda ans, x1, x2: x2 / _ph_s(ans, x1),
+       _ph_dr,
        doc="The pseudo-Huber loss delta^2 (sqrt(1 + (r/delta)^2) - 1).",
        names=("delta", "r"), about=["The scale, positive.", "The residual."],
        example=["np.array([1.0, 1.0, 2.0])", "np.array([-2.0, 0.5, 3.0])"],

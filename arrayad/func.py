@@ -26,7 +26,8 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
-           "tree_flatten", "tree_unflatten", "tree_map"]
+           "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
+           "remat", "checkpoint_policies"]
 
 
 
@@ -1443,3 +1444,8 @@ def _unbatch(func, interp, o, d, size):
     if d != bdim:
         value = ops.moveaxis(value, bdim, d)
     return value
+
+
+# JAX's decorators for user rules and recomputation (NOTE [rule primitives] in _custom.py); last,
+# as they use vjp/jvp/vmap above
+from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat  # noqa: E402

@@ -69,6 +69,20 @@ def _reverse(v):
     return isinstance(v, Tensor) and v.requires_grad and _core.is_grad_enabled()
 
 
+def _forward_direct(leaves):
+    """Whether a forward-mode transform sees ``leaves`` with no reverse-mode transform above it
+    (one at a higher level, which processes the call first)."""
+    grad, dual = 0, 0
+    for v in leaves:
+        while isinstance(v, Tracer):
+            if isinstance(v, GradTracer):
+                grad = max(grad, v._interp.level)
+            elif isinstance(v, DualTracer):
+                dual = max(dual, v._interp.level)
+            v = v.value
+    return dual > grad
+
+
 def _differentiated(v):
     """Whether any transform but vmap sees ``v`` (grad, jvp, jit: jit's program may be
     differentiated later), or the tape records it."""
@@ -201,6 +215,28 @@ class _Spec:
         is_float = _glue()._is_float
         return [i for i, v in enumerate(vals) if v is not None and is_float(v)]
 
+    def jvp_of(self, run, tangents, args):
+        """The output tangents of ``run(vals) -> output leaves`` by ``arrayad.func.jvp`` at
+        ``args`` (None for the outputs that are not float)."""
+        from . import func
+        g = _glue()
+        fl = self.float_positions(args)
+        floats = []
+
+        def block(*fargs):
+            vals = list(args)
+            for i, v in zip(fl, fargs):
+                vals[i] = v
+            outs = run(vals)
+            floats[:] = [g._is_float(o) for o in outs]
+            return tuple(o for o in outs if g._is_float(o))
+
+        prim = tuple(args[i] for i in fl)
+        tan = tuple(ops.zeros_like(args[i]) if tangents[i] is None else tangents[i] for i in fl)
+        _, touts = func.jvp(block, prim, tan)
+        it = iter(touts)
+        return tuple(next(it) if f else None for f in floats)
+
 
 # -- custom_vjp --------------------------------------------------------------------------------
 _NO_JVP = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
@@ -211,9 +247,10 @@ class _VjpCall(_Spec):
     closure_fix = ("JAX refuses this too; with a custom_vjp, the rule only covers the explicit "
                    "arguments.")
 
-    def __init__(self, owner, leaves, tree, fixed, n_args, reverse):
+    def __init__(self, owner, leaves, tree, fixed, n_args):
         super().__init__(owner, leaves, tree, fixed, n_args)
-        self.reverse = reverse
+        self.reverse = any(_reverse(v) for v in leaves)
+        self.forward_direct = _forward_direct(leaves)
         self.last = None   # (raw inputs, residuals) of the last impl, replaced at once
 
     def outputs(self, vals):
@@ -313,7 +350,12 @@ class _VjpCall(_Spec):
         return out
 
     def jvp(self, tangents, ans, args):
-        raise TypeError(_NO_JVP)
+        # Forward mode of the function itself is refused (JAX's error). Forward mode *over* a
+        # reverse-mode transform (hessian = jacfwd(jacrev), jvp of grad) differentiates what
+        # the reverse pass runs, fwd now and bwd later, as JAX does.
+        if self.forward_direct:
+            raise TypeError(_NO_JVP)
+        return self.jvp_of(lambda vals: self.run_fwd(vals)[0], tangents, args)
 
 
 class custom_vjp:
@@ -415,7 +457,7 @@ class custom_vjp:
         leaves, tree = tree_flatten((diff, {}))
         if not any(_differentiated(v) for v in leaves):
             return self.fun(*args)
-        spec = _VjpCall(self, leaves, tree, fixed, len(args), any(_reverse(v) for v in leaves))
+        spec = _VjpCall(self, leaves, tree, fixed, len(args))
         outs = bind(self._prim, *spec.arrays(leaves), spec=spec)
         return tree_unflatten(list(outs), spec.out_tree)
 
@@ -801,24 +843,7 @@ class _CkptCall(_Spec):
         return out
 
     def jvp(self, tangents, ans, args):
-        from . import func
-        g = _glue()
-        fl = self.float_positions(args)
-        floats = []
-
-        def block(*fargs):
-            vals = list(args)
-            for i, v in zip(fl, fargs):
-                vals[i] = v
-            outs = self.outputs(vals)
-            floats[:] = [g._is_float(o) for o in outs]
-            return tuple(o for o in outs if g._is_float(o))
-
-        prim = tuple(args[i] for i in fl)
-        tan = tuple(ops.zeros_like(args[i]) if tangents[i] is None else tangents[i] for i in fl)
-        _, touts = self.recompute(lambda: func.jvp(block, prim, tan))
-        it = iter(touts)
-        return tuple(next(it) if f else None for f in floats)
+        return self.recompute(lambda: self.jvp_of(self.outputs, tangents, args))
 
 
 class _Checkpointed:

@@ -373,7 +373,12 @@ class custom_vjp:
     ``hessian`` (``bwd`` is differentiated again) and the autograd tape (``.backward()``),
     ``fwd`` and ``bwd`` replace its derivative; under ``vmap``, ``fun``, ``fwd`` and ``bwd``
     are batched; under ``jit`` the function is one instruction of the program. Forward mode
-    (``jvp``, ``jacfwd``, ``linearize``) is refused, as in JAX: use ``custom_jvp`` for it.
+    (``jvp``, ``jacfwd``, ``linearize``) is refused, as in JAX: use ``custom_jvp`` for it;
+    forward mode over reverse mode (``hessian``) differentiates ``fwd`` and ``bwd``, as JAX
+    does. Reverse mode over reverse mode applies the rule at every level (JAX does so when
+    ``fwd`` calls the function, its usual pattern; when ``fwd`` computes the output itself,
+    JAX differentiates ``fwd`` at the outer level instead: the same when ``bwd`` is the true
+    derivative).
 
     Parameters
     ----------

@@ -198,7 +198,9 @@ class _Spec:
                 f"{self.kind}({_name(self.owner.fun)}): the function uses a value that a transform "
                 f"(grad, jvp, vmap, jit) or the autograd tape tracks but that is not one of its "
                 f"arguments (it reads it from a closure or a global), so its derivative would be "
-                f"lost. Pass that value as an argument: {self.closure_fix}")
+                f"lost. Pass that value as an argument: {self.closure_fix} (Arrays created inside "
+                f"without an array argument under a transform, ad.zeros(n), ad.rand(n), count "
+                f"too: make them from an argument, ad.zeros_like(x), or pass them in.)")
 
     def unwrap(self, outs, raw=True):
         u = _glue()._unwrap

@@ -1446,6 +1446,7 @@ def _unbatch(func, interp, o, d, size):
     return value
 
 
-# JAX's decorators for user rules and recomputation (NOTE [rule primitives] in _custom.py); last,
-# as they use vjp/jvp/vmap above
-from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat  # noqa: E402
+
+# custom_vjp, custom_jvp, checkpoint, remat and checkpoint_policies (in __all__) live in
+# arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
+# once both modules are loaded (importing them from here would make an import cycle).

@@ -27,7 +27,8 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
-           "tree_flatten", "tree_unflatten", "tree_map"]
+           "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
+           "remat", "checkpoint_policies"]
 
 
 
@@ -1445,3 +1446,9 @@ def _unbatch(func, interp, o, d, size):
     if d != bdim:
         value = ops.moveaxis(value, bdim, d)
     return value
+
+
+
+# custom_vjp, custom_jvp, checkpoint, remat and checkpoint_policies (in __all__) live in
+# arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
+# once both modules are loaded (importing them from here would make an import cycle).

@@ -1,0 +1,1 @@
+"""torch.utils' counterparts: ``arrayad.utils.checkpoint``."""

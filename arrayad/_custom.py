@@ -29,12 +29,17 @@ batches its operations; jit alone stages them (custom_vjp/custom_jvp still bind 
 program may be differentiated later). The functions run on the primitive's inputs, so a value of
 an enclosing transform that the function reads from a closure instead of an argument would be
 missed: its use is detected (an output of the first run that belongs to a transform or to the
-tape) and refused with the fix (pass it as an argument).
+tape) and refused with the fix (pass it as an argument), as JAX refuses it for custom rules;
+checkpoint instead runs such a function as it is (the derivative right, no memory saved) and warns
+with the fix. Arrays made inside without an array argument (``ad.zeros(n)``) are values of the
+enclosing transforms too, but constants of them (no derivative, no batch axis): the first run's
+outputs and residuals made of them are taken back to their raw values (``_constant``).
 """
 
 import functools
 import inspect
 import types
+import warnings
 
 from ._core import _core
 from ._core._core import (Array, BatchTracer, DualTracer, GradTracer, Interpreter, Primitive,
@@ -95,6 +100,27 @@ def _differentiated(v):
 
 def _leaked(v):
     return isinstance(v, Tracer) or (isinstance(v, Tensor) and v._node is not None)
+
+
+def _constant(v):
+    """The raw value of ``v`` where ``v`` is a constant of every transform it belongs to (an array
+    made inside without an array argument, ``ad.zeros(n)``, ``ad.arange(n)``, and what is computed
+    from such arrays and the raw inputs alone: no derivative, no batch axis); else None."""
+    while isinstance(v, Tracer):
+        if isinstance(v, GradTracer):
+            if v._node is not None:
+                return None
+        elif isinstance(v, DualTracer):
+            if v.tangent is not None:
+                return None
+        elif not isinstance(v, BatchTracer) or v.bdim >= 0:
+            return None      # (a batched value, or a staged one: jit's)
+        v = v.value
+    return None if isinstance(v, Tensor) and v._node is not None else v
+
+
+class _ReadsClosure(Exception):
+    """A first run read a value of a transform from outside the function's arguments."""
 
 
 class _RulePrimitive(Primitive):
@@ -192,15 +218,19 @@ class _Spec:
 
     def check_closure(self, outs):
         """NOTE [rule primitives]: a first run on raw values that gives a tracer (or a Tensor on
-        the tape) read a value of a transform from outside its arguments."""
-        if any(_leaked(o) for o in outs):
-            raise TypeError(
-                f"{self.kind}({_name(self.owner.fun)}): the function uses a value that a transform "
-                f"(grad, jvp, vmap, jit) or the autograd tape tracks but that is not one of its "
-                f"arguments (it reads it from a closure or a global), so its derivative would be "
-                f"lost. Pass that value as an argument: {self.closure_fix} (Arrays created inside "
-                f"without an array argument under a transform, ad.zeros(n), ad.rand(n), count "
-                f"too: make them from an argument, ad.zeros_like(x), or pass them in.)")
+        the tape) read a value of a transform from outside its arguments, unless that value is a
+        constant of its transforms (made inside: ``ad.zeros(n)``), which is returned raw."""
+        outs = [_constant(o) if _leaked(o) else o for o in outs]
+        if any(o is None for o in outs):
+            self.reads_closure()
+        return outs
+
+    def reads_closure(self):
+        raise TypeError(
+            f"{self.kind}({_name(self.owner.fun)}): the function uses a value that a transform "
+            f"(grad, jvp, vmap, jit) or the autograd tape tracks but that is not one of its "
+            f"arguments (it reads it from a closure or a global), so its derivative would be "
+            f"lost. Pass that value as an argument: {self.closure_fix}")
 
     def unwrap(self, outs, raw=True):
         u = _glue()._unwrap
@@ -276,11 +306,22 @@ class _VjpCall(_Spec):
     def impl(self, raws):
         if self.reverse:
             outs, res = self.run_fwd(raws)
-            self.last = (raws, res)
+            self.last = (raws, self.raw_residuals(res))
         else:
             outs = self.outputs(raws)
-        self.check_closure(outs)
+        outs = self.check_closure(outs)
         return self.unwrap(outs)
+
+    def raw_residuals(self, res):
+        """The residuals of the first run, on raw values: arrays made inside (``ad.zeros(n)``)
+        are constants of the transforms, returned raw (NOTE [rule primitives])."""
+        leaves, tree = tree_flatten(res)
+        if not any(_leaked(v) for v in leaves):
+            return res
+        raw = [_constant(v) if _leaked(v) else v for v in leaves]
+        if any(r is None and v is not None for r, v in zip(raw, leaves)):
+            self.reads_closure()
+        return tree_unflatten(raw, tree)
 
     def residuals(self, args):
         last = self.last
@@ -480,7 +521,7 @@ class _JvpCall(_Spec):
 
     def impl(self, raws):
         outs = self.outputs(raws)
-        self.check_closure(outs)
+        outs = self.check_closure(outs)
         return self.unwrap(outs)
 
     def push(self, tangents, args):
@@ -535,6 +576,10 @@ class _JvpCall(_Spec):
             if t is None or not g._is_float(p):
                 outs.append(None)
             else:
+                if raw and _leaked(t):
+                    # (on raw values, a tangent made with arrays made inside the rule,
+                    # ``ad.arange(n)``: constants of this level, NOTE [rule primitives])
+                    (t,) = self.check_closure([t])
                 if _core.dtype_of(t) != _core.dtype_of(p):
                     t = ops.astype(t, _core.dtype_of(p))
                 outs.append(g._unwrap(t, raw))
@@ -798,11 +843,14 @@ class _CkptCall(_Spec):
             with _hook(lambda below: _Keeper(policy, below)) as keeper:
                 outs = self.outputs(raws)
             self.kept = (raws, keeper.kept)
-        self.check_closure(outs)
+        outs = self.check_closure(outs)
         from ._jit import _same_state
         if not _same_state(get_rng_state(), rng):
             self.rng = rng   # the recomputation must draw the same numbers (as torch's)
         return self.unwrap(outs)
+
+    def reads_closure(self):
+        raise _ReadsClosure   # (checkpoint then runs the function as it is: see __call__)
 
     def recompute(self, fn):
         """Run ``fn`` (which reruns the block) with the block's random state and kept results."""
@@ -878,7 +926,22 @@ class _Checkpointed:
         if not any(_reverse(v) for v in leaves):
             return self.fun(*args, **kwargs)   # nothing kept for a backward pass: nothing to do
         spec = _CkptCall(self, leaves, tree, fixed, len(args))
-        outs = bind(self._prim, *spec.arrays(leaves), spec=spec)
+        rng = get_rng_state()
+        try:
+            outs = bind(self._prim, *spec.arrays(leaves), spec=spec)
+        except _ReadsClosure:
+            # A value being differentiated comes from a closure (torch's usual
+            # ``checkpoint(layer, x)``, with the layer's parameters): recomputing the function
+            # from its arguments alone would lose its derivative, so the function runs as it is,
+            # recorded like any other code: the right derivative without the memory saving.
+            set_rng_state(rng)
+            warnings.warn(
+                f"checkpoint({name}): the function reads a value that is being differentiated "
+                f"from a closure or a global, not from its arguments, so it ran without "
+                f"recomputation (its intermediate values are kept as without checkpoint). Pass "
+                f"that value as an argument to save the memory: {_CkptCall.closure_fix}",
+                stacklevel=2)
+            return self.fun(*args, **kwargs)
         return tree_unflatten(list(outs), spec.out_tree)
 
 
@@ -940,9 +1003,15 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
     Raises
     ------
     TypeError
+        When called, if a static argument holds a value of a transform, or if ``fun`` returns
+        something other than arrays.
+
+    Warns
+    -----
+    UserWarning
         When called, if ``fun`` reads a value that a transform differentiates from a closure
-        rather than from its arguments (pass it as an argument), if a static argument holds a
-        value of a transform, or if ``fun`` returns something other than arrays.
+        rather than from its arguments: it then runs without recomputation (the derivative is
+        the same, the memory is not saved); pass that value as an argument.
 
     Examples
     --------

@@ -3,6 +3,7 @@ under every transform and the eager tape, the number of forward runs, the polici
 numbers, errors, and the peak memory of a long chain of checkpointed blocks."""
 import gc
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -140,18 +141,52 @@ def test_random_numbers_drawn_again_identically():
     close(xa.grad, 2 * X * mask ** 2)
 
 
-def test_closed_over_differentiated_value_is_refused():
-    def outer(w):
-        return ad.sum(checkpoint(lambda x: x * w)(ad.asarray(X)))
+def test_closed_over_differentiated_value_runs_without_recomputation():
+    """A value being differentiated read from a closure (JAX's ``jax.checkpoint(lambda x: x *
+    w)``, torch's ``checkpoint(layer, x)`` with the layer's parameters): recomputing from the
+    arguments alone would lose its derivative, so the function runs as it is, with a warning
+    that says how to get the memory saving; the derivative is jax.checkpoint's / torch's."""
+    def outer(w, xp, ckpt):
+        return xp.sum(ckpt(lambda x: xp.tanh(x * w))(xp.asarray(X)) ** 2)
 
-    with pytest.raises(TypeError, match="Pass that value as an argument"):
-        grad(outer)(np.array(2.0))
-    xa = ad.tensor(X, requires_grad=True)
-    wa = ad.tensor(2.0, requires_grad=True)
-    with pytest.raises(TypeError, match="checkpoint\\(f\\)\\(x, params\\)"):
-        checkpoint(lambda x: x * wa)(xa)
+    with pytest.warns(UserWarning, match="Pass that value as an argument"):
+        g = grad(lambda w: outer(w, ad, checkpoint))(np.array(2.0))
+    close(g, jax.grad(lambda w: outer(w, jnp, jax.checkpoint))(2.0))
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as tcheck
+    from arrayad.utils.checkpoint import checkpoint as acheck
+    wt = torch.tensor(W, requires_grad=True)
+    xt = torch.tensor(X, requires_grad=True)
+    torch.sum(tcheck(lambda x: torch.tanh(wt @ x), xt, use_reentrant=False) ** 2).backward()
+    wa, xa = ad.tensor(W, requires_grad=True), ad.tensor(X, requires_grad=True)
+    with pytest.warns(UserWarning, match="ran without recomputation"):
+        out = acheck(lambda x: ad.tanh(wa @ x), xa, use_reentrant=False)
+    ad.sum(out ** 2).backward()
+    close([xa.grad, wa.grad], [xt.grad.numpy(), wt.grad.numpy()])
     assert _core.stack_depth() == 0 and ad.is_grad_enabled()
     assert _core.thread_state().staging is None
+
+
+def test_arrays_made_inside_are_constants(backend):
+    """``ad.zeros(n)``/``ad.arange(n)`` inside the block are constants of the transforms: the
+    block is still recomputed (no warning), under grad, jvp and vmap."""
+    def inner(x):
+        CALLS.append(1)
+        return ad.sin(x) * ad.arange(1.0, 4.0) + ad.zeros(3)
+
+    def inner_j(x):
+        return jnp.sin(x) * jnp.arange(1.0, 4.0)
+
+    x = backend(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CALLS.clear()
+        g = grad(lambda x: ad.sum(checkpoint(inner)(x) ** 2))(x)
+        assert len(CALLS) == 2
+        close(g, jax.grad(lambda x: jnp.sum(jax.checkpoint(inner_j)(x) ** 2))(X))
+        close(vmap(grad(lambda x: ad.sum(checkpoint(inner)(x))))(backend(np.stack([X, X]))),
+              jax.vmap(jax.grad(lambda x: jnp.sum(inner_j(x))))(np.stack([X, X])))
+        close(jvp(checkpoint(inner), (x,), (x,)), jax.jvp(inner_j, (X,), (X,)))
 
 
 def test_static_argnums_and_pytrees():

@@ -270,6 +270,33 @@ def test_closed_over_tracer_is_refused_with_the_fix():
     assert _core.stack_depth() == 0 and ad.is_grad_enabled()
 
 
+def test_arrays_made_inside_are_constants(backend):
+    """``zeros``/``ones``/``arange`` made inside the function, the fwd rule (in its residuals)
+    and the jvp rule are constants of the enclosing transforms, as in JAX."""
+    def make(lib, xp):
+        @lib.custom_vjp
+        def f(x):
+            return xp.sin(x) * xp.arange(1.0, 4.0) + xp.zeros(3)
+
+        f.defvjp(lambda x: (f(x), (xp.cos(x) * xp.ones(3), xp.arange(1.0, 4.0))),
+                 lambda r, g: (2 * r[0] * r[1] * g,))
+
+        @lib.custom_jvp
+        def h(x):
+            return xp.sin(x) * xp.ones(3)
+
+        h.defjvp(lambda p, t: (h(p[0]), 3 * t[0] * xp.arange(1.0, 4.0)))
+        return f, h
+
+    (f, h), (fj, hj) = make(ad.func, ad), make(jax, jnp)
+    x = backend(X)
+    for a, b in ((f, fj), (h, hj)):
+        close(grad(lambda x: ad.sum(a(x)))(x), jax.grad(lambda x: jnp.sum(b(x)))(X))
+        close(vmap(grad(lambda x: ad.sum(a(x))))(backend(np.stack([X, Y]))),
+              jax.vmap(jax.grad(lambda x: jnp.sum(b(x))))(np.stack([X, Y])))
+    close(jvp(h, (x,), (x,)), jax.jvp(hj, (X,), (X,)))
+
+
 def test_no_transform_runs_the_function_itself(backend):
     calls = []
 

@@ -570,13 +570,16 @@ class _JvpCall(_Spec):
     def jvp(self, tangents, ans, args):
         g = _glue()
         raw = g._no_tensor(args, tangents)
+        # (no value of another transform among them: a tracer in the rule's tangent is then one
+        # of this level, made inside the rule)
+        bare = not any(isinstance(v, Tracer) for v in (*args, *tangents))
         p_leaves, t_leaves = self.push(tangents, args)
         outs = []
         for p, t in zip(p_leaves, t_leaves):
             if t is None or not g._is_float(p):
                 outs.append(None)
             else:
-                if raw and _leaked(t):
+                if bare and _leaked(t):
                     # (on raw values, a tangent made with arrays made inside the rule,
                     # ``ad.arange(n)``: constants of this level, NOTE [rule primitives])
                     (t,) = self.check_closure([t])

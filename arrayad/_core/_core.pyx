@@ -609,14 +609,15 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
 
 def bind(Primitive prim not None, *args, **params):
     """Apply the primitive ``prim`` to ``args``: by the innermost transform among the
-    arguments, else eagerly (NOTE [interpreters]).
+    arguments, else eagerly.
 
     Every arrayad function ends in a ``bind``: the core finds the highest transform level among
     the arguments (a ``grad``, ``jvp``, ``vmap`` or ``jit`` tracer, or an eager ``Tensor`` that
     requires grad) and hands the call to that transform's interpreter, which applies the
     primitive's rule (VJP, JVP, batching) and binds again one level down; with no tracer and
     nothing to record, the backend's function is called directly. It is the entry point for a
-    primitive declared in ``arrayad/_ops`` (see ``arrayad/_ops/_rules.py``).
+    primitive of arrayad's operator tables (the internals page of the documentation says where
+    they are declared).
 
     Parameters
     ----------
@@ -2489,8 +2490,7 @@ cdef class Array:
 cdef class Tensor(Array):
     """Tensor(value, requires_grad=False)
 
-    arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor (NOTE
-    [eager tape]).
+    arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor.
 
     It wraps an array of any backend (NumPy, torch, CuPy, array-api-strict, Dask, JAX) and carries
     the array API's methods and operators plus the torch ones a torch.func user reaches for
@@ -2640,7 +2640,7 @@ cdef class Tensor(Array):
         return self._node is None or self._node.leaf is not None
 
     def detach(self):
-        """A tensor without history that shares this one's data (NOTE [views]): an in-place
+        """A tensor without history that shares this one's data: an in-place
         update of either is seen by the other, as in torch."""
         return _host.detach(self)
 

@@ -83,5 +83,7 @@ html_title = "arrayad"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    # the seven top-level sections (index.md's toctree) all in the navbar, none under "More"
+    "header_links_before_dropdown": 7,
 }
 html_static_path = []

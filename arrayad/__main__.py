@@ -15,7 +15,7 @@ def main():
           f"default backend {ad.backends.default_backend().name}")
     print("backends available here:", ", ".join(ad.available_backends()))
 
-    section("eager autograd: requires_grad, backward(), .grad")
+    section("eager autograd, as in torch: requires_grad, backward(), .grad")
     x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
     y = x * x
     print("x =", x)
@@ -23,37 +23,40 @@ def main():
     y.sum().backward()
     print("after y.sum().backward(): x.grad =", x.grad)
 
-    section("grad and grad of grad")
+    section("grad, and grad of grad")
     f = lambda x: ad.sin(x) * x  # noqa: E731
-    print("d/dx sin(x) x at 1.0      =", grad(f)(1.0))
-    print("d2/dx2 sin(x) x at 1.0    =", grad(grad(f))(1.0))
+    print("f(x) = x sin(x);  f'(1.0) = sin(1) + cos(1)   =", grad(f)(1.0))
+    print("                  f''(1.0) = 2 cos(1) - sin(1) =", grad(grad(f))(1.0))
     print("perturbation confusion: grad(lambda x: grad(lambda y: x * y)(x))(2.0) =",
           grad(lambda x: grad(lambda y: x * y)(x))(2.0))
 
     section("NumPy in, NumPy out")
     xs = np.linspace(-1.0, 1.0, 4)
     g = grad(lambda v: ad.sum(ad.tanh(v) ** 2))(xs)
-    print(type(g).__name__, g)
+    print("x =", xs)
+    print("grad of sum(tanh(x)**2) at x:", type(g).__name__, g)
 
-    section("vjp / jvp / linearize")
+    section("vjp, jvp and linearize")
     out, vjp_fn = vjp(ad.sin, xs)
     print("vjp of sin with ones:", vjp_fn(np.ones(4))[0])
     print("jvp of sin with ones:", jvp(ad.sin, (xs,), (np.ones(4),))[1])
     out, jvp_fn = linearize(lambda v: ad.exp(v) * v, xs)
     print("linearize(exp(v) v) applied to ones:", jvp_fn(np.ones(4)))
 
-    section("jacrev / jacfwd / hessian")
+    section("Jacobians and Hessians: jacrev, jacfwd, hessian")
     W = np.arange(6.0).reshape(2, 3) / 6
-    print("jacrev of tanh(W x):\n", jacrev(lambda v: ad.tanh(W @ v))(xs[:3]))
+    print("jacrev of tanh(W x), W of shape (2, 3):\n", jacrev(lambda v: ad.tanh(W @ v))(xs[:3]))
     print("jacfwd agrees:", np.allclose(jacfwd(lambda v: ad.tanh(W @ v))(xs[:3]),
                                         jacrev(lambda v: ad.tanh(W @ v))(xs[:3])))
-    print("hessian of sum(sin(x)):\n", hessian(lambda v: ad.sum(ad.sin(v)))(xs[:3]))
+    print("hessian of sum(sin(x)), diag(-sin(x)):\n",
+          hessian(lambda v: ad.sum(ad.sin(v)))(xs[:3]) + 0.0)   # + 0.0: no -0. printed
 
     section("vmap: per-sample gradients")
     w = np.array([0.5, -1.0, 2.0])
     batch = np.arange(12.0).reshape(4, 3) / 10
     targets = np.array([0.1, 0.2, 0.3, 0.4])
     loss = lambda w, x, t: (ad.sum(w * x) - t) ** 2  # noqa: E731
+    print("gradients of (w . x - t)**2 with respect to w, one row per sample (x, t):")
     print(vmap(grad(loss), in_dims=(None, 0, 0))(w, batch, targets))
 
     section("array-API code inside a transform: arrays it makes, masks, in-place writes")
@@ -66,10 +69,11 @@ def main():
         return xp.sum(out)
     print("grad of sum(where(v > 0, v**2, 0)):", grad(clipped_square)(xs))
 
-    section("arrayad.jit: stage once, replay")
+    section("arrayad.jit: trace once, replay")
     chain = lambda v: ad.sum(ad.tanh(ad.sin(v) * v) ** 2)  # noqa: E731
     fast = ad.jit(grad(chain))
     print("jit(grad(f)) equals grad(f):", np.allclose(fast(xs), grad(chain)(xs)))
+    print("the program it replays (arrayad.func.make_program):")
     print(ad.func.make_program(grad(chain))(xs))
 
     section("the same code on other backends")
@@ -81,8 +85,8 @@ def main():
             continue
         xb = b.xp.asarray(xs)
         gb = grad(lambda v: ad.sum(ad.tanh(v) ** 2))(xb)
-        print(f"{name:>17}: {type(gb).__module__}.{type(gb).__name__}",
-              np.allclose(b.to_numpy(gb), g))
+        print(f"{name:>17}: {type(gb).__module__}.{type(gb).__name__} out, same gradient as "
+              f"NumPy's: {np.allclose(b.to_numpy(gb), g)}")
 
     _function_demo()
 
@@ -129,13 +133,19 @@ def _function_demo():
             x, tangent_x = inputs
             return x ** 2, 2 * x * tangent_x
 
-    section("autograd.Function called with explicit tangents")
+    section("autograd.Function: a derivative rule of your own, as in torch")
     x = ad.tensor([2.0, 3.0, 4.0], requires_grad=True)
-    res, tangent_res = Square.apply(x, ad.tensor([1.0, 0.5, 2.0]))
-    print(res)
-    print(tangent_res)
+    res = Square.apply(x)
+    print("Square.apply(x) =", res)
     res.sum().backward()
-    print("x.grad =", x.grad)
+    print("after .sum().backward(), by Square.backward: x.grad = 2 x =", x.grad)
+    print("the transforms use its rules too: grad(sum(Square(v))) =",
+          grad(lambda v: ad.sum(Square.apply(v)))(np.array([2.0, 3.0, 4.0])))
+    # arrayad's addition (torch raises here): with a jvp rule, apply(x, tangent) runs forward mode
+    res, tangent_res = Square.apply(ad.tensor([2.0, 3.0, 4.0]), ad.tensor([1.0, 0.5, 2.0]))
+    print("with explicit tangents (arrayad only), Square.apply(x, t) = (x**2, 2 x t):")
+    print("  output  =", res)
+    print("  tangent =", tangent_res)
 
 
 if __name__ == "__main__":

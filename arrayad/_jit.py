@@ -497,9 +497,22 @@ def _user_frame():
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
         if not fn.startswith(_PKG_DIR + os.sep):
+            cell = _notebook_cell(f.f_code.co_filename)
+            if cell:
+                return f", at {cell}, line {f.f_lineno}"
             return f", at {fn}:{f.f_lineno}"
         f = f.f_back
     return ""
+
+
+def _notebook_cell(filename):
+    """'Cell In[3]' where ``filename`` is a cell of the running IPython or Jupyter session (its
+    file is a temporary one the user never sees; IPython's tracebacks name the cell too)."""
+    if "IPython" not in sys.modules:
+        return None
+    shell = sys.modules["IPython"].get_ipython()
+    name = getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(filename)
+    return " ".join(name) if name else None
 
 
 # ---------------------------------------------------------------------------------------------

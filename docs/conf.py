@@ -6,6 +6,7 @@ generated from the docstrings (``_ext/api_pages.py`` lists every public name). B
 ``python tools/build_docs.py`` (warnings are errors, then the link and figure checks).
 """
 
+import logging
 import os
 import sys
 
@@ -17,6 +18,26 @@ _ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+# The notebooks' kernels log a warning each about their local TCP connection; the build log shows
+# only what concerns the site: kernels read this IPython configuration, which keeps their own log
+# to errors (the cells' output, warnings included, is unaffected).
+_IPYTHONDIR = os.path.join(_HERE, "_build", "ipython")
+os.makedirs(os.path.join(_IPYTHONDIR, "profile_default"), exist_ok=True)
+with open(os.path.join(_IPYTHONDIR, "profile_default", "ipython_kernel_config.py"), "w") as _f:
+    _f.write('c.IPKernelApp.log_level = "ERROR"\n')
+os.environ["IPYTHONDIR"] = _IPYTHONDIR
+
+
+class _NoConfigDump(logging.Filter):
+    """MyST and MyST-NB log their whole configuration at startup: not part of the build's report."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith(("\x1b[01mmyst", "myst"))
+
+
+for _name in ("sphinx.myst_parser.sphinx_ext.main", "sphinx.myst_nb.sphinx_ext"):
+    logging.getLogger(_name).addFilter(_NoConfigDump())
 
 import arrayad  # noqa: E402
 
@@ -62,5 +83,7 @@ html_title = "arrayad"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    # the seven top-level sections (index.md's toctree) all in the navbar, none under "More"
+    "header_links_before_dropdown": 7,
 }
 html_static_path = []

@@ -2,6 +2,7 @@
 orders, retrace on a new signature, refuse value-dependent Python with a clear error, and print."""
 
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -264,6 +265,22 @@ def test_control_flow_on_a_traced_value_names_value_line_and_fixes():
     msg = str(e.value)
     assert "jit(f)" in msg and "bool()" in msg and "result of greater" in msg
     assert "test_jit.py:" in msg and "static_argnums" in msg and "where" in msg
+
+
+def test_an_error_in_a_notebook_cell_names_the_cell_not_its_temporary_file(monkeypatch):
+    # IPython and Jupyter compile each cell into a temporary file; their tracebacks say
+    # "Cell In[3], line 2" and so must jit's errors (the file's path means nothing to the user).
+    import types
+    filename = "<cell 3 stand-in>"
+    shell = types.SimpleNamespace(compile=types.SimpleNamespace(
+        format_code_name=lambda name: ("Cell", "In[3]") if name == filename else None))
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    namespace = {"ad": ad}
+    exec(compile("def f(x):\n    if ad.sum(x) > 0:\n        return x\n    return -x\n",
+                 filename, "exec"), namespace)
+    with pytest.raises(RuntimeError) as e:
+        ad.jit(namespace["f"])(X)
+    assert "at Cell In[3], line 2." in str(e.value) and filename not in str(e.value)
 
 
 @pytest.mark.parametrize("convert", [float, int, lambda v: v.item(), np.asarray])

@@ -12,16 +12,16 @@ from arrayad.__main__ import backend_install_hint
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SECTIONS = [
-    "eager autograd: requires_grad, backward(), .grad",
-    "grad and grad of grad",
+    "eager autograd, as in torch: requires_grad, backward(), .grad",
+    "grad, and grad of grad",
     "NumPy in, NumPy out",
-    "vjp / jvp / linearize",
-    "jacrev / jacfwd / hessian",
+    "vjp, jvp and linearize",
+    "Jacobians and Hessians: jacrev, jacfwd, hessian",
     "vmap: per-sample gradients",
     "array-API code inside a transform: arrays it makes, masks, in-place writes",
-    "arrayad.jit: stage once, replay",
+    "arrayad.jit: trace once, replay",
     "the same code on other backends",
-    "autograd.Function called with explicit tangents",
+    "autograd.Function: a derivative rule of your own, as in torch",
 ]
 
 INSTALL = {

@@ -6,6 +6,12 @@
    to a file of the site, and its ``#anchor`` to an id of that page.
 3. Every tutorial page shows at least one figure made by its code in this build: an image inside
    a cell's output whose file was written after the build started.
+4. No page shows a path of the machine that built it (``/work/``, ``/home/``, ``/tmp/``: the
+   files of a kernel's tracebacks, say), and no user page speaks of how arrayad is developed
+   (pointers to the core's named notes, its private source files, "issue", "session",
+   "engineer"): that belongs to the page for contributors (``internals``), which is exempt.
+5. Every tutorial asserts in its code what its prose says about the numbers it prints (a
+   contradicting number then fails the cell, and the build): its source has an ``assert``.
 
 Exit status 0 when all hold; otherwise the problems, one a line.
 """
@@ -13,6 +19,7 @@ Exit status 0 when all hold; otherwise the problems, one a line.
 import argparse
 import html.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +29,14 @@ import urllib.parse
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 
+# Paths of a build machine, which no page of the site may show.
+MACHINE_PATHS = re.compile(r"(?<![\w.])/(?:work|home|tmp)/")
+# Words about how arrayad is developed, for the contributors' page only.
+INTERNAL_WORDING = re.compile(
+    r"NOTE \[|\.pyx\b|arrayad/_\w|\bissues?\b|\bsessions?\b|\bengineers?\b|merging main",
+    re.IGNORECASE)
+CONTRIBUTOR_PAGES = {"internals.html"}
+
 
 class _Page(html.parser.HTMLParser):
     """The ids, the links and the images (and whether each is in a cell's output) of a page."""
@@ -29,7 +44,9 @@ class _Page(html.parser.HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.ids, self.links, self.output_images = set(), [], []
+        self.text = []           # the text a reader sees (not scripts, styles or the search box)
         self._open = []          # for each open element: whether it starts a cell output
+        self._hidden = 0         # depth inside <script>/<style>
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -45,10 +62,18 @@ class _Page(html.parser.HTMLParser):
             self.output_images.append(attrs.get("src", ""))
         if tag not in ("img", "br", "hr", "meta", "link", "input", "source"):
             self._open.append("cell_output" in (attrs.get("class") or "").split())
+        if tag in ("script", "style"):
+            self._hidden += 1
 
     def handle_endtag(self, tag):
         if tag not in ("img", "br", "hr", "meta", "link", "input", "source") and self._open:
             self._open.pop()
+        if tag in ("script", "style") and self._hidden:
+            self._hidden -= 1
+
+    def handle_data(self, data):
+        if not self._hidden:
+            self.text.append(data)
 
 
 def _parse(path):
@@ -84,6 +109,17 @@ def check_site(out, started):
             elif url.fragment and target.endswith(".html"):
                 if url.fragment not in pages[target].ids:
                     problems.append(f"{where}: link {link!r}: no anchor #{url.fragment}")
+    for path, page in sorted(pages.items()):
+        where = os.path.relpath(path, out)
+        text = " ".join("".join(page.text).split())
+        found = [(m.start(), "a path of the build machine", m.group())
+                 for m in MACHINE_PATHS.finditer(text)]
+        found += [(m.start(), "internal wording (for the contributors' page)", m.group())
+                  for m in INTERNAL_WORDING.finditer(text)
+                  if os.path.basename(where) not in CONTRIBUTOR_PAGES]
+        for start, what, phrase in sorted(found):
+            context = text[max(0, start - 40):start + len(phrase) + 40]
+            problems.append(f"{where}: {what} {phrase!r}: ...{context}...")
     tutorials = [p for p in pages if os.path.relpath(p, out).startswith("tutorials" + os.sep)
                  and not p.endswith("index.html")]
     if not tutorials:
@@ -101,6 +137,12 @@ def check_site(out, started):
                 problems.append(f"{where}: figure {src!r} is missing")
             elif os.path.getmtime(image) < started:
                 problems.append(f"{where}: figure {src!r} was not made by this build")
+    for path in sorted(tutorials):
+        source = os.path.join(DOCS, os.path.relpath(path, out))[:-len(".html")] + ".md"
+        if os.path.exists(source) and not re.search(r"^\s*assert\b", open(
+                source, encoding="utf-8").read(), re.MULTILINE):
+            problems.append(f"{os.path.relpath(path, out)}: no assert: the numbers its prose "
+                            "discusses are not checked by its code")
     return problems
 
 

@@ -609,14 +609,15 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
 
 def bind(Primitive prim not None, *args, **params):
     """Apply the primitive ``prim`` to ``args``: by the innermost transform among the
-    arguments, else eagerly (NOTE [interpreters]).
+    arguments, else eagerly.
 
     Every arrayad function ends in a ``bind``: the core finds the highest transform level among
     the arguments (a ``grad``, ``jvp``, ``vmap`` or ``jit`` tracer, or an eager ``Tensor`` that
     requires grad) and hands the call to that transform's interpreter, which applies the
     primitive's rule (VJP, JVP, batching) and binds again one level down; with no tracer and
     nothing to record, the backend's function is called directly. It is the entry point for a
-    primitive declared in ``arrayad/_ops`` (see ``arrayad/_ops/_rules.py``).
+    primitive of arrayad's operator tables (the internals page of the documentation says where
+    they are declared).
 
     Parameters
     ----------
@@ -2489,8 +2490,7 @@ cdef class Array:
 cdef class Tensor(Array):
     """Tensor(value, requires_grad=False)
 
-    arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor (NOTE
-    [eager tape]).
+    arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor.
 
     It wraps an array of any backend (NumPy, torch, CuPy, array-api-strict, Dask, JAX) and carries
     the array API's methods and operators plus the torch ones a torch.func user reaches for
@@ -2640,8 +2640,16 @@ cdef class Tensor(Array):
         return self._node is None or self._node.leaf is not None
 
     def detach(self):
-        """A tensor without history that shares this one's data (NOTE [views]): an in-place
-        update of either is seen by the other, as in torch."""
+        """A tensor without history that shares this one's data: an in-place
+        update of either is seen by the other, as in torch.
+
+        Examples
+        --------
+        >>> w = ad.tensor([1.0, 2.0], requires_grad=True)
+        >>> d = (w * 3).detach()
+        >>> d.requires_grad, d.grad_fn is None
+        (False, True)
+        """
         return _host.detach(self)
 
     # -- copies and pickles (torch's semantics: a copy of a leaf is a new leaf, requires_grad
@@ -2671,11 +2679,37 @@ cdef class Tensor(Array):
         return (_rebuild_tensor, (self._value, self._node is not None))
 
     def requires_grad_(self, requires_grad=True):
+        """Make this leaf tensor record its operations (or stop), in place; returns ``self``.
+
+        Raises ``RuntimeError`` on a tensor computed from others (only leaves can change it) and
+        inside an ``arrayad.func`` transform.
+
+        Examples
+        --------
+        >>> x = ad.tensor([1.0, 2.0]).requires_grad_()
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        tensor([2., 4.])
+        """
         _host.check_not_transformed("requires_grad_")
         self.requires_grad = requires_grad
         return self
 
     def retain_grad(self):
+        """Keep the gradient of this non-leaf tensor in its ``.grad`` at the next ``backward()``
+        (leaves keep theirs anyway), as in torch.
+
+        Raises ``RuntimeError`` on a tensor that does not require grad.
+
+        Examples
+        --------
+        >>> x = ad.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 3
+        >>> y.retain_grad()
+        >>> (y * y).sum().backward()
+        >>> y.grad, x.grad
+        (tensor([ 6., 12.]), tensor([18., 36.]))
+        """
         if self._node is None:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._node.leaf is not None:
@@ -2691,6 +2725,27 @@ cdef class Tensor(Array):
         return any(ref() is self for _, ref in self._node.retained)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves it was
+        computed from, as ``torch.Tensor.backward``.
+
+        ``gradient`` is the cotangent (needed when the tensor is not a scalar); ``retain_graph``
+        keeps the graph for a second call; ``create_graph`` records the backward pass itself, so
+        that the gradients can be differentiated again; ``inputs`` limits the accumulation to
+        those leaves. Raises ``RuntimeError``, with torch's messages, on a non-scalar without
+        ``gradient``, on a tensor that does not require grad, on a second call through a freed
+        graph, and inside an ``arrayad.func`` transform (use ``grad`` or ``vjp`` there).
+
+        Examples
+        --------
+        >>> x = ad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> (x ** 2).sum().backward()
+        >>> x.grad
+        tensor([2., 4., 6.])
+        >>> y = ad.tensor([1.0, 2.0], requires_grad=True)
+        >>> (y * 10).backward(gradient=ad.tensor([1.0, 0.5]))
+        >>> y.grad
+        tensor([10.,  5.])
+        """
         _host.backward((self,), (gradient,) if gradient is not None else None,
                       retain_graph, create_graph, inputs)
 

@@ -833,8 +833,9 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        """Run the function; derivatives will use the class's rules. See NOTE [explicit
-        tangents] for ``apply(x, tx, w, tw, ...)``."""
+        """Run the function; derivatives will use the class's rules. With a ``jvp`` rule,
+        ``apply(x, tx, w, tw, ...)`` (each input followed by its tangent) returns
+        ``(output, tangent_output)``."""
         if cls is Function:
             raise RuntimeError("Function.apply must be called on a subclass of Function")
         info = _info(cls)

@@ -223,8 +223,8 @@ class Backend:
         return x
 
     def all_finite(self, x):
-        """Whether the raw array ``x`` holds no inf or nan, for NOTE [strong zeros] in the core
-        (a cotangent's structural zeros stay zero through a derivative that is not finite).
+        """Whether the raw array ``x`` holds no inf or nan, for the strong zeros of the
+        derivatives (a cotangent's structural zeros stay zero through a derivative that is not finite).
         None: not known without waiting for a device (GPU arrays) or computing (a lazy
         backend), and the structural zeros are kept by a select anyway."""
         xp = self.xp

@@ -26,7 +26,8 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
-           "tree_flatten", "tree_unflatten", "tree_map"]
+           "tree_flatten", "tree_unflatten", "tree_map",
+           "cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
 
 
@@ -1443,3 +1444,8 @@ def _unbatch(func, interp, o, d, size):
     if d != bdim:
         value = ops.moveaxis(value, bdim, d)
     return value
+
+
+# Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
+# the transforms, as in jax.lax.
+from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401

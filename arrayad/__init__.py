@@ -43,4 +43,5 @@ from . import _host  # noqa: E402,F401  (hands the core what it calls in the pac
 from . import autograd, func, testing  # noqa: E402,F401
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
 from ._jit import jit  # noqa: E402,F401
+from .func import cond  # noqa: E402,F401  (torch.cond; the rest of control flow: ad.func)
 

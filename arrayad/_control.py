@@ -167,8 +167,12 @@ def _trace(api, fname, fn, leaves):
             if backend is None:
                 backend = backend_of(_core.raw_value(v))
             tracers.append(interp.new_input(v, f"argument {i}"))
-        with interp.staging_everything():
-            out = fn(*tracers)
+        # (not staging_everything: an operation of an outer transform's values, ``p[0]`` of a
+        # grad tracer the body captured, would be staged one level below that transform; its
+        # result is a value of the outer level, a closure argument like any other. The
+        # enclosing jit, if any, still stages what it would.)
+        interp._enclosing_staging = _core.thread_state().staging
+        out = fn(*tracers)
         outs = []
         for o in out:
             if not _is_array(o):
@@ -199,7 +203,7 @@ def _slice0(x):
     """Leaf ``x[0]`` of a stacked leaf (zeros of its element shape when it is empty)."""
     if _core.shape_of(x)[0] == 0:
         return _ops().sum(x, axis=0)
-    return x[0]
+    return x[0, ...]
 
 
 def _check_carry(api, fname, body, n_skip, n_carry, what="carry"):
@@ -253,7 +257,7 @@ def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
         if save:
             for h, c in zip(hist, carry):
                 h.append(c)
-        out = f(*consts, *carry, *[x[i] for x in xs])
+        out = f(*consts, *carry, *[x[i, ...] for x in xs])
         carry = out[:ncarry]
         for y, o in zip(ys, out[ncarry:]):
             y.append(o)
@@ -594,7 +598,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         ys_list, y_spec = [], None
         order = range(length - 1, -1, -1) if reverse else range(length)
         for i in order:
-            cl, yl, y_spec = split_out(f(carry, unflat_x([x[i] for x in x_leaves])))
+            cl, yl, y_spec = split_out(f(carry, unflat_x([x[i, ...] for x in x_leaves])))
             cl = [_as_array_leaf(c, like) for c in cl]
             for j, (a, b) in enumerate(zip(c_leaves, cl)):
                 sa, sb = _core.shape_of(a), _core.shape_of(b)

@@ -324,6 +324,16 @@ def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save):
 
     g_carry = [zeros_if_none(g[j], ans[j]) for j in ji]
     g_ys = [zeros_if_none(g[ncarry + j], ans[ncarry + j]) for j in yi]
+    # (the history is an output too: its cotangent, where reverse-over-reverse sends one, adds
+    # to that of the carry entering step i)
+    g_hist = []
+    if save:
+        g_hist = [g[ncarry + ny + j] for j in ji]
+        if all(t is None for t in g_hist):
+            g_hist = []
+        else:
+            g_hist = [zeros_if_none(t, ans[ncarry + ny + j]) for t, j in zip(g_hist, ji)]
+    nh = len(g_hist)
     acc0 = [ops.zeros_like(consts[k]) for k in ci]
     na, nacc = len(ji), len(ci)
 
@@ -332,7 +342,8 @@ def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save):
         ct_c = a[nc:nc + na]
         acc = a[nc + na:nc + na + nacc]
         rest = a[nc + na + nacc:]
-        c, x, gy = rest[:ncarry], rest[ncarry:ncarry + nx], rest[ncarry + nx:]
+        c, x = rest[:ncarry], rest[ncarry:ncarry + nx]
+        gy, gh = rest[ncarry + nx:len(rest) - nh], rest[len(rest) - nh:]
         prim = cs + list(c) + list(x)
         pos = ci + [nc + j for j in ji] + [nc + ncarry + k for k in xi]
         if not pos:
@@ -350,10 +361,13 @@ def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save):
             _, pull = func.vjp(f, *[prim[p] for p in pos])
             cts = list(pull(list(ct_c) + list(gy)))
         d_consts, d_carry, d_x = cts[:nacc], cts[nacc:nacc + na], cts[nacc + na:]
+        if nh:
+            d_carry = [a + b for a, b in zip(d_carry, gh)]
         return list(d_carry) + [s + d for s, d in zip(acc, d_consts)] + list(d_x)
     bwd.__name__ = f"vjp_{body.name}"
     carry_out, ys, _ = _scan_bind("scan (VJP)", bwd.__name__, bwd, consts,
-                                  g_carry + acc0, hist + xs + g_ys, length, not reverse)
+                                  g_carry + acc0, hist + xs + g_ys + g_hist, length,
+                                  not reverse)
     ct_init, ct_consts = carry_out[:na], carry_out[na:]
     res = [None] * len(args)
     for k, v in zip(ci, ct_consts):

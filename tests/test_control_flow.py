@@ -41,7 +41,7 @@ class _Loops:
     @staticmethod
     def fori_loop(lo, hi, body, val):
         for i in range(int(lo), int(hi)):
-            val = body(i, val)
+            val = body(np.asarray(i), val)
         return val
 
     @staticmethod

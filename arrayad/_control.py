@@ -88,6 +88,13 @@ def _want_history(args):
     return False
 
 
+def _fixed(tree):
+    """A plain loop's result with NumPy scalars as 0-d arrays (what every arrayad function
+    returns)."""
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten([_core.fix_scalar(x) if x is not None else x for x in leaves], spec)
+
+
 def _as_array_leaf(x, like=None):
     """A Python scalar leaf as a 0-d array (of the backend of ``like``, a raw array)."""
     if _is_array(x):
@@ -638,7 +645,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         else:
             ys = [None if col[0] is None else ops.stack([_as_array_leaf(y, like) for y in col])
                   for col in zip(*ys_list)]
-        return carry, tree_unflatten(ys, y_spec)
+        return _fixed(carry), _fixed(tree_unflatten(ys, y_spec))
 
     nc, nx = len(c_leaves), len(x_leaves)
     y_info = {}
@@ -910,7 +917,7 @@ def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
         val = tree_unflatten(leaves, spec)
         while bool(cond_fun(val)):
             val = tree_unflatten(check_out(body_fun(val)), spec)
-        return val
+        return _fixed(val)
 
     def cond_fn(*a):
         return [cond_fun(tree_unflatten(list(a), spec))]
@@ -1145,10 +1152,10 @@ def _switch_call(api, index, branches, operands):
     leaves = [_as_array_leaf(x, like) for x in leaves]
     if _plain(leaves + ([index] if _is_array(index) else [])):
         i = min(max(int(index), 0), len(branches) - 1)
-        return branches[i](*tree_unflatten(leaves, spec))
+        return _fixed(branches[i](*tree_unflatten(leaves, spec)))
     if not _is_array(index):
         i = min(max(int(index), 0), len(branches) - 1)
-        return branches[i](*tree_unflatten(leaves, spec))
+        return _fixed(branches[i](*tree_unflatten(leaves, spec)))
     if getattr(_core.dtype_of(index), "kind", "") == "b":
         index = _ops().astype(index, _ops().int32)
     info = {}

@@ -24,7 +24,11 @@ and every order of transforms composes (hessian of a scan is a scan of scans of 
   batched ``while_loop`` runs until every lane is done and freezes the finished lanes.
 
 With no transform open, nothing staging and no Tensor that requires grad among the arguments,
-the public functions run the user's function in a plain Python loop (no tracing cost).
+the public functions run the user's function in a plain Python loop (no tracing cost) or call
+the branch, except a ``scan`` (or ``fori_loop``) of ``_PLAIN_STEPS`` steps or more: the
+replay skips the per-operation dispatch, which pays for the tracing from about 30 steps on
+(measured on a 4-element body of 3 operations: 10 steps, plain 0.33 ms, traced 0.73 ms; 1000
+steps, plain 26 ms, traced 12 ms). A ``while_loop``'s trip count is unknown: it stays plain.
 """
 
 import sys
@@ -72,6 +76,9 @@ def _plain(leaves):
             if isinstance(x, Tensor) and x.requires_grad:
                 return False
     return True
+
+
+_PLAIN_STEPS = 32
 
 
 def _want_history(args):
@@ -613,7 +620,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         yl, ys = tree_flatten(y)
         return cl, yl, ys
 
-    if _plain(c_leaves + x_leaves):
+    if length < _PLAIN_STEPS and _plain(c_leaves + x_leaves):
         ops = _ops()
         carry = tree_unflatten(c_leaves, c_spec)
         ys_list, y_spec = [], None
@@ -1177,7 +1184,7 @@ def _switch_call(api, index, branches, operands):
     return tree_unflatten(out, info["spec"])
 
 
-def cond(pred, true_fn, false_fn, *operands):
+def cond(pred, true_fn, false_fn, *operands, **kwargs):
     """``true_fn(*operands) if pred else false_fn(*operands)``: ``jax.lax.cond``/``torch.cond``.
 
     One primitive: the branch taken is differentiated; under ``vmap`` with a batched predicate
@@ -1192,6 +1199,8 @@ def cond(pred, true_fn, false_fn, *operands):
         Functions of ``*operands`` returning the same structure, shapes and dtypes.
     *operands : pytrees of arrays
         The branches' arguments.
+    operands : tuple, optional (keyword)
+        torch.cond's spelling: the branches' arguments as one tuple (instead of ``*operands``).
 
     Returns
     -------
@@ -1209,6 +1218,12 @@ def cond(pred, true_fn, false_fn, *operands):
     >>> ad.func.cond(np.array(True), lambda x: x + 1.0, lambda x: x - 1.0, np.array(2.0))
     array(3.)
     """
+    if kwargs:
+        if set(kwargs) != {"operands"} or operands:
+            raise TypeError(f"cond: unexpected keyword arguments {sorted(kwargs)}: pass the "
+                            f"operands positionally (JAX: cond(pred, t, f, *operands)) or as "
+                            f"operands=(...) (torch.cond), not both.")
+        operands = tuple(kwargs["operands"])
     for fn, nm in ((true_fn, "true_fn"), (false_fn, "false_fn")):
         if not callable(fn):
             raise TypeError(f"cond: {nm} must be a function, got {type(fn).__name__}.")

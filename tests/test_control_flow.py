@@ -437,5 +437,12 @@ def test_dask_scan_stays_lazy():
                                                jnp.asarray(XS))[0]))(jnp.asarray(P)))
 
 
-def test_top_level_cond_is_the_same_function():
+def test_top_level_cond_is_the_same_function_and_takes_torch_operands():
     assert ad.cond is F.cond
+    x = np.array([1.0, 2.0])
+    _close(ad.cond(np.array(False), lambda a, b: a + b, lambda a, b: a * b, operands=(x, x)),
+           x * x)
+    _close(F.grad(lambda a: ad.sum(ad.cond(ad.sum(a) > 0, lambda a: a ** 3, lambda a: a,
+                                           operands=(a,))))(x), 3 * x ** 2)
+    with pytest.raises(TypeError, match="operands"):
+        ad.cond(True, lambda a: a, lambda a: a, x, operands=(x,))

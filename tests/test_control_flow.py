@@ -446,3 +446,22 @@ def test_top_level_cond_is_the_same_function_and_takes_torch_operands():
                                            operands=(a,))))(x), 3 * x ** 2)
     with pytest.raises(TypeError, match="operands"):
         ad.cond(True, lambda a: a, lambda a: a, x, operands=(x,))
+
+
+def test_long_eager_scan_replays_its_body(backend):
+    # 32 steps or more run as the traced primitive even with no transform open
+    if backend.name == "dask":
+        pytest.skip("Dask: covered by test_dask_scan_stays_lazy")
+    xs = np.linspace(-1.0, 1.0, 200).reshape(100, 2)
+    calls = []
+
+    def f(c, x):
+        calls.append(1)
+        return ad.sin(c) * 0.9 + x, c * x
+    c, ys = F.scan(f, backend(np.ones(2)), backend(xs), reverse=True)
+    assert len(calls) < 5          # traced, not called per step
+    jc, jys = lax.scan(lambda c, x: (jnp.sin(c) * 0.9 + x, c * x), jnp.ones(2),
+                       jnp.asarray(xs), reverse=True)
+    _close(c, jc)
+    _close(ys, jys)
+    assert type(to_numpy(ys)) is np.ndarray

@@ -488,7 +488,9 @@ class JitInterpreter(Interpreter):
             f"(the program must work for every value of this shape and dtype). Fixes: pass the "
             f"argument as static (jit(f, static_argnums=(i,)) or static_argnames=('name',)), "
             f"select elementwise with arrayad.where(cond, a, b) instead of Python control "
-            f"flow, keep the value an array, or call the function without jit.")
+            f"flow, branch with arrayad.func.cond or switch, loop on a value (while err > tol) "
+            f"with arrayad.func.while_loop (or fori_loop, scan), keep the value an array, or "
+            f"call the function without jit.")
 
 
 def _user_frame():

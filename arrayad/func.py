@@ -28,7 +28,8 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
            "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
-           "remat", "checkpoint_policies"]
+           "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan",
+           "map"]
 
 
 
@@ -1452,3 +1453,7 @@ def _unbatch(func, interp, o, d, size):
 # custom_vjp, custom_jvp, checkpoint, remat and checkpoint_policies (in __all__) live in
 # arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
 # once both modules are loaded (importing them from here would make an import cycle).
+
+# Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
+# the transforms, as in jax.lax.
+from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401

@@ -209,6 +209,8 @@ def make_data(seed=0):
     d["jac_b"] = rng.standard_normal(128)
     d["jac_x"] = rng.standard_normal(128)
     d["vj_X"] = rng.standard_normal((64, 16))
+    d["rk4_th"] = np.array([1.0, 0.1, 0.5, 0.2])
+    d["rk4_y0"] = np.array([1.0, 0.0, -0.5, 0.2])
     for v in d.values():
         assert v.dtype == np.float64
     return d
@@ -488,6 +490,62 @@ def _floor_vj(d):
     return lambda: chain_vec(np, X)
 
 
+# grad of a 10,000-step RK4 integration of a 4-state system (two coupled damped oscillators,
+# one with a cubic spring) wrt its 4 parameters: arrayad and JAX with their scan (one loop
+# primitive), torch.func and autograd with the Python loop unrolled on their tape.
+RK4_STEPS, RK4_DT = 10_000, 1e-3
+
+
+def _rk4_rhs(xp, th, y):
+    x1, v1, x2, v2 = y[0], y[1], y[2], y[3]
+    a1 = -th[0] * x1 - th[1] * v1 + th[2] * (x2 - x1) - th[3] * x1 ** 3
+    a2 = -th[0] * x2 - th[1] * v2 + th[2] * (x1 - x2)
+    return xp.stack([v1, a1, v2, a2])
+
+
+def _rk4_step(xp, th, y):
+    k1 = _rk4_rhs(xp, th, y)
+    k2 = _rk4_rhs(xp, th, y + RK4_DT / 2 * k1)
+    k3 = _rk4_rhs(xp, th, y + RK4_DT / 2 * k2)
+    k4 = _rk4_rhs(xp, th, y + RK4_DT * k3)
+    return y + RK4_DT / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+def rk4_loss_loop(xp, th, y0):
+    y = y0
+    for _ in range(RK4_STEPS):
+        y = _rk4_step(xp, th, y)
+    return xp.sum(y ** 2)
+
+
+def rk4_loss_scan(xp, scan, th, y0):
+    y, _ = scan(lambda y, _: (_rk4_step(xp, th, y), None), y0, None, length=RK4_STEPS)
+    return xp.sum(y ** 2)
+
+
+def _floor_rk4(d):
+    return lambda: rk4_loss_loop(np, d["rk4_th"], d["rk4_y0"])
+
+
+def _rk4_cell(lib, d):
+    th, y0 = d["rk4_th"], d["rk4_y0"]
+    if lib in ("arrayad", "arrayad.jit"):
+        g = adf.grad(lambda t, y: rk4_loss_scan(AD_NS, adf.scan, t, y))
+        if lib == "arrayad.jit":
+            g = ad.jit(g)
+        return lambda: g(th, y0)
+    if lib in ("jax", "jax.jit"):
+        g = jax.grad(lambda t, y: rk4_loss_scan(jnp, jax.lax.scan, t, y))
+        if lib == "jax.jit":
+            g = jax.jit(g)
+        return _jax_call(g, to_jax(th), to_jax(y0))
+    if lib == "torch.func":
+        g = tfunc.grad(lambda t, y: rk4_loss_loop(torch, t, y))
+        tt, ty = to_torch(th), to_torch(y0)
+        return lambda: g(tt, ty)
+    raise NotApplicable("a 10,000-step Python loop on its tape: not timed")
+
+
 WORKLOADS = [
     Workload("chain16", "grad of elementwise chain, n=16", _floor_chain("x16"), _chain_grad_cell("x16")),
     Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"), heavy=True),
@@ -499,6 +557,8 @@ WORKLOADS = [
     Workload("per_sample_grads", "vmap(grad(loss1)) over batch 64", _floor_batched_loss, _psg_cell),
     Workload("vmap_fwd", "vmap(loss1) forward, batch 64", _floor_batched_loss, _vmap_fwd_cell),
     Workload("vmap_jacfwd", "vmap(jacfwd(chain_vec)), 64 x 16", _floor_vj, _vmap_jacfwd_cell),
+    Workload("rk4_scan", "grad of a 10,000-step RK4 scan, 4 states (torch.func: unrolled loop)",
+             _floor_rk4, _rk4_cell, heavy=True),
 ]
 WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 

@@ -364,3 +364,25 @@ def test_options_that_the_signature_allows():
     with pytest.raises(ValueError, match=r"jit\(var\): static_argnums entry 3 is out of range "
                        r"for a call with 1 positional argument"):
         j(X)
+
+
+def test_jit_closing_over_values_of_enclosing_transforms(be):
+    """``jit`` of a function that reads a value of a transform around it from its closure
+    (``grad(lambda p: jit(lambda x: x * p[0])(x))``): the operations on that value alone belong
+    to the enclosing transform, not to the program (they used to leave jit's tracers inside the
+    enclosing transform's values: "used after that transform returned"). Checked against JAX."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    jax.config.update("jax_enable_x64", True)
+    P = np.array([2.0, 3.0])
+
+    def make(lib, xp, x0):
+        return lambda p: xp.sum(lib.jit(lambda x: x * p[0] + xp.sin(p[1]) * x ** 2)(x0))
+
+    f, fj = make(ad, ad, be(X)), make(jax, jnp, X)
+    p = be(P)
+    close(grad(f)(p), jax.grad(fj)(P))
+    close(jvp(f, (p,), (be(np.array([1.0, -1.0])),))[1],
+          jax.jvp(fj, (P,), (np.array([1.0, -1.0]),))[1])
+    close(vmap(f)(be(np.stack([P, P + 1]))), jax.vmap(fj)(np.stack([P, P + 1])))
+    close(ad.func.hessian(f)(p), jax.hessian(fj)(P))

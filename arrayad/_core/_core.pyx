@@ -679,6 +679,9 @@ cdef object _bind(Primitive prim, tuple args, dict params):
                 raise escaped_error(f)
             top = f
     if top is not None:
+        staging = _state().staging
+        if staging is not None and (<Interpreter>staging).level > top.level:
+            return _process_below_staging(top, prim, args, params)
         return top.process(prim, args, params)
     if has_tensor or has_raw:
         staging = _state().staging
@@ -695,7 +698,23 @@ cdef object _bind(Primitive prim, tuple args, dict params):
 # captured, ``exp(c)``, ``W.T``) is staged too, as JAX's omnistaging does: run once at tracing,
 # its result would be a constant of the cached program, stale after ``c`` changes. The staging
 # interpreter is ``ThreadState.staging`` while the function runs; its own ``process``, which
-# computes the value one level down, sets it back to the enclosing jit's for that call.
+# computes the value one level down, sets it back to the enclosing jit's for that call. So does
+# an operation on a value of a transform below the jit (``grad(lambda p: jit(lambda x: x *
+# p[0])(x))``: ``p[0]`` on grad's tracer): that transform computes its values at its own level,
+# where the jit above it does not exist, so the jits above its level stop staging for that call
+# (their tracers inside its value would outlive them).
+
+cdef object _process_below_staging(Interpreter top, Primitive prim, tuple args, dict params):
+    cdef ThreadState st = _state()
+    saved = st.staging
+    staging = saved
+    while staging is not None and (<Interpreter>staging).level > top.level:
+        staging = staging._enclosing_staging
+    st.staging = staging
+    try:
+        return top.process(prim, args, params)
+    finally:
+        st.staging = saved
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from ._namespace import ops
 from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
-from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
+from ..backends import Generator, backend_of, backend_of_device, backend_of_dtype
+from ..backends import default_backend, get_backend
 from ..backends import refuse_numpy_kind
 from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
 from ..backends import set_rng_state as _set_rng_state
@@ -33,11 +34,14 @@ def _frame():
     return None
 
 
-def _placement(device):
+def _placement(device, dtype=None):
     """(backend, device, transform) of a new array: ``device``'s backend if it names one, else
-    the backend and device of the innermost transform's inputs, else the default backend."""
+    ``dtype``'s (``torch.float64``), else the backend and device of the innermost transform's
+    inputs, else the default backend."""
     interp = _frame()
     b = backend_of_device(device)
+    if b is None:
+        b = backend_of_dtype(dtype)
     if b is not None:
         return b, device, interp
     if interp is not None:
@@ -47,6 +51,18 @@ def _placement(device):
                 b = backend_of(raw)
                 return b, b.device_of(raw) if device is None else device, interp
     return default_backend(), device, interp
+
+
+def _to_host_if_foreign(obj, b):
+    """``obj`` in a form backend ``b``'s asarray takes: itself if it is Python data, a NumPy
+    array (every backend takes those) or already ``b``'s; else a NumPy copy of it."""
+    try:
+        ob = backend_of(obj)
+    except TypeError:
+        return obj
+    if ob is b or ob.name == "numpy":
+        return obj
+    return ob.to_numpy(obj)
 
 
 def _made(raw, interp, requires_grad=False):
@@ -207,16 +223,19 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
         out = ops.stack([asarray(o) for o in obj])
         return out if dtype is None else ops.astype(out, dtype)
-    b, dev, interp = _placement(device)
+    b, dev, interp = _placement(device, dtype)
     if isinstance(obj, _np.matrix):
         obj = _np.asarray(obj)   # (a plain 2-d array: arrayad's operations are elementwise)
     if not (isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple))):
         if type(obj).__module__.startswith("numpy"):
             refuse_numpy_kind(obj)   # (masked arrays, longdouble scalars: not silently)
-        try:
-            b, dev = backend_of(obj), device   # (a backend array keeps its backend)
-        except TypeError:
-            pass
+        if backend_of_device(device) is None and backend_of_dtype(dtype) is None:
+            try:
+                b, dev = backend_of(obj), device   # (a backend array keeps its backend)
+            except TypeError:
+                pass
+        else:
+            obj = _to_host_if_foreign(obj, b)
     kw = {}
     if dev is not None:
         kw["device"] = dev
@@ -319,7 +338,7 @@ def zeros(shape, *, dtype=None, device=None):
     tensor([[0],
             [0]], dtype=arrayad.int32)
     """
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.zeros(_shape(shape, "zeros"), dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -357,7 +376,7 @@ def ones(shape, *, dtype=None, device=None):
     >>> ad.ones((2, 3)).sum()
     tensor(6.)
     """
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.ones(_shape(shape, "ones"), dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -443,7 +462,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
         return bind(_copy_p, ops.broadcast_to(value, shape)) if shape else value
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.full(shape, fill_value, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -635,7 +654,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     _real_number(step, "arange", "step")
     if isinstance(step, (int, float)) and step == 0:
         raise ValueError("arange: step must not be 0")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -681,7 +700,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     _real_number(start, "linspace", "start")
     _real_number(stop, "linspace", "stop")
     num = _int(num, "linspace", "num", minimum=0)
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
                                endpoint=endpoint), interp)
 
@@ -731,7 +750,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     if n_cols is not None:
         n_cols = _int(n_cols, "eye", "n_cols", minimum=0)
     k = _int(k, "eye", "k")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -924,7 +943,7 @@ Examples
 
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "randn")
     draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, 0.5 ** 0.5)
     return _random(draw, _size_args(size, "randn"), requires_grad, interp)
@@ -943,7 +962,7 @@ tensor(True)""")
 
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "rand")
     draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, 1)
     return _random(draw, _size_args(size, "rand"), requires_grad, interp)
@@ -1009,7 +1028,7 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
         raise ValueError(f"randint: low must be below high (the range [low, high) is empty), "
                          f"got low={low}, high={high}")
     size = _shape(size, "randint", "size")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "randint")
     return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), size,
                    False, interp)

@@ -6,7 +6,9 @@ import numpy as np
 
 from ._namespace import ops
 
-from .._core._core import Array, bind, dtype_of, shape_of, structural_zeros, zeros_mask
+from .._core import _core
+from .._core._core import Array, BatchTracer, Tensor, bind, dtype_of, shape_of
+from .._core._core import structural_zeros, zeros_mask
 from .._dtypes import from_backend, is_inexact, to_backend
 from ._rules import (ELEMENTWISE, LINEAR, Declarations, axis_batch, batch_size_of, broadcast_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axes, normalize_axis,
@@ -841,6 +843,8 @@ astype_p = decl.primitive(
 
 # -- repeat / tile ---------------------------------------------------------------------------------
 def _repeat_impl(xp, x, repeats, axis=None):
+    if isinstance(repeats, Array):
+        repeats = _core.raw_value(repeats)
     return xp.repeat(x, repeats, axis=axis)
 
 
@@ -912,9 +916,34 @@ tensor([1., 2., 2., 2.])
 """
 
 
+def _constant_counts(repeats, api):
+    """Integer counts computed inside a transform as a constant: no derivative flows through
+    integers, so their value is all the primitive needs, and a Tensor holding it cannot escape
+    its transform (the backward pass reads it after grad has returned). Counts that differ
+    between batch elements of vmap would give rows of different lengths: refused."""
+    if not isinstance(repeats, Array) or isinstance(repeats, Tensor):
+        return repeats
+    t = repeats
+    while isinstance(t, Array) and not isinstance(t, Tensor):
+        if isinstance(t, BatchTracer) and t.bdim is not None:
+            raise RuntimeError(
+                f"vmap: {api} with repeats that differ between batch elements returns arrays of "
+                f"different lengths, which vmap cannot stack. Pass repeats that are the same for "
+                f"every batch element (computed outside vmap), or loop over the batch.")
+        t = t.value
+    if is_inexact(dtype_of(repeats)):
+        raise TypeError(f"{api}: repeats must be integers, got {dtype_of(repeats)}")
+    return Tensor(_core.raw_value(repeats))
+
+
+def repeat(x, repeats, /, *, axis=None):
+    return bind(repeat_p, x, repeats=_constant_counts(repeats, "repeat"), axis=axis)
+
+
+repeat.__doc__ = REPEAT_DOC
 repeat_p = decl.primitive(
     "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=LINEAR, batch=_repeat_batch,
-    api="x, repeats, /, *, axis=None", args=("x",), doc=REPEAT_DOC)
+    public=repeat)
 
 
 def _tile_vjp(g, ans, x, repetitions):

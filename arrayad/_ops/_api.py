@@ -409,7 +409,7 @@ def _to_device_impl(xp, x, device, stream=None, backend=None):
     return to_device(x, device, stream=stream)
 
 
-def _back_to(x):
+def _home_of(x):
     """The params that move a cotangent back to where the primal ``x`` lives."""
     raw = _core.raw_value(x)
     return {"device": _core.backend_of(raw).device_of(raw),
@@ -419,7 +419,7 @@ def _back_to(x):
 to_device_p = decl.primitive(
     "to_device", _to_device_impl,
     vjp=(lambda g, ans, x, device, stream=None, backend=None:
-         bind(to_device_p, g, **_back_to(x)),),
+         bind(to_device_p, g, **_home_of(x)),),
     full_jvp=lambda ts, ans, x, device, stream=None, backend=None:
         bind(to_device_p, ts[0], device=device, backend=backend),
     batch=lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0]))

@@ -193,3 +193,20 @@ def test_scipy_rankdata_under_grad(eager):
     g = grad(lambda t: ad.sum(stats.rankdata(t) * t))(x)
     # ranks are constant where the values are distinct: the gradient is the ranks
     np.testing.assert_allclose(to_numpy(g), stats.rankdata(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", [b for b in EAGER if b != "numpy"])
+def test_numpy_data_is_placed_as_python_data_is(name):
+    b = Backend(name)
+    a = np.arange(3.0)
+    with ad.backend(name):           # the default backend
+        for x in (ad.asarray(a), ad.tensor(a), ad.asarray(np.float64(2.0))):
+            assert ad.backends.backend_of(x) is b.adapter
+        # another backend's array keeps its backend
+        assert ad.backends.backend_of(ad.asarray(Backend("numpy").tensor(a))) \
+            is ad.get_backend("numpy")
+    # inside a transform: the inputs' backend (library code's NumPy constants)
+    t = b.tensor(a)
+    g = grad(lambda u: ad.sum(u * ad.asarray(np.array([1.0, 2.0, 3.0]), dtype=u.dtype)))(t)
+    assert ad.backends.backend_of(g) is b.adapter
+    np.testing.assert_allclose(to_numpy(g), [1.0, 2.0, 3.0])

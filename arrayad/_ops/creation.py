@@ -170,8 +170,11 @@ def _contains_arrays(obj):
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Convert ``obj`` to an arrayad array.
 
-    An arrayad array (or a tracer) passes through, keeping its gradient; a backend array keeps
-    its backend; Python data (numbers, nested lists) goes to the default backend.
+    An arrayad array (or a tracer) passes through, keeping its gradient; an array of torch,
+    array-api-strict, CuPy, JAX or Dask keeps its backend; Python data (numbers, nested lists)
+    and NumPy arrays go to the default backend (inside a transform, to its inputs' backend), as
+    ``torch.asarray(numpy_array)`` makes a torch tensor. ``device=`` or a backend's own dtype
+    (``torch.float64``) choose the backend instead.
 
     Parameters
     ----------
@@ -192,7 +195,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     Tensor or tracer
         ``obj`` itself when it is an arrayad array and nothing changes; otherwise an
         ``arrayad.Tensor`` (a constant of the innermost transform, inside one) on the backend
-        of ``obj``, or for Python data on the default backend (inside a transform: its inputs').
+        of ``obj``, or for Python data and NumPy arrays on the default backend (inside a
+        transform: its inputs').
 
     Raises
     ------
@@ -231,9 +235,15 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             refuse_numpy_kind(obj)   # (masked arrays, longdouble scalars: not silently)
         if backend_of_device(device) is None and backend_of_dtype(dtype) is None:
             try:
-                b, dev = backend_of(obj), device   # (a backend array keeps its backend)
+                ob = backend_of(obj)
             except TypeError:
-                pass
+                ob = None
+            # Another backend's array keeps its backend. NumPy data is host data, placed as
+            # Python data is (the transform's inputs' backend, else the default backend), as
+            # torch.asarray(numpy_array) makes a torch tensor: library code converts its NumPy
+            # constants and test data with xp.asarray and expects xp's arrays.
+            if ob is not None and ob.name != "numpy":
+                b, dev = ob, device
         else:
             obj = _to_host_if_foreign(obj, b)
     kw = {}
@@ -268,8 +278,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     Returns
     -------
     Tensor
-        An ``arrayad.Tensor`` owning its data, on the backend of ``data`` (Python data: the
-        default backend; inside a transform, a constant of it on its inputs' backend).
+        An ``arrayad.Tensor`` owning its data, placed as by ``asarray`` (a torch, strict, CuPy,
+        JAX or Dask array keeps its backend; Python data and NumPy arrays go to the default
+        backend; inside a transform, a constant of it on its inputs' backend).
 
     Raises
     ------

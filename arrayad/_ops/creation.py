@@ -663,6 +663,9 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if stop is not None:
         _real_number(stop, "arange", "stop")
     _real_number(step, "arange", "step")
+    # A 0-d arrayad array stands for its number (as NumPy's arange reads one; torch's takes
+    # numbers only). Inside a transform the number is its value: .item() says why it cannot be.
+    start, stop, step = (v.item() if isinstance(v, Array) else v for v in (start, stop, step))
     if isinstance(step, (int, float)) and step == 0:
         raise ValueError("arange: step must not be 0")
     b, device, interp = _placement(device, dtype)

@@ -1142,10 +1142,20 @@ def multigammaln(a, d):
     return _nan_where(a <= (d - 1) / 2, out + d * (d - 1) / 4 * math.log(math.pi))
 
 
+def _default_float(x):
+    from .._info import __array_namespace_info__
+    return __array_namespace_info__().default_dtypes(device=x.device)["real floating"]
+
+
 def _in_float64(fn, *args):
     """``fn(*args)`` computed in float64 and rounded back where the arrays are float32 (or
     narrower), as SciPy's gdtr and chdtr (float64 loops only): written with gammainc of a x (or
     x / 2), they would otherwise lose the product's underflow (1e-45 / 2 is 0 in float32)."""
+    # Integer (and bool) arrays as the default floating dtype first, as SciPy's loops take them
+    # (float64; float32 on torch by default): a x in int64 would overflow, and int with float
+    # has no promotion in the standard.
+    args = [a if isinstance(a, PY_SCALARS) or ops.isdtype(a.dtype, "real floating")
+            else ops.astype(a, _default_float(a)) for a in args]
     arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
     dt = ops.result_type(*arrays) if arrays else None
     if dt is None or not ops.isdtype(dt, "real floating") or ops.finfo(dt).bits >= 64:

@@ -35,6 +35,8 @@ from array_api_compat import (is_cupy_namespace, is_dask_namespace, is_jax_names
 
 from ._namespace import ops
 
+from .._core import _core
+from .._dtypes import from_backend
 from .._core._core import (BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, broadcast_like,
                            unbroadcast)
 from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, bind, names_read, ndim_of
@@ -1143,8 +1145,11 @@ def multigammaln(a, d):
 
 
 def _default_float(x):
-    from .._info import __array_namespace_info__
-    return __array_namespace_info__().default_dtypes(device=x.device)["real floating"]
+    """The default floating dtype of the backend and device of ``x`` (torch: float32)."""
+    raw = _core.raw_value(x)
+    b = _core.backend_of(raw)
+    info = b.xp.__array_namespace_info__()
+    return from_backend(info.default_dtypes(device=b.device_of(raw))["real floating"])
 
 
 def _in_float64(fn, *args):

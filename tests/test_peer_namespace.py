@@ -210,3 +210,16 @@ def test_numpy_data_is_placed_as_python_data_is(name):
     g = grad(lambda u: ad.sum(u * ad.asarray(np.array([1.0, 2.0, 3.0]), dtype=u.dtype)))(t)
     assert ad.backends.backend_of(g) is b.adapter
     np.testing.assert_allclose(to_numpy(g), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("fn, args", [
+    ("gammainc", ([1, 2, 3], [1, 0, 2])), ("gammaincc", ([1, 2, 3], [1, 0, 2])),
+    ("erf", ([0, 1, 2],)), ("gdtr", ([1, 2, -3], [1, 1, 2], [3, 4, 5])),
+    ("chdtr", ([1, 2, 3], [1, 2, 3])), ("zeta", ([2, 3, 4], [2, 1, 3])),
+])
+def test_special_functions_of_integers_compute_in_floats(eager, fn, args):
+    import scipy.special
+    want = getattr(scipy.special, fn)(*[np.asarray(a) for a in args])
+    got = getattr(ad.special, fn)(*[eager.tensor(np.asarray(a)) for a in args])
+    assert ad.isdtype(got.dtype, "real floating")
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-6, equal_nan=True)

@@ -79,7 +79,23 @@ def _torch(name):
         fn = getattr(torch.special, _TORCH_NAMES.get(name, name), None)
     if fn is not None and name in _TORCH_WIDE:
         fn = _torch_wide(fn)
-    return _torch_tensor_args(fn) if name in _TORCH_TENSOR_ARGS else fn
+    if fn is not None and name in _TORCH_TENSOR_ARGS:
+        fn = _torch_tensor_args(fn)
+    return None if fn is None else _torch_floating(fn)
+
+
+def _torch_floating(fn):
+    """Integer (and bool) tensors as torch's default floating dtype when no argument is
+    floating, as SciPy's loops take integers as floats: torch.special.gammainc of int64
+    tensors computes in integers (gammainc(1, 1) is 0)."""
+    def call(*args):
+        import torch
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if tensors and not any(a.is_floating_point() or a.is_complex() for a in tensors):
+            dt = torch.get_default_dtype()
+            args = [a.to(dt) if isinstance(a, torch.Tensor) else a for a in args]
+        return fn(*args)
+    return call
 
 
 # torch's float32 kernels of these lose SciPy's float32 values at edges (gammainc(1e-45, x) is

@@ -200,7 +200,7 @@ def test_numpy_data_is_placed_as_python_data_is(name):
     b = Backend(name)
     a = np.arange(3.0)
     with ad.backend(name):           # the default backend
-        for x in (ad.asarray(a), ad.tensor(a), ad.asarray(np.float64(2.0))):
+        for x in (ad.asarray(a), ad.tensor(a), ad.asarray(np.float64(2.0)), ad.from_dlpack(a)):
             assert ad.backends.backend_of(x) is b.adapter
         # another backend's array keeps its backend
         assert ad.backends.backend_of(ad.asarray(Backend("numpy").tensor(a))) \

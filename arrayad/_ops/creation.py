@@ -837,8 +837,9 @@ def from_dlpack(x, /, *, device=None, copy=None):
     Returns
     -------
     Tensor
-        An ``arrayad.Tensor`` on the backend of ``x`` for NumPy, torch, CuPy and
-        array-api-strict arrays, else on the default backend.
+        An ``arrayad.Tensor`` on the backend of ``x`` for torch, CuPy and array-api-strict
+        arrays; for NumPy arrays and other objects, on the default backend (as ``asarray``
+        places NumPy data).
 
     Raises
     ------
@@ -852,6 +853,17 @@ def from_dlpack(x, /, *, device=None, copy=None):
     """
     if isinstance(x, Array):
         return asarray(x, device=device, copy=copy)
+    if isinstance(x, _np.ndarray):
+        # NumPy data is placed as by asarray (the default backend, inside a transform its
+        # inputs'): torch.from_dlpack(numpy_array) shares the memory on the CPU
+        b, dev, interp = _placement(None)
+        if b.name != "numpy":
+            fn = getattr(b.xp, "from_dlpack", None)
+            try:
+                raw = fn(x) if fn is not None else b.xp.asarray(x)
+            except (TypeError, BufferError, RuntimeError):
+                raw = b.xp.asarray(x)   # (a layout DLPack cannot share: a copy)
+            return _made(raw, interp)
     for name in ("numpy", "torch", "cupy", "array_api_strict"):
         try:
             b = get_backend(name)

@@ -1,10 +1,50 @@
 """``__array_namespace_info__``: what the namespace supports, for the default backend, and
 inside transforms what works there: array-api-extra and scipy read ``capabilities()`` to choose
-between a masked path and a ``where`` path."""
+between a masked path and a ``where`` path.
+
+Devices, default dtypes and dtypes are the backend's own answers (its info object), its dtypes
+given as arrayad's: torch's default floating dtype is float32, array-api-strict has devices
+without float64, and a ``device=`` of a backend asks that backend."""
 
 from ._core._core import BatchInterpreter, interpreters
-from ._dtypes import by_name, complex128, float64, int64
-from .backends import default_backend
+from ._dtypes import from_backend
+from .backends import backend_of_device, default_backend
+
+_KINDS = ("bool", "signed integer", "unsigned integer", "integral", "real floating",
+          "complex floating", "numeric")
+
+
+class _Devices(tuple):
+    """The devices: a tuple, as the 2025.12 standard has it, that also concatenates with a list
+    as the list of the 2024.12 standard did (``info.devices() + [None]``: SciPy's test fixtures
+    and other code written for 2024.12)."""
+    __slots__ = ()
+
+    def __add__(self, other):
+        if isinstance(other, list):
+            return list(self) + other
+        return _Devices(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if isinstance(other, list):
+            return other + list(self)
+        return _Devices(tuple(other) + tuple(self))
+
+
+def _backend_info(device):
+    b = backend_of_device(device) or default_backend()
+    return b, b.xp.__array_namespace_info__()
+
+
+def _check_kind(kind):
+    if kind is None:
+        return
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if not (isinstance(k, str) and k in _KINDS) and not hasattr(k, "kind"):
+            raise ValueError(
+                f"__array_namespace_info__().dtypes: unsupported kind {k!r}; one of "
+                f"{', '.join(map(repr, _KINDS))}, a dtype, or a tuple of these")
 
 
 class _Info:
@@ -19,22 +59,21 @@ class _Info:
         return default_backend().default_device()
 
     def default_dtypes(self, *, device=None):
-        return {"real floating": float64, "complex floating": complex128,
-                "integral": int64, "indexing": int64}
+        _, info = _backend_info(device)
+        return {k: from_backend(v) for k, v in info.default_dtypes(device=device).items()}
 
     def devices(self):
-        # a tuple since 2025.12 (a list before)
-        return (self.default_device(),)
+        return _Devices(default_backend().devices())
 
     def dtypes(self, *, device=None, kind=None):
+        _check_kind(kind)
         from ._ops.dtype_functions import isdtype
-        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float32", "float64", "complex64", "complex128"]
+        _, info = _backend_info(device)
         out = {}
-        for n in names:
-            d = by_name(n)
+        for name, d in info.dtypes(device=device).items():
+            d = from_backend(d)
             if kind is None or isdtype(d, kind):
-                out[n] = d
+                out[name] = d
         return out
 
 

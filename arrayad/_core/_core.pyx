@@ -296,10 +296,12 @@ cpdef object backend_of(object raw):
 
 
 cdef object _backend_of_args(tuple args, bint* numpy_scalars, str api="arrayad"):
-    """The one backend of the arrays among ``args``. A NumPy scalar (np.float64) is a Python
-    number to the other backends, as torch takes it: ``numpy_scalars`` says that there are some
-    to convert (``_call_impl``)."""
+    """The one backend of the arrays among ``args``. A NumPy scalar (np.float64) or 0-d NumPy
+    array is a Python number to the other backends, as torch takes it: ``numpy_scalars`` says
+    that there are some to convert (``_call_impl``). Larger NumPy arrays meeting another
+    backend's are an error naming both."""
     cdef object found = None
+    cdef object numpy_b = None
     cdef object b
     cdef bint scalars = False
     for a in args:
@@ -308,8 +310,11 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars, str api="arrayad")
             if a is None or _is_scalar(a) or isinstance(a, tuple) or isinstance(a, list):
                 continue
             b = backend_of(a)
-        if type(a) in _scalar_fix and b.name == "numpy":
+        if b.name == "numpy" and (type(a) in _scalar_fix or a.ndim == 0):
+            # (a 0-d NumPy array too: library code makes constants with np.asarray(0.5) or
+            # xp.asarray(np.float64(...)) and means a number)
             scalars = True
+            numpy_b = b
             continue
         if found is None:
             found = b
@@ -326,8 +331,8 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars, str api="arrayad")
                 f"arrayad.asarray(x, device=...) or the backend's own asarray."
             )
     if scalars:
-        if found is None:   # (only NumPy scalars and Python numbers: NumPy decides)
-            return _backend_of_type[_numpy_scalar_type(args)]
+        if found is None:   # (only NumPy scalars, 0-d NumPy arrays and Python numbers: NumPy)
+            return numpy_b
         numpy_scalars[0] = found.name != "numpy"
     return found
 
@@ -340,11 +345,12 @@ def common_backend(tuple raws, str api):
     return _backend_of_args(raws, &scalars, api)
 
 
-cdef object _numpy_scalar_type(tuple args):
-    """The type of the first NumPy scalar among ``args``."""
-    for a in args:
-        if type(a) in _scalar_fix:
-            return type(a)
+cdef inline bint _numpy_number(object a):
+    """A NumPy scalar or a 0-d NumPy array: a Python number to the other backends."""
+    if type(a) in _scalar_fix:
+        return True
+    b = _backend_of_type.get(type(a))
+    return b is not None and b.name == "numpy" and a.ndim == 0
 
 
 cpdef object fix_scalar(object out):
@@ -569,7 +575,7 @@ cdef inline object _call_impl(Primitive prim, tuple args, dict params):
     cdef object b = _backend_of_args(args, &numpy_scalars)
     cdef object fn
     if numpy_scalars:
-        args = tuple([a.item() if type(a) in _scalar_fix else a for a in args])
+        args = tuple([a.item() if _numpy_number(a) else a for a in args])
     if b is None:
         # Only Python scalars: the default backend's namespace function decides.
         for a in args:
@@ -2448,9 +2454,10 @@ cdef class Array:
     def __iter__(self):
         shape = self.shape
         if not shape:
+            # raised by iter() itself, not at the first next(): np.iterable(x) and
+            # ``try: iter(x)`` tell a 0-d array from a sequence that way
             raise TypeError("iteration over a 0-d array")
-        for i in range(shape[0]):
-            yield self[i]
+        return (self[i] for i in range(shape[0]))
 
     # -- conversions (each subclass decides whether the value may be read)
     def __bool__(self): return bool(_concrete(self, "bool"))

@@ -17,7 +17,7 @@ from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bi
 from .indexing import getitem, setitem
 from .views import Index, make_view
 from ._rules import Declarations
-from ..backends import _is_basic_key, backend_of
+from ..backends import _is_basic_key, backend_of, backend_of_device, get_backend
 
 decl = Declarations(globals())
 
@@ -397,20 +397,39 @@ def _device_of(x):
     return _core.backend_of(x).device_of(x)
 
 
-def _to_device_impl(xp, x, device, stream=None):
+def _to_device_impl(xp, x, device, stream=None, backend=None):
+    # ``backend``: the target's name where ``device`` alone does not say it ("cpu" of NumPy)
+    target = get_backend(backend) if backend else backend_of_device(device)
+    source = _core.backend_of(x)
+    if target is not None and target is not source:
+        # another backend's device: through a NumPy copy (every backend takes NumPy arrays)
+        host = x if source.name == "numpy" else source.to_numpy(x)
+        return target.xp.asarray(host, device=device)
     from array_api_compat import to_device
     return to_device(x, device, stream=stream)
 
 
+def _home_of(x):
+    """The params that move a cotangent back to where the primal ``x`` lives."""
+    raw = _core.raw_value(x)
+    return {"device": _core.backend_of(raw).device_of(raw),
+            "backend": _core.backend_of(raw).name}
+
+
 to_device_p = decl.primitive(
     "to_device", _to_device_impl,
-    vjp=(lambda g, ans, x, device, stream=None: bind(to_device_p, g, device=_device_of(x)),),
-    full_jvp=lambda ts, ans, x, device, stream=None: bind(to_device_p, ts[0], device=device),
+    vjp=(lambda g, ans, x, device, stream=None, backend=None:
+         bind(to_device_p, g, **_home_of(x)),),
+    full_jvp=lambda ts, ans, x, device, stream=None, backend=None:
+        bind(to_device_p, ts[0], device=device, backend=backend),
     batch=lambda args, dims, **params: (bind(to_device_p, args[0], **params), dims[0]))
 
 
 @decl.glue
 def _to_device(x, device, stream):
+    target = backend_of_device(device)
+    if target is not None and target is not _core.backend_of(_core.raw_value(x)):
+        return bind(to_device_p, x, device=device, stream=stream)
     if device == _device_of(x):
         return x
     return bind(to_device_p, x, device=device, stream=stream)

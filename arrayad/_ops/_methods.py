@@ -183,6 +183,13 @@ def flatten(self, start_dim=0, end_dim=-1):
 
 
 @method
+def ravel(self):
+    # torch's and NumPy's: 1-d, a view where the layout allows (code written for either, e.g.
+    # NumPy's assert_allclose on an atol computed from arrays, calls it)
+    return ops.reshape(self, (-1,))
+
+
+@method
 def permute(self, *dims):
     return ops.permute_dims(self, _shape_args(dims))
 

@@ -294,7 +294,8 @@ def ndim_of(x):
 
 def normalize_axis(axis, ndim):
     if axis < -ndim or axis >= max(ndim, 1):
-        raise IndexError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+        # (NumPy's words, which library code and its tests match)
+        raise IndexError(f"axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim if ndim else 0
 
 

@@ -15,7 +15,8 @@ from ._namespace import ops
 from .._dtypes import from_backend, to_backend
 from .._core import _core
 from .._core._core import Array, Tensor, bind, shape_of
-from ..backends import Generator, backend_of, backend_of_device, default_backend, get_backend
+from ..backends import Generator, backend_of, backend_of_device, backend_of_dtype
+from ..backends import default_backend, get_backend
 from ..backends import refuse_numpy_kind
 from ..backends import get_rng_state as _get_rng_state, manual_seed as _manual_seed
 from ..backends import set_rng_state as _set_rng_state
@@ -33,11 +34,14 @@ def _frame():
     return None
 
 
-def _placement(device):
+def _placement(device, dtype=None):
     """(backend, device, transform) of a new array: ``device``'s backend if it names one, else
-    the backend and device of the innermost transform's inputs, else the default backend."""
+    ``dtype``'s (``torch.float64``), else the backend and device of the innermost transform's
+    inputs, else the default backend."""
     interp = _frame()
     b = backend_of_device(device)
+    if b is None:
+        b = backend_of_dtype(dtype)
     if b is not None:
         return b, device, interp
     if interp is not None:
@@ -47,6 +51,18 @@ def _placement(device):
                 b = backend_of(raw)
                 return b, b.device_of(raw) if device is None else device, interp
     return default_backend(), device, interp
+
+
+def _to_host_if_foreign(obj, b):
+    """``obj`` in a form backend ``b``'s asarray takes: itself if it is Python data, a NumPy
+    array (every backend takes those) or already ``b``'s; else a NumPy copy of it."""
+    try:
+        ob = backend_of(obj)
+    except TypeError:
+        return obj
+    if ob is b or ob.name == "numpy":
+        return obj
+    return ob.to_numpy(obj)
 
 
 def _made(raw, interp, requires_grad=False):
@@ -154,8 +170,11 @@ def _contains_arrays(obj):
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Convert ``obj`` to an arrayad array.
 
-    An arrayad array (or a tracer) passes through, keeping its gradient; a backend array keeps
-    its backend; Python data (numbers, nested lists) goes to the default backend.
+    An arrayad array (or a tracer) passes through, keeping its gradient; an array of torch,
+    array-api-strict, CuPy, JAX or Dask keeps its backend; Python data (numbers, nested lists)
+    and NumPy arrays go to the default backend (inside a transform, to its inputs' backend), as
+    ``torch.asarray(numpy_array)`` makes a torch tensor. ``device=`` or a backend's own dtype
+    (``torch.float64``) choose the backend instead.
 
     Parameters
     ----------
@@ -176,7 +195,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     Tensor or tracer
         ``obj`` itself when it is an arrayad array and nothing changes; otherwise an
         ``arrayad.Tensor`` (a constant of the innermost transform, inside one) on the backend
-        of ``obj``, or for Python data on the default backend (inside a transform: its inputs').
+        of ``obj``, or for Python data and NumPy arrays on the default backend (inside a
+        transform: its inputs').
 
     Raises
     ------
@@ -207,16 +227,25 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
         out = ops.stack([asarray(o) for o in obj])
         return out if dtype is None else ops.astype(out, dtype)
-    b, dev, interp = _placement(device)
+    b, dev, interp = _placement(device, dtype)
     if isinstance(obj, _np.matrix):
         obj = _np.asarray(obj)   # (a plain 2-d array: arrayad's operations are elementwise)
     if not (isinstance(obj, (bool, int, float, complex)) or isinstance(obj, (list, tuple))):
         if type(obj).__module__.startswith("numpy"):
             refuse_numpy_kind(obj)   # (masked arrays, longdouble scalars: not silently)
-        try:
-            b, dev = backend_of(obj), device   # (a backend array keeps its backend)
-        except TypeError:
-            pass
+        if backend_of_device(device) is None and backend_of_dtype(dtype) is None:
+            try:
+                ob = backend_of(obj)
+            except TypeError:
+                ob = None
+            # Another backend's array keeps its backend. NumPy data is host data, placed as
+            # Python data is (the transform's inputs' backend, else the default backend), as
+            # torch.asarray(numpy_array) makes a torch tensor: library code converts its NumPy
+            # constants and test data with xp.asarray and expects xp's arrays.
+            if ob is not None and ob.name != "numpy":
+                b, dev = ob, device
+        else:
+            obj = _to_host_if_foreign(obj, b)
     kw = {}
     if dev is not None:
         kw["device"] = dev
@@ -249,8 +278,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     Returns
     -------
     Tensor
-        An ``arrayad.Tensor`` owning its data, on the backend of ``data`` (Python data: the
-        default backend; inside a transform, a constant of it on its inputs' backend).
+        An ``arrayad.Tensor`` owning its data, placed as by ``asarray`` (a torch, strict, CuPy,
+        JAX or Dask array keeps its backend; Python data and NumPy arrays go to the default
+        backend; inside a transform, a constant of it on its inputs' backend).
 
     Raises
     ------
@@ -319,7 +349,7 @@ def zeros(shape, *, dtype=None, device=None):
     tensor([[0],
             [0]], dtype=arrayad.int32)
     """
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.zeros(_shape(shape, "zeros"), dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -357,7 +387,7 @@ def ones(shape, *, dtype=None, device=None):
     >>> ad.ones((2, 3)).sum()
     tensor(6.)
     """
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.ones(_shape(shape, "ones"), dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -443,7 +473,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
     if isinstance(fill_value, Array) or not isinstance(fill_value, (bool, int, float, complex)):
         value = asarray(fill_value, dtype=dtype)
         return bind(_copy_p, ops.broadcast_to(value, shape)) if shape else value
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.full(shape, fill_value, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -633,9 +663,12 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if stop is not None:
         _real_number(stop, "arange", "stop")
     _real_number(step, "arange", "step")
+    # A 0-d arrayad array stands for its number (as NumPy's arange reads one; torch's takes
+    # numbers only). Inside a transform the number is its value: .item() says why it cannot be.
+    start, stop, step = (v.item() if isinstance(v, Array) else v for v in (start, stop, step))
     if isinstance(step, (int, float)) and step == 0:
         raise ValueError("arange: step must not be 0")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.arange(start, stop, step, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -681,7 +714,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     _real_number(start, "linspace", "start")
     _real_number(stop, "linspace", "stop")
     num = _int(num, "linspace", "num", minimum=0)
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.linspace(start, stop, num, dtype=_dt(dtype, b), device=device,
                                endpoint=endpoint), interp)
 
@@ -731,7 +764,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     if n_cols is not None:
         n_cols = _int(n_cols, "eye", "n_cols", minimum=0)
     k = _int(k, "eye", "k")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     return _made(b.xp.eye(n_rows, n_cols, k=k, dtype=_dt(dtype, b), device=device), interp)
 
 
@@ -804,8 +837,9 @@ def from_dlpack(x, /, *, device=None, copy=None):
     Returns
     -------
     Tensor
-        An ``arrayad.Tensor`` on the backend of ``x`` for NumPy, torch, CuPy and
-        array-api-strict arrays, else on the default backend.
+        An ``arrayad.Tensor`` on the backend of ``x`` for torch, CuPy and array-api-strict
+        arrays; for NumPy arrays and other objects, on the default backend (as ``asarray``
+        places NumPy data).
 
     Raises
     ------
@@ -819,6 +853,17 @@ def from_dlpack(x, /, *, device=None, copy=None):
     """
     if isinstance(x, Array):
         return asarray(x, device=device, copy=copy)
+    if isinstance(x, _np.ndarray):
+        # NumPy data is placed as by asarray (the default backend, inside a transform its
+        # inputs'): torch.from_dlpack(numpy_array) shares the memory on the CPU
+        b, dev, interp = _placement(None)
+        if b.name != "numpy":
+            fn = getattr(b.xp, "from_dlpack", None)
+            try:
+                raw = fn(x) if fn is not None else b.xp.asarray(x)
+            except (TypeError, BufferError, RuntimeError):
+                raw = b.xp.asarray(x)   # (a layout DLPack cannot share: a copy)
+            return _made(raw, interp)
     for name in ("numpy", "torch", "cupy", "array_api_strict"):
         try:
             b = get_backend(name)
@@ -924,7 +969,7 @@ Examples
 
 @decl.export(traced=False)
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "randn")
     draw = _samples("randn", lambda s, dt: b.normal(g, s, dt, device), dtype, b, 0.5 ** 0.5)
     return _random(draw, _size_args(size, "randn"), requires_grad, interp)
@@ -943,7 +988,7 @@ tensor(True)""")
 
 @decl.export(traced=False)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "rand")
     draw = _samples("rand", lambda s, dt: b.uniform(g, s, dt, device), dtype, b, 1)
     return _random(draw, _size_args(size, "rand"), requires_grad, interp)
@@ -1009,7 +1054,7 @@ def randint(low, high=None, size=(), *, dtype=None, device=None, generator=None)
         raise ValueError(f"randint: low must be below high (the range [low, high) is empty), "
                          f"got low={low}, high={high}")
     size = _shape(size, "randint", "size")
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     g = _source(generator, b, "randint")
     return _random(lambda s: b.integers(g, low, high, s, _dt(dtype, b), device), size,
                    False, interp)

@@ -525,7 +525,7 @@ def _freq_array(api, n, d, make, dtype, device):
     if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
         raise ValueError(f"fft.{api}: n must be a positive integer, got {n!r}")
     n = n.__index__()
-    b, device, interp = _placement(device)
+    b, device, interp = _placement(device, dtype)
     xp = b.xp
     if dtype is None:
         dt = xp.__array_namespace_info__().default_dtypes()["real floating"]

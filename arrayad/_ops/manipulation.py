@@ -6,7 +6,10 @@ import numpy as np
 
 from ._namespace import ops
 
-from .._core._core import Array, bind, dtype_of, shape_of, structural_zeros, zeros_mask
+from .._core import _core
+from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Tensor, bind, dtype_of,
+                           shape_of)
+from .._core._core import structural_zeros, zeros_mask
 from .._dtypes import from_backend, is_inexact, to_backend
 from ._rules import (ELEMENTWISE, MOVING, Declarations, axis_batch, batch_size_of, broadcast_like,
                      materialize_batch, move_to_front, moves_zeros, ndim_of, normalize_axes,
@@ -845,6 +848,8 @@ astype_p = decl.primitive(
 
 # -- repeat / tile ---------------------------------------------------------------------------------
 def _repeat_impl(xp, x, repeats, axis=None):
+    if isinstance(repeats, Array):
+        repeats = _core.raw_value(repeats)
     return xp.repeat(x, repeats, axis=axis)
 
 
@@ -916,9 +921,38 @@ tensor([1., 2., 2., 2.])
 """
 
 
+def _constant_counts(repeats, api):
+    """Integer counts computed inside a transform as a constant: no derivative flows through
+    integers, so their value is all the primitive needs, and a Tensor holding it cannot escape
+    its transform (the backward pass reads it after grad has returned). Counts that differ
+    between batch elements of vmap would give rows of different lengths: refused."""
+    if not isinstance(repeats, Array) or isinstance(repeats, Tensor):
+        return repeats
+    t = repeats
+    while isinstance(t, Array) and not isinstance(t, Tensor):
+        if not isinstance(t, (GradTracer, DualTracer, BatchTracer)):
+            # (jit's: the result's length depends on the counts' values, unknown while it
+            # traces; its conversion error names the argument and the fixes)
+            np.asarray(t)
+        if isinstance(t, BatchTracer) and t.bdim >= 0:
+            raise RuntimeError(
+                f"vmap: {api} with repeats that differ between batch elements returns arrays of "
+                f"different lengths, which vmap cannot stack. Pass repeats that are the same for "
+                f"every batch element (computed outside vmap), or loop over the batch.")
+        t = t.value
+    if is_inexact(dtype_of(repeats)):
+        raise TypeError(f"{api}: repeats must be integers, got {dtype_of(repeats)}")
+    return Tensor(_core.raw_value(repeats))
+
+
+def repeat(x, repeats, /, *, axis=None):
+    return bind(repeat_p, x, repeats=_constant_counts(repeats, "repeat"), axis=axis)
+
+
+repeat.__doc__ = REPEAT_DOC
 repeat_p = decl.primitive(
     "repeat", _repeat_impl, vjp=(_repeat_vjp,), jvp=MOVING, batch=_repeat_batch,
-    api="x, repeats, /, *, axis=None", args=("x",), doc=REPEAT_DOC)
+    public=repeat)
 
 
 def _tile_vjp(g, ans, x, repetitions):

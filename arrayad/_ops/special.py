@@ -35,6 +35,8 @@ from array_api_compat import (is_cupy_namespace, is_dask_namespace, is_jax_names
 
 from ._namespace import ops
 
+from .._core import _core
+from .._dtypes import from_backend
 from .._core._core import (BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, broadcast_like,
                            unbroadcast)
 from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, bind, names_read, ndim_of
@@ -77,7 +79,23 @@ def _torch(name):
         fn = getattr(torch.special, _TORCH_NAMES.get(name, name), None)
     if fn is not None and name in _TORCH_WIDE:
         fn = _torch_wide(fn)
-    return _torch_tensor_args(fn) if name in _TORCH_TENSOR_ARGS else fn
+    if fn is not None and name in _TORCH_TENSOR_ARGS:
+        fn = _torch_tensor_args(fn)
+    return None if fn is None else _torch_floating(fn)
+
+
+def _torch_floating(fn):
+    """Integer (and bool) tensors as torch's default floating dtype when no argument is
+    floating, as SciPy's loops take integers as floats: torch.special.gammainc of int64
+    tensors computes in integers (gammainc(1, 1) is 0)."""
+    def call(*args):
+        import torch
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if tensors and not any(a.is_floating_point() or a.is_complex() for a in tensors):
+            dt = torch.get_default_dtype()
+            args = [a.to(dt) if isinstance(a, torch.Tensor) else a for a in args]
+        return fn(*args)
+    return call
 
 
 # torch's float32 kernels of these lose SciPy's float32 values at edges (gammainc(1e-45, x) is
@@ -1290,10 +1308,23 @@ def multigammaln(a, d):
     return _nan_where(a <= (d - 1) / 2, out + d * (d - 1) / 4 * math.log(math.pi))
 
 
+def _default_float(x):
+    """The default floating dtype of the backend and device of ``x`` (torch: float32)."""
+    raw = _core.raw_value(x)
+    b = _core.backend_of(raw)
+    info = b.xp.__array_namespace_info__()
+    return from_backend(info.default_dtypes(device=b.device_of(raw))["real floating"])
+
+
 def _in_float64(fn, *args):
     """``fn(*args)`` computed in float64 and rounded back where the arrays are float32 (or
     narrower), as SciPy's gdtr and chdtr (float64 loops only): written with gammainc of a x (or
     x / 2), they would otherwise lose the product's underflow (1e-45 / 2 is 0 in float32)."""
+    # Integer (and bool) arrays as the default floating dtype first, as SciPy's loops take them
+    # (float64; float32 on torch by default): a x in int64 would overflow, and int with float
+    # has no promotion in the standard.
+    args = [a if isinstance(a, PY_SCALARS) or ops.isdtype(a.dtype, "real floating")
+            else ops.astype(a, _default_float(a)) for a in args]
     arrays = [a for a in args if not isinstance(a, PY_SCALARS)]
     dt = ops.result_type(*arrays) if arrays else None
     if dt is None or not ops.isdtype(dt, "real floating") or ops.finfo(dt).bits >= 64:

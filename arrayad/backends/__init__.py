@@ -247,6 +247,10 @@ class Backend:
     def default_device(self):
         return self.xp.__array_namespace_info__().default_device()
 
+    def devices(self):
+        """The devices arrays of this backend can live on (``info.devices()``)."""
+        return tuple(self.xp.__array_namespace_info__().devices())
+
     def device_of(self, x):
         return x.device
 
@@ -947,6 +951,15 @@ def backend_of_device(device):
             f"arrayad: device={device!r} is not a device of a supported backend; pass a device "
             f"of the backend the array should live in (x.device), or a name such as 'cpu'.")
     return get_backend(name)
+
+
+def backend_of_dtype(dtype):
+    """The backend whose own dtype object ``dtype`` is (``torch.float64``, an array-api-strict
+    dtype), or None: arrayad's dtypes, NumPy's (which CuPy and JAX share) and Python's types name
+    a dtype, not a backend."""
+    name = {"torch": "torch", "array_api_strict": "array_api_strict"}.get(
+        _module_root(type(dtype)))
+    return None if name is None else get_backend(name)
 
 
 def can_stand_for(b, like):

@@ -87,6 +87,12 @@ class TorchBackend(Backend):
     def default_device(self):
         return torch.device("cpu")
 
+    def devices(self):
+        # (not array-api-compat's list: it probes every device type, warning about some, and
+        # includes "meta", which holds no values)
+        return (torch.device("cpu"),) + tuple(
+            torch.device("cuda", i) for i in range(torch.cuda.device_count()))
+
 
 def make():
     return TorchBackend()

@@ -1,0 +1,233 @@
+"""What library code written for several array libraries expects of a namespace it is handed
+(the peers' own suites, tools/peer_suites.py, found these): the inspection object as the standard
+has it, placement by a backend's dtype or device object, NumPy constants mixing with every
+backend as Python numbers do, integer-valued functions of traced values inside transforms."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import arrayad as ad
+from arrayad.func import grad, jvp, vmap
+
+from conftest import BACKENDS, Backend, to_numpy
+
+# Dask arrays carry no device the standard's way and no info of their own (the issue's other part)
+EAGER = [b for b in BACKENDS if b in ("numpy", "array_api_strict", "torch")]
+
+
+@pytest.fixture(params=EAGER)
+def eager(request):
+    return Backend(request.param)
+
+
+# -- __array_namespace_info__ -------------------------------------------------------------------
+@pytest.mark.parametrize("name", EAGER)
+def test_info_follows_the_default_backend(name):
+    own = ad.get_backend(name).xp.__array_namespace_info__()
+    with ad.backend(name):
+        info = ad.__array_namespace_info__()
+        devices = info.devices()
+        # the 2025.12 standard: a tuple (and still concatenable with a list, as the 2024.12
+        # list was: SciPy's fixtures write devices() + [None])
+        assert isinstance(devices, tuple)
+        assert list(devices + [None])[-1] is None
+        assert info.default_device() in devices
+        assert all(getattr(d, "type", None) != "meta" for d in devices)
+        # default dtypes: the backend's own (torch: float32), as arrayad dtypes
+        want = {k: str(v).rsplit(".", 1)[-1] for k, v in own.default_dtypes().items()}
+        got = info.default_dtypes()
+        assert set(got) == {"real floating", "complex floating", "integral", "indexing"}
+        assert {k: v.name for k, v in got.items()} == want
+        assert ad.zeros(1).dtype == got["real floating"]
+        # dtypes: the backend's, by kind; a tuple of kinds; a wrong kind is a ValueError
+        assert set(info.dtypes()) == set(own.dtypes())
+        assert set(info.dtypes(kind=("bool", "integral"))) == set(
+            own.dtypes(kind=("bool", "integral")))
+        assert all(d is getattr(ad, n) for n, d in info.dtypes().items())
+        with pytest.raises(ValueError, match="kind"):
+            info.dtypes(kind="floating")
+        caps = info.capabilities()
+        assert set(caps) == {"boolean indexing", "data-dependent shapes", "max dimensions"}
+
+
+def test_info_of_another_device():
+    s = pytest.importorskip("array_api_strict")
+    info = ad.__array_namespace_info__()
+    dev = s.Device("no_float64")
+    want = s.__array_namespace_info__().default_dtypes(device=dev)["real floating"]
+    assert info.default_dtypes(device=dev)["real floating"].name == str(want).rsplit(".")[-1]
+    assert "float64" not in info.dtypes(device=dev)
+
+
+# -- placement by a backend's dtype or device object --------------------------------------------
+def _own_dtype(b, name):
+    return getattr(b.xp, name)
+
+
+@pytest.mark.parametrize("name", [b for b in EAGER if b != "numpy"])
+def test_backend_dtype_places_creation(name):
+    b = Backend(name)
+    dt = _own_dtype(b, "float64")
+    for make in (lambda: ad.arange(6, dtype=dt), lambda: ad.zeros((2,), dtype=dt),
+                 lambda: ad.ones(3, dtype=dt), lambda: ad.full((2,), 1.5, dtype=dt),
+                 lambda: ad.linspace(0, 1, 4, dtype=dt), lambda: ad.eye(2, dtype=dt),
+                 lambda: ad.asarray([1.0, 2.0], dtype=dt)):
+        x = make()
+        assert ad.get_backend(name) is ad.backends.backend_of(x)
+        assert x.dtype == ad.float64
+    np.testing.assert_array_equal(to_numpy(ad.arange(6, dtype=dt)), np.arange(6.0))
+    # inside a transform of NumPy inputs too: a constant of the transform on that backend
+    def f(x):
+        c = ad.arange(3, dtype=dt)
+        return ad.sum(ad.asarray(x, device=c.device) * c)
+    g = grad(f)(ad.asarray(np.ones(3)))
+    np.testing.assert_allclose(to_numpy(g), [0.0, 1.0, 2.0])
+
+
+def test_numpy_dtypes_name_a_dtype_not_a_backend(eager):
+    with ad.backend(eager.name):
+        x = ad.arange(3, dtype=np.float64)
+        assert ad.backends.backend_of(x) is eager.adapter and x.dtype == ad.float64
+        assert np.dtype(ad.float32) == np.float32
+
+
+@pytest.mark.parametrize("name", [b for b in EAGER if b != "numpy"])
+def test_asarray_moves_numpy_data_to_a_device(name):
+    b = Backend(name)
+    dev = b.adapter.default_device()
+    a = np.arange(4.0)
+    x = ad.asarray(a, device=dev)
+    assert ad.backends.backend_of(x) is b.adapter
+    np.testing.assert_array_equal(to_numpy(x), a)
+    # an arrayad array moved across backends keeps its derivative, which comes back home
+    def f(t):
+        return ad.sum(ad.asarray(t, device=dev) ** 2)
+    t = ad.asarray(a)
+    g = grad(f)(t)
+    assert ad.backends.backend_of(g) is ad.get_backend("numpy")
+    np.testing.assert_allclose(to_numpy(g), 2 * a)
+    _, tangent = jvp(f, (t,), (ad.ones_like(t),))
+    np.testing.assert_allclose(float(to_numpy(tangent)), 2 * a.sum())
+
+
+# -- NumPy numbers among other backends' arrays -------------------------------------------------
+def test_numpy_numbers_mix_as_python_numbers(eager):
+    x = eager.tensor(np.array([1.0, 2.0], dtype=np.float32))
+    for c in (np.float64(0.5), np.asarray(0.5), ad.asarray(np.asarray(0.5))):
+        y = x * c
+        assert ad.backends.backend_of(y) is eager.adapter
+        if eager.name == "numpy":        # NumPy's own rules (NumPy 2: np.float64 is strong)
+            assert y.dtype == (np.ones(1, np.float32) * np.asarray(c)).dtype
+        else:
+            assert y.dtype == ad.float32     # a Python float does not widen float32
+        np.testing.assert_allclose(to_numpy(y), [0.5, 1.0])
+    z = ad.where(x > 1.5, np.asarray(0.0), x)
+    np.testing.assert_allclose(to_numpy(z), [1.0, 0.0])
+    # under grad: the constant is a number, the derivative that of x * 0.5
+    g = grad(lambda t: ad.sum(t * np.asarray(0.5)))(x)
+    np.testing.assert_allclose(to_numpy(g), [0.5, 0.5])
+
+
+@pytest.mark.skipif("torch" not in BACKENDS, reason="torch not installed")
+def test_numpy_arrays_meeting_torch_data_are_refused_by_name():
+    x = Backend("torch").tensor(np.ones(3))
+    with pytest.raises(TypeError, match=r"numpy.*torch|torch.*numpy") as e:
+        x + ad.asarray(np.ones(3))
+    assert "asarray" in str(e.value)
+
+
+# -- integer results of traced values: constants of their level ---------------------------------
+def _runs(x):
+    # each element repeated once or twice, by a count computed from x
+    return ad.repeat(x, ad.astype(x > 1.5, ad.int64) + 1)
+
+
+def test_repeat_with_counts_computed_inside_transforms(eager):
+    a = np.array([3.0, 1.0, 2.0, 1.0, 5.0])
+    x = eager.tensor(a)
+    counts = (a > 1.5).astype(int) + 1
+    w = np.arange(1.0, counts.sum() + 1)
+    f = lambda t: ad.sum(_runs(t) * ad.asarray(w, device=t.device, dtype=t.dtype))
+    # reference: the sum of the weights over each element's copies
+    ends = np.cumsum(counts)
+    want = np.add.reduceat(w, np.r_[0, ends[:-1]])
+    np.testing.assert_allclose(to_numpy(grad(f)(x)), want)
+    _, t = jvp(f, (x,), (eager.tensor(np.ones(5)),))
+    np.testing.assert_allclose(float(to_numpy(t)), want.sum())
+    # vmap over x with counts that do not depend on the batch: fine
+    out = vmap(lambda t: ad.repeat(t, eager.tensor(counts)))(eager.tensor(np.stack([a, a])))
+    np.testing.assert_array_equal(to_numpy(out), np.stack([np.repeat(a, counts)] * 2))
+    # counts that differ between batch elements: refused by name
+    with pytest.raises(RuntimeError, match="repeat"):
+        vmap(_runs)(eager.tensor(np.stack([a, a + 1])))
+    # counts made inside vmap but the same for every element (unbatched): fine
+    out = vmap(lambda t: ad.repeat(t, ad.astype(ad.asarray(counts), ad.int64)))(
+        eager.tensor(np.stack([a, a])))
+    np.testing.assert_array_equal(to_numpy(out), np.stack([np.repeat(a, counts)] * 2))
+    # under jit the result's length would depend on values it does not know: refused (a
+    # constant count would be stale at the next call with other counts of the same shape)
+    with pytest.raises(RuntimeError, match="traced value"):
+        ad.jit(lambda t, r: ad.repeat(t, r))(x, eager.tensor(counts))
+
+
+def test_nonzero_unique_searchsorted_under_grad_and_jvp(eager):
+    a = np.array([3.0, 1.0, 2.0, 1.0, 5.0])
+    x = eager.tensor(a)
+
+    def f(t):
+        (i,) = ad.nonzero(t > 1.5)
+        u, inv = ad.unique_inverse(t)
+        s = ad.searchsorted(ad.sort(t), t)
+        return (ad.sum(ad.take(t, i)) + ad.sum(t * ad.astype(inv, t.dtype))
+                + ad.sum(t * ad.astype(s, t.dtype)) + ad.sum(u))
+    # reference by hand: d/dt of the four sums
+    inv = np.unique(a, return_inverse=True)[1]
+    s = np.searchsorted(np.sort(a), a)
+    first = np.zeros(5)
+    first[[1, 2, 0, 4]] = 1.0    # unique keeps one of the two 1.0s (the first)
+    want = (a > 1.5) + inv + s + first
+    g = to_numpy(grad(f)(x))
+    # the two equal elements may share the unique's unit between them
+    np.testing.assert_allclose(g[[0, 2, 4]], want[[0, 2, 4]])
+    np.testing.assert_allclose(g[1] + g[3], want[1] + want[3])
+    _, t = jvp(f, (x,), (eager.tensor(np.ones(5)),))
+    np.testing.assert_allclose(float(to_numpy(t)), want.sum())
+
+
+def test_scipy_rankdata_under_grad(eager):
+    a = np.array([3.0, 1.0, 2.0, 1.0, 5.0])
+    x = eager.tensor(a)
+    g = grad(lambda t: ad.sum(stats.rankdata(t) * t))(x)
+    # ranks are constant where the values are distinct: the gradient is the ranks
+    np.testing.assert_allclose(to_numpy(g), stats.rankdata(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", [b for b in EAGER if b != "numpy"])
+def test_numpy_data_is_placed_as_python_data_is(name):
+    b = Backend(name)
+    a = np.arange(3.0)
+    with ad.backend(name):           # the default backend
+        for x in (ad.asarray(a), ad.tensor(a), ad.asarray(np.float64(2.0)), ad.from_dlpack(a)):
+            assert ad.backends.backend_of(x) is b.adapter
+        # another backend's array keeps its backend
+        assert ad.backends.backend_of(ad.asarray(Backend("numpy").tensor(a))) \
+            is ad.get_backend("numpy")
+    # inside a transform: the inputs' backend (library code's NumPy constants)
+    t = b.tensor(a)
+    g = grad(lambda u: ad.sum(u * ad.asarray(np.array([1.0, 2.0, 3.0]), dtype=u.dtype)))(t)
+    assert ad.backends.backend_of(g) is b.adapter
+    np.testing.assert_allclose(to_numpy(g), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("fn, args", [
+    ("gammainc", ([1, 2, 3], [1, 0, 2])), ("gammaincc", ([1, 2, 3], [1, 0, 2])),
+    ("erf", ([0, 1, 2],)), ("gdtr", ([1, 2, -3], [1, 1, 2], [3, 4, 5])),
+    ("chdtr", ([1, 2, 3], [1, 2, 3])), ("zeta", ([2, 3, 4], [2, 1, 3])),
+])
+def test_special_functions_of_integers_compute_in_floats(eager, fn, args):
+    import scipy.special
+    want = getattr(scipy.special, fn)(*[np.asarray(a) for a in args])
+    got = getattr(ad.special, fn)(*[eager.tensor(np.asarray(a)) for a in args])
+    assert ad.isdtype(got.dtype, "real floating")
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-6, equal_nan=True)

@@ -44,10 +44,10 @@ SIZES = {
     "sum_xw": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
     "getitem": (dict(n=1_000_000, k=10_000, chunk=250_000),) * 2,   # (the size)
     "sort": (dict(n=1_000_000, k=10_000, chunk=250_000),) * 2,
-    "slice": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
-    "diff": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
-    "concat": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
-    "movavg": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
+    "slice": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "diff": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "concat": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "movavg": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
     "vmap_chunk": (dict(n=1_000_000, chunk=125_000, k=8), dict(n=10_000_000, chunk=500_000, k=8)),
     "cluster": (dict(n=2_000_000, chunk=250_000), dict(n=20_000_000, chunk=1_000_000)),
 }

@@ -121,3 +121,35 @@ def test_slices_under_vmap_and_jvp_match_numpy():
     h = 1e-6
     fd = (hand(xn[0] + h) - hand(xn[0] - h)) / (2 * h)
     np.testing.assert_allclose(tangent.compute(), fd, atol=1e-6)
+
+
+# -- vmap(chunk_size=) over Dask arrays ------------------------------------------------------------
+def test_vmap_chunk_size_on_dask_is_one_pass_over_the_data():
+    # Passes over the batch joined into one graph each read X: Dask then held all of X until
+    # the last pass. On Dask, chunk_size chunks the batch axis of one pass instead.
+    rng = np.random.default_rng(3)
+    Xn, yn, Wn = rng.standard_normal((60, 3)), rng.standard_normal(60), rng.standard_normal((10, 3))
+    X, y = da.from_array(Xn, chunks=(20, 3)), da.from_array(yn, chunks=20)
+    W = da.from_array(Wn, chunks=(10, 3))
+    f = grad(lambda w: ad.mean((X @ w - y) ** 2))
+    with no_compute():
+        out = vmap(f, chunk_size=4)(W)
+    names = _layer_names(out)
+    assert names.count("matmul") == 2 and "concatenate" not in names   # (one pass)
+    assert out.chunks == ((4, 4, 2), (3,))
+    # the closed form of least squares' gradient, per row of W
+    expected = (2.0 / 60) * (Xn @ Wn.T - yn[:, None]).T @ Xn
+    np.testing.assert_allclose(out.compute(), expected, rtol=1e-12)
+    # out_dims keeps its meaning
+    t = vmap(lambda w: w * 2.0, out_dims=1, chunk_size=3)(W)
+    np.testing.assert_allclose(t.compute(), 2 * Wn.T)
+
+
+def test_a_small_seed_of_ones_is_one_chunk():
+    # vmap(grad(f)) seeds the backward pass with ones per example: chunked like the batch in
+    # pieces of k, Dask's scheduler held the whole (n, B) residual of least squares
+    from arrayad.backends import backend_of
+    x = da.ones(40, chunks=4)
+    assert backend_of(x).xp.ones_like(x).chunks == ((40,),)
+    big = da.zeros(2 ** 18, chunks=2 ** 15)   # (2 MiB: chunked like x, as the arrays it meets)
+    assert backend_of(big).xp.ones_like(big).chunks == big.chunks

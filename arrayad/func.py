@@ -856,6 +856,9 @@ class _Rows:
             return xp.zeros((m,) + self.shape, dtype=self.dtype)
         if self.n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
             return xp.ones((1,) + self.shape, dtype=self.dtype)
+        if start == 0 and stop == self.n and len(self.shape) == 1:
+            # the whole identity (Dask's eye is known to be one: a matmul by it is skipped)
+            return xp.eye(self.n, dtype=self.dtype)
         # (rows start:stop of the identity; eye(m, n, k=start) would do, but Dask's loses a
         # dependency when it is reshaped)
         rows = xp.reshape(xp.arange(start, stop), (m, 1)) == xp.arange(self.n)

@@ -19,6 +19,7 @@ Cases (default sizes run in about a minute; ``--full`` for the issue's sizes):
   diff       grad of sum(sin(diff(x))) (hand: pad(g, (1, 0)) - pad(g, (0, 1)))
   concat     grad of sum(sin(concat([x[:1], x, x[-1:]]))) (edge padding; hand: da.concatenate)
   movavg     grad of sum(sin(moving average of 3)) (hand: three padded cotangents)
+  hessian    hessian of the lstsq loss (hand: (2 / n) X.T @ X)
   vmap_chunk vmap(grad(lstsq loss), chunk_size=k) over B = 4k weight vectors (Dask, chunks of
              k rows), X (n, 8) (hand: the per-sample gradients as one matmul on the same chunks)
   cluster    lstsq on a dask.distributed LocalCluster (2 worker processes, 1 thread each): both
@@ -48,6 +49,7 @@ SIZES = {
     "diff": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
     "concat": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
     "movavg": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "hessian": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
     "vmap_chunk": (dict(n=1_000_000, chunk=125_000, k=8), dict(n=10_000_000, chunk=500_000, k=8)),
     "cluster": (dict(n=2_000_000, chunk=250_000), dict(n=20_000_000, chunk=1_000_000)),
 }
@@ -68,6 +70,15 @@ def _build(case, impl, n, chunk, k=None):
         import arrayad as ad
         from arrayad.func import grad
         return grad(lambda w: ad.mean((X @ w - y) ** 2))(w)
+    if case == "hessian":
+        X = da.random.default_rng(0).standard_normal((n, d), chunks=(chunk, d))
+        y = da.random.default_rng(1).standard_normal((n,), chunks=(chunk,))
+        w = da.from_array(np.linspace(-1, 1, d))
+        if impl == "hand":
+            return (2.0 / n) * (X.T @ X)
+        import arrayad as ad
+        from arrayad.func import hessian
+        return hessian(lambda w: ad.mean((X @ w - y) ** 2))(w)
     if case == "sum_xw":
         x = da.random.default_rng(0).standard_normal((n, d), chunks=(chunk, d))
         w = da.from_array(np.linspace(-1, 1, d))

@@ -178,3 +178,50 @@ def test_products_with_dask_identities_match_numpy():
         out = xp.matmul(x1, x2)
         assert out.dtype == np.float64
         np.testing.assert_array_equal(out.compute(), expected)
+
+
+# -- rechunk, to_backend_array, Dask's functions refused by name -----------------------------------
+def test_rechunk_is_differentiable():
+    xn = np.linspace(0.5, 3.0, 6)
+    x = da.from_array(xn, chunks=3)
+    with no_compute():
+        g = grad(lambda t: ad.sum(ad.sin(t.rechunk(2)) ** 2))(x)
+        out, tangent = jvp(lambda t: ad.sin(ad.dask.rechunk(t, {0: 2})), (x,), (da.ones_like(x),))
+        rows = vmap(lambda r: r.rechunk(2) * 3.0)(da.from_array(np.ones((3, 4)), chunks=(1, 4)))
+    assert g.chunks == x.chunks                  # (the cotangent back in the input's chunks)
+    assert out.chunks == tangent.chunks == ((2, 2, 2),)
+    assert rows.chunks == ((1, 1, 1), (2, 2))    # (the batch axis left as it was)
+    np.testing.assert_allclose(g.compute(), np.sin(2 * xn))   # d/dx sin(x)^2
+    np.testing.assert_allclose(tangent.compute(), np.cos(xn))
+    # central differences of the whole function, through rechunk
+    h = 1e-6
+    f = lambda v: float(ad.sum(ad.sin(ad.asarray(da.from_array(v, chunks=3)).rechunk(2)) ** 2))  # noqa: E731
+    fd = [(f(xn + h * e) - f(xn - h * e)) / (2 * h) for e in np.eye(6)]
+    np.testing.assert_allclose(g.compute(), fd, atol=1e-6)
+
+
+def test_rechunk_on_other_backends_is_the_identity(backend):
+    from conftest import to_numpy
+    x = backend(np.arange(3.0))
+    np.testing.assert_array_equal(to_numpy(ad.asarray(x).rechunk(2)), [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(to_numpy(grad(lambda t: ad.sum(t.rechunk(2) ** 2))(x)),
+                               [0.0, 2.0, 4.0])
+
+
+def test_to_backend_array_gives_the_backend_array():
+    x = da.ones(6, chunks=3)
+    t = ad.asarray(x)
+    assert t.to_backend_array() is x
+    with pytest.raises(RuntimeError, match="detach"):
+        ad.tensor(np.ones(2), requires_grad=True).to_backend_array()
+    with pytest.raises(RuntimeError, match="to_backend_array"):
+        grad(lambda v: ad.sum(ad.asarray(v.to_backend_array())))(np.ones(2))
+
+
+@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap"])
+def test_dask_functions_on_tracers_are_refused_by_name(call):
+    f = {"da.cumsum": lambda t: da.cumsum(t),
+         "method map_blocks": lambda t: t.map_blocks(np.sin),
+         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1)}[call]
+    with pytest.raises(TypeError, match=r"is Dask's (?s:.*)to_backend_array"):
+        grad(lambda t: ad.sum(f(t)))(da.ones(6, chunks=3))

@@ -225,3 +225,56 @@ def test_dask_functions_on_tracers_are_refused_by_name(call):
          "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1)}[call]
     with pytest.raises(TypeError, match=r"is Dask's (?s:.*)to_backend_array"):
         grad(lambda t: ad.sum(f(t)))(da.ones(6, chunks=3))
+
+
+# -- arrayad.dask.map_blocks -----------------------------------------------------------------------
+def _block_f(a, b):
+    return ad.sin(a) * b - ad.cumulative_sum(a)   # (mixes the values within a block)
+
+
+def _per_block(a, b, chunks):
+    # the reference: f on NumPy pieces cut at the blocks' bounds, joined
+    bounds = np.cumsum((0,) + chunks)
+    return ad.concat([_block_f(a[s:e], b[s:e]) for s, e in zip(bounds[:-1], bounds[1:])])
+
+
+def test_map_blocks_under_grad_jvp_vmap_and_hessian():
+    import arrayad.dask as add
+    xn, yn = np.linspace(0.5, 3.0, 6), np.linspace(-1.0, 1.0, 6)
+    x, y = da.from_array(xn, chunks=3), da.from_array(yn, chunks=2)   # (y cut like x)
+
+    def mb(a, b):
+        return add.map_blocks(_block_f, a, b)
+
+    def ref(a, b):
+        return _per_block(a, b, (3, 3))
+
+    with no_compute():
+        gx, gy = grad(lambda a, b: ad.sum(mb(a, b) ** 2), argnums=(0, 1))(x, y)
+        _, t = jvp(lambda a: mb(a, y), (x,), (da.ones_like(x),))
+        rows = vmap(lambda r: mb(r, y))(da.from_array(np.stack([xn, 2 * xn]), chunks=(1, 3)))
+        h = hessian(lambda a: ad.sum(mb(a, y) ** 2))(x)
+    rx, ry = grad(lambda a, b: ad.sum(ref(a, b) ** 2), argnums=(0, 1))(xn, yn)
+    np.testing.assert_allclose(gx.compute(), rx, rtol=1e-12)
+    np.testing.assert_allclose(gy.compute(), ry, rtol=1e-12)
+    np.testing.assert_allclose(t.compute(), jvp(lambda a: ref(a, yn), (xn,), (np.ones(6),))[1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(rows.compute(), np.stack([ref(xn, yn), ref(2 * xn, yn)]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(h.compute(), hessian(lambda a: ad.sum(ref(a, yn) ** 2))(xn),
+                               rtol=1e-10)
+    # central differences of the loss itself
+    loss = lambda v: float(ad.sum(mb(da.from_array(v, chunks=3), y) ** 2).compute())  # noqa: E731
+    fd = [(loss(xn + 1e-6 * e) - loss(xn - 1e-6 * e)) / 2e-6 for e in np.eye(6)]
+    np.testing.assert_allclose(gx.compute(), fd, rtol=1e-6)
+
+
+def test_map_blocks_on_numpy_is_f_of_the_whole_arrays(backend):
+    from conftest import to_numpy
+    import arrayad.dask as add
+    xn, yn = np.linspace(0.5, 3.0, 6), np.linspace(-1.0, 1.0, 6)
+    g = grad(lambda a: ad.sum(add.map_blocks(_block_f, a, backend(yn)) ** 2))(backend(xn))
+    expected = grad(lambda a: ad.sum(_block_f(a, yn) ** 2))(xn)
+    np.testing.assert_allclose(to_numpy(g), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="map_blocks: the arrays differ in shape"):
+        add.map_blocks(_block_f, backend(xn), backend(yn[:3]))

@@ -13,6 +13,7 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 import arrayad as ad  # noqa: E402
+import arrayad.dask  # noqa: E402,F401  (ad.dask)
 from arrayad.func import grad, hessian, jvp, vmap  # noqa: E402
 
 

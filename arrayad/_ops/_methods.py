@@ -8,6 +8,7 @@ list is written once for eager tensors and every kind of tracer.
 
 from ._namespace import ops
 from .._core._core import alias
+from . import chunks as _chunks
 from .views import reshapes_without_copy, update_in_place
 
 
@@ -326,8 +327,7 @@ def to_backend_array(self):
 def rechunk(self, chunks="auto"):
     """``arrayad.dask.rechunk(self, chunks)``: new Dask chunks, differentiably (on another
     backend, the array itself)."""
-    from ..dask import rechunk
-    return rechunk(self, chunks)
+    return _chunks.rechunk(self, chunks)
 
 
 def _dask_only(name):

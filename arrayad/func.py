@@ -858,6 +858,9 @@ class _Rows:
             return xp.zeros((m,) + self.shape, dtype=self.dtype)
         if self.n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
             return xp.ones((1,) + self.shape, dtype=self.dtype)
+        if start == 0 and stop == self.n and len(self.shape) == 1:
+            # the whole identity (Dask's eye is known to be one: a matmul by it is skipped)
+            return xp.eye(self.n, dtype=self.dtype)
         # (rows start:stop of the identity; eye(m, n, k=start) would do, but Dask's loses a
         # dependency when it is reshaped)
         rows = xp.reshape(xp.arange(start, stop), (m, 1)) == xp.arange(self.n)
@@ -1377,6 +1380,13 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
             leaves = [x.rows(0, size) if isinstance(x, _Rows) else x for x in leaves]
             return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
         chunk_size = 1
+    if not loop_rows and _dask_batched(leaves, dims):
+        # Dask: passes over the batch joined into one graph each read all the unbatched
+        # arrays they share (X of a loss over data): Dask then holds all of X until the last
+        # pass (+1.9 GB against +93 MiB). One pass over a batch chunked by chunk_size bounds
+        # each task's memory as the passes did, and reads X once.
+        leaves = [x if d is None else x.rechunk({d: chunk_size}) for x, d in zip(leaves, dims)]
+        return _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs)
     state = get_rng_state() if randomness == "same" else None
     parts = []
     for start in range(0, size, chunk_size):
@@ -1399,6 +1409,19 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
         pieces = [tree_flatten(p)[0][i] for p in parts]
         joined.append(pieces[0] if d is None else join(pieces, axis=d))
     return tree_unflatten(joined, out_spec)
+
+
+def _dask_batched(leaves, dims):
+    """Whether the mapped leaves are plain Dask arrays (and at least one is), which a rechunk
+    along the batch axis can split (a tracer's value has no rechunk of its own)."""
+    mapped = [x for x, d in zip(leaves, dims) if d is not None]
+    if not mapped or any(isinstance(x, _Rows) for x in mapped):
+        return False
+    try:
+        import dask.array as da
+    except ImportError:
+        return False
+    return all(type(x) is da.Array for x in mapped)
 
 
 def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):

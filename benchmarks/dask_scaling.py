@@ -15,6 +15,13 @@ Cases (default sizes run in about a minute; ``--full`` for the issue's sizes):
   sum_xw     grad over w of sum(x * w), x (n, 8)
   getitem    grad of sum(sin(x[idx])), x (n,), k random indices (hand: da.bincount)
   sort       grad of sum(sort(x)[:k] ** 2), x (n,) (hand: argsort + da.bincount)
+  slice      grad of sum(sin(x[1:-1])), x (n,) chunked (hand: the cotangent padded with da.pad)
+  diff       grad of sum(sin(diff(x))) (hand: pad(g, (1, 0)) - pad(g, (0, 1)))
+  concat     grad of sum(sin(concat([x[:1], x, x[-1:]]))) (edge padding; hand: da.concatenate)
+  movavg     grad of sum(sin(moving average of 3)) (hand: three padded cotangents)
+  hessian    hessian of the lstsq loss (hand: (2 / n) X.T @ X)
+  vmap_chunk vmap(grad(lstsq loss), chunk_size=k) over B = 4k weight vectors (Dask, chunks of
+             k rows), X (n, 8) (hand: the per-sample gradients as one matmul on the same chunks)
   cluster    lstsq on a dask.distributed LocalCluster (2 worker processes, 1 thread each): both
              gradients on one cluster, computed alternately; median wall time and the workers'
              CPU time (no memory figure: both run on the same workers)
@@ -38,6 +45,12 @@ SIZES = {
     "sum_xw": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
     "getitem": (dict(n=1_000_000, k=10_000, chunk=250_000),) * 2,   # (the issue's size)
     "sort": (dict(n=1_000_000, k=10_000, chunk=250_000),) * 2,
+    "slice": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "diff": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "concat": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "movavg": (dict(n=10_000_000, chunk=1_000_000), dict(n=100_000_000, chunk=2_000_000)),
+    "hessian": (dict(n=4_000_000, chunk=250_000), dict(n=40_000_000, chunk=1_000_000)),
+    "vmap_chunk": (dict(n=1_000_000, chunk=125_000, k=8), dict(n=10_000_000, chunk=500_000, k=8)),
     "cluster": (dict(n=2_000_000, chunk=250_000), dict(n=20_000_000, chunk=1_000_000)),
 }
 
@@ -57,6 +70,15 @@ def _build(case, impl, n, chunk, k=None):
         import arrayad as ad
         from arrayad.func import grad
         return grad(lambda w: ad.mean((X @ w - y) ** 2))(w)
+    if case == "hessian":
+        X = da.random.default_rng(0).standard_normal((n, d), chunks=(chunk, d))
+        y = da.random.default_rng(1).standard_normal((n,), chunks=(chunk,))
+        w = da.from_array(np.linspace(-1, 1, d))
+        if impl == "hand":
+            return (2.0 / n) * (X.T @ X)
+        import arrayad as ad
+        from arrayad.func import hessian
+        return hessian(lambda w: ad.mean((X @ w - y) ** 2))(w)
     if case == "sum_xw":
         x = da.random.default_rng(0).standard_normal((n, d), chunks=(chunk, d))
         w = da.from_array(np.linspace(-1, 1, d))
@@ -65,7 +87,23 @@ def _build(case, impl, n, chunk, k=None):
         import arrayad as ad
         from arrayad.func import grad
         return grad(lambda w: ad.sum(x * w))(w)
+    if case == "vmap_chunk":
+        # per-sample gradients of lstsq for B = 4k weight vectors, k at a time
+        X = da.random.default_rng(0).standard_normal((n, d), chunks=(chunk, d))
+        y = da.random.default_rng(1).standard_normal((n,), chunks=(chunk,))
+        B = 4 * k
+        W = da.from_array(np.linspace(-1, 1, B * d).reshape(B, d), chunks=(k, d))
+        if impl == "hand":
+            return ((2.0 / n) * (X.T @ (X @ W.T - y[:, None]))).T
+        import arrayad as ad
+        from arrayad.func import grad, vmap
+        return vmap(grad(lambda w: ad.mean((X @ w - y) ** 2)), chunk_size=k)(W)
     x = da.random.default_rng(0).standard_normal((n,), chunks=(chunk,))
+    if case in ("slice", "diff", "concat", "movavg"):
+        # losses of slices along the chunked axis; by hand, the cotangents padded into place.
+        # The gradient is reduced to its sum of squares, so that the peak measured is the
+        # working memory and not the n-element result.
+        return da.sum(_chunked_axis(case, impl, x) ** 2)
     if case == "getitem":
         idx = da.from_array(np.random.default_rng(1).integers(0, n, k))
         if impl == "hand":
@@ -84,6 +122,29 @@ def _build(case, impl, n, chunk, k=None):
         from arrayad.func import grad
         return grad(lambda x: ad.sum(ad.sort(x)[:k] ** 2))(x)
     raise ValueError(case)
+
+
+def _chunked_axis(case, impl, x):
+    import dask.array as da
+    if impl == "hand":
+        pad = da.pad
+        if case == "slice":
+            return pad(da.cos(x[1:-1]), (1, 1))
+        if case == "diff":
+            g = da.cos(x[1:] - x[:-1])
+            return pad(g, (1, 0)) - pad(g, (0, 1))
+        if case == "concat":   # edge padding: x's first and last elements twice
+            g = da.cos(x)
+            return da.concatenate([2 * g[:1], g[1:-1], 2 * g[-1:]])
+        g = da.cos((x[2:] + x[1:-1] + x[:-2]) / 3) / 3
+        return pad(g, (2, 0)) + pad(g, (1, 1)) + pad(g, (0, 2))
+    import arrayad as ad
+    from arrayad.func import grad
+    loss = {"slice": lambda x: ad.sum(ad.sin(x[1:-1])),
+            "diff": lambda x: ad.sum(ad.sin(ad.diff(x))),
+            "concat": lambda x: ad.sum(ad.sin(ad.concat([x[:1], x, x[-1:]]))),
+            "movavg": lambda x: ad.sum(ad.sin((x[2:] + x[1:-1] + x[:-2]) / 3))}[case]
+    return grad(loss)(x)
 
 
 def _measure(case, impl, params, repeat):

@@ -125,6 +125,22 @@ def _to_numpy(x, dtype=None, copy=None):
     return np.array(out, copy=True) if copy else out
 
 
+@decl.glue
+def _to_backend_array(x):
+    if isinstance(x, Tensor):
+        if x.requires_grad:
+            raise RuntimeError(
+                "arrayad: to_backend_array() of a Tensor that requires grad would drop its "
+                "gradient. Use tensor.detach().to_backend_array() instead.")
+        return x._value
+    if _core.in_transform():
+        return _concrete(x, "to_backend_array")   # (refuses what would lose a derivative)
+    raise RuntimeError(
+        f"arrayad: to_backend_array() of an array under a transform ({type(x).__name__}) would "
+        f"drop its derivative or its batch dimension. Use arrayad functions on it, or call it "
+        f"on the transform's result.")
+
+
 # -- NumPy protocols --------------------------------------------------------------------------------
 _UFUNC_NAMES = {
     "absolute": "abs", "fabs": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin",

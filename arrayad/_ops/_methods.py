@@ -8,6 +8,7 @@ list is written once for eager tensors and every kind of tracer.
 
 from ._namespace import ops
 from .._core._core import alias
+from . import chunks as _chunks
 from .views import reshapes_without_copy, update_in_place
 
 
@@ -317,6 +318,40 @@ def cpu(self):
 def numpy(self):
     """The values as a NumPy array (refused for a tensor that requires grad, as in torch)."""
     return ops._to_numpy(self)
+
+
+@method
+def to_backend_array(self):
+    """The backend's own array under this one (a NumPy, torch, CuPy, array-api-strict, Dask or
+    JAX array), not a copy: what the backend's functions take (``da.map_blocks``,
+    ``torch.compile``d code). Refused, as ``numpy()``, for a tensor that requires grad (use
+    ``detach()`` first) and inside a transform for a value that carries a derivative or a batch
+    dimension."""
+    return ops._to_backend_array(self)
+
+
+@method
+def rechunk(self, chunks="auto"):
+    """``arrayad.dask.rechunk(self, chunks)``: new Dask chunks, differentiably (on another
+    backend, the array itself)."""
+    return _chunks.rechunk(self, chunks)
+
+
+def _dask_only(name):
+    def refuse(self, *args, **kwargs):
+        raise TypeError(
+            f"arrayad: {name} is Dask's (called as a method, or by a Dask function such as "
+            f"da.cumsum or da.map_blocks) and cannot see through an arrayad {type(self).__name__}:"
+            f" its derivative would be lost. Use arrayad's functions on it (they run on Dask chunk"
+            f" by chunk: ad.cumulative_sum, ad.diff, x.rechunk(...)), or call Dask outside the "
+            f"transform on x.to_backend_array().")
+    refuse.__name__ = name
+    refuse.__doc__ = f"Refused: Dask's ``{name}`` does not differentiate arrayad values."
+    return refuse
+
+
+for _name in ("map_blocks", "map_overlap", "blockwise"):
+    METHODS[_name] = _dask_only(_name)
 
 
 @method

@@ -1,0 +1,281 @@
+"""Dask gradients along the chunked axis: the VJP of a unit-step slice pads the cotangent with
+zeros chunked like the input (as a hand-written Dask gradient does) instead of writing into a
+zeros array with ``__setitem__``.
+
+References: the same functions' gradients written by hand in NumPy (closed forms), and torch.func
+where torch is installed; the structure of the graph (no ``setitem`` layer, zeros chunked like the
+input) is checked on Dask's own graph.
+"""
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+import arrayad as ad  # noqa: E402
+import arrayad.dask  # noqa: E402,F401  (ad.dask)
+from arrayad.func import grad, hessian, jvp, vmap  # noqa: E402
+
+
+def _raising_scheduler(*args, **kwargs):
+    raise AssertionError("a dask graph was computed while a gradient graph was being built")
+
+
+def no_compute():
+    return dask.config.set(scheduler=_raising_scheduler)
+
+
+def _layer_names(a):
+    return [name.rsplit("-", 1)[0] for name in a.__dask_graph__().layers]
+
+
+def _pad(g, lo, hi):
+    return np.concatenate([np.zeros(lo), g, np.zeros(hi)])
+
+
+# loss on a 1-d x, and its gradient written by hand in NumPy
+CHUNKED_AXIS = {
+    "slice": (lambda x: ad.sum(ad.sin(x[1:-1])),
+              lambda x: _pad(np.cos(x[1:-1]), 1, 1)),
+    "diff": (lambda x: ad.sum(ad.sin(ad.diff(x))),
+             lambda x: _pad(np.cos(np.diff(x)), 1, 0) - _pad(np.cos(np.diff(x)), 0, 1)),
+    "diff n=2": (lambda x: ad.sum(ad.sin(ad.diff(x, n=2))),
+                 lambda x: (_pad(np.cos(np.diff(x, 2)), 2, 0) - 2 * _pad(np.cos(np.diff(x, 2)), 1, 1)
+                            + _pad(np.cos(np.diff(x, 2)), 0, 2))),
+    "concat (edge padding)": (lambda x: ad.sum(ad.sin(ad.concat([x[:1], x, x[-1:]]))),
+                              lambda x: np.cos(x) * np.r_[2, np.ones(len(x) - 2), 2]),
+    "moving average": (lambda x: ad.sum(ad.sin((x[2:] + x[1:-1] + x[:-2]) / 3)),
+                       lambda x: sum(_pad(np.cos((x[2:] + x[1:-1] + x[:-2]) / 3) / 3, lo, 2 - lo)
+                                     for lo in range(3))),
+    "int and negative int": (lambda x: ad.sin(x[3]) + ad.sin(x[-1]),
+                             lambda x: np.cos(x) * (np.arange(len(x)) % (len(x) - 1) == 3)
+                             + np.cos(x) * (np.arange(len(x)) == len(x) - 1)),
+    "empty slice": (lambda x: ad.sum(ad.sin(x[5:2])) + ad.sum(x[4:]),
+                    lambda x: _pad(np.ones(len(x) - 4), 4, 0)),
+}
+
+
+@pytest.mark.parametrize("name", list(CHUNKED_AXIS))
+def test_chunked_axis_gradients_pad_instead_of_setitem(name):
+    f, hand = CHUNKED_AXIS[name]
+    xn = np.random.default_rng(0).standard_normal(203)
+    x = da.from_array(xn, chunks=50)
+    with no_compute():
+        g = grad(f)(x)
+    assert "setitem" not in _layer_names(g)
+    # the zeros follow x's chunk boundaries (da.pad would chunk them like the padded value: one
+    # element per chunk for x[:1]); the slices' offsets split chunks (a few per chunk of x), as
+    # in a hand-written gradient
+    assert set(np.cumsum(x.chunks[0])) <= set(np.cumsum(g.chunks[0]))
+    assert len(g.chunks[0]) <= 6 * len(x.chunks[0])
+    np.testing.assert_allclose(g.compute(), hand(xn), rtol=1e-12, atol=1e-12)
+
+
+KEYS = {
+    "rows 1:": (slice(1, None),),
+    "block and int": (slice(2, -3), 1),
+    "None, Ellipsis, int": (None, Ellipsis, 3),
+    "Ellipsis, columns": (Ellipsis, slice(1, -1)),
+    "step 2 (scatter)": (slice(None, None, 2),),
+    "negative step": (slice(None, None, -1), slice(1, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_two_dimensional_keys_match_numpy(name):
+    key = KEYS[name]
+    xn = np.random.default_rng(1).standard_normal((7, 9))
+    wn = np.arange(1.0, 1.0 + xn[key].size).reshape(xn[key].shape)
+    w = da.from_array(wn)
+    with no_compute():
+        g = grad(lambda x: ad.sum(ad.sin(x[key]) * w))(da.from_array(xn, chunks=(3, 4)))
+    expected = np.zeros_like(xn)
+    np.add.at(expected, key, np.cos(xn[key]) * wn)
+    np.testing.assert_allclose(g.compute(), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
+                            "ignore:invalid value:RuntimeWarning")
+def test_strong_zeros_survive_the_padding():
+    # NOTE [strong zeros]: the positions outside the slice are zero by construction, so that
+    # sqrt's infinite derivative at 0 gives 0 there, on Dask as on NumPy
+    xn = np.array([0.0, 1.0, 4.0, 9.0, 0.0, 2.0])
+
+    def f(x):
+        return ad.sum(ad.sqrt(x)[1:4] * 2.0)
+
+    g = grad(f)(da.from_array(xn, chunks=4)).compute()
+    np.testing.assert_array_equal(g, [0.0, 1.0, 0.5, 1 / 3, 0.0, 0.0])
+
+
+def test_slices_under_vmap_and_jvp_match_numpy():
+    xn = np.random.default_rng(2).standard_normal((4, 11))
+    x = da.from_array(xn, chunks=(2, 4))
+    f = CHUNKED_AXIS["moving average"][0]
+    hand = CHUNKED_AXIS["moving average"][1]
+    with no_compute():
+        per_row = vmap(grad(f))(x)
+        t = da.ones_like(x[0])
+        _, tangent = jvp(grad(f), (x[0],), (t,))
+    np.testing.assert_allclose(per_row.compute(), np.stack([hand(r) for r in xn]), atol=1e-12)
+    # the JVP of the gradient along ones: central differences of the hand-written gradient
+    h = 1e-6
+    fd = (hand(xn[0] + h) - hand(xn[0] - h)) / (2 * h)
+    np.testing.assert_allclose(tangent.compute(), fd, atol=1e-6)
+
+
+# -- vmap(chunk_size=) over Dask arrays ------------------------------------------------------------
+def test_vmap_chunk_size_on_dask_is_one_pass_over_the_data():
+    # Passes over the batch joined into one graph each read X: Dask then held all of X until
+    # the last pass. On Dask, chunk_size chunks the batch axis of one pass instead.
+    rng = np.random.default_rng(3)
+    Xn, yn, Wn = rng.standard_normal((60, 3)), rng.standard_normal(60), rng.standard_normal((10, 3))
+    X, y = da.from_array(Xn, chunks=(20, 3)), da.from_array(yn, chunks=20)
+    W = da.from_array(Wn, chunks=(10, 3))
+    f = grad(lambda w: ad.mean((X @ w - y) ** 2))
+    with no_compute():
+        out = vmap(f, chunk_size=4)(W)
+    names = _layer_names(out)
+    assert names.count("matmul") == 2 and "concatenate" not in names   # (one pass)
+    assert out.chunks == ((4, 4, 2), (3,))
+    # the closed form of least squares' gradient, per row of W
+    expected = (2.0 / 60) * (Xn @ Wn.T - yn[:, None]).T @ Xn
+    np.testing.assert_allclose(out.compute(), expected, rtol=1e-12)
+    # out_dims keeps its meaning
+    t = vmap(lambda w: w * 2.0, out_dims=1, chunk_size=3)(W)
+    np.testing.assert_allclose(t.compute(), 2 * Wn.T)
+
+
+def test_a_small_seed_of_ones_is_one_chunk():
+    # vmap(grad(f)) seeds the backward pass with ones per example: chunked like the batch in
+    # pieces of k, Dask's scheduler held the whole (n, B) residual of least squares
+    from arrayad.backends import backend_of
+    x = da.ones(40, chunks=4)
+    assert backend_of(x).xp.ones_like(x).chunks == ((40,),)
+    big = da.zeros(2 ** 18, chunks=2 ** 15)   # (2 MiB: chunked like x, as the arrays it meets)
+    assert backend_of(big).xp.ones_like(big).chunks == big.chunks
+
+
+# -- hessian: no product by the identity ------------------------------------------------------------
+def test_hessian_of_least_squares_does_not_multiply_by_an_identity():
+    # jacfwd's basis is the identity: X @ I per chunk doubled the time and memory of X.T @ X
+    rng = np.random.default_rng(4)
+    Xn, yn, wn = rng.standard_normal((60, 3)), rng.standard_normal(60), rng.standard_normal(3)
+    X, y = da.from_array(Xn, chunks=(20, 3)), da.from_array(yn, chunks=20)
+    with no_compute():
+        h = hessian(lambda w: ad.mean((X @ w - y) ** 2))(da.from_array(wn))
+    assert _layer_names(h).count("matmul") == 1 and "eq" not in _layer_names(h)
+    np.testing.assert_allclose(h.compute(), (2.0 / 60) * Xn.T @ Xn, rtol=1e-12)
+
+
+def test_products_with_dask_identities_match_numpy():
+    from arrayad.backends import backend_of
+    xp = backend_of(da.zeros(1)).xp
+    a = np.arange(12.0).reshape(4, 3)
+    eye3 = xp.eye(3, dtype=np.float32)
+    for x1, x2, expected in [(da.from_array(a), eye3, a), (xp.matrix_transpose(eye3), da.from_array(a.T), a.T),
+                             (da.from_array(a[0]), eye3, a[0]), (eye3, da.from_array(a[0]), a[0]),
+                             (xp.eye(4, 3), da.from_array(a.T), np.eye(4, 3) @ a.T)]:
+        out = xp.matmul(x1, x2)
+        assert out.dtype == np.float64
+        np.testing.assert_array_equal(out.compute(), expected)
+
+
+# -- rechunk, to_backend_array, Dask's functions refused by name -----------------------------------
+def test_rechunk_is_differentiable():
+    xn = np.linspace(0.5, 3.0, 6)
+    x = da.from_array(xn, chunks=3)
+    with no_compute():
+        g = grad(lambda t: ad.sum(ad.sin(t.rechunk(2)) ** 2))(x)
+        out, tangent = jvp(lambda t: ad.sin(ad.dask.rechunk(t, {0: 2})), (x,), (da.ones_like(x),))
+        rows = vmap(lambda r: r.rechunk(2) * 3.0)(da.from_array(np.ones((3, 4)), chunks=(1, 4)))
+    assert g.chunks == x.chunks                  # (the cotangent back in the input's chunks)
+    assert out.chunks == tangent.chunks == ((2, 2, 2),)
+    assert rows.chunks == ((1, 1, 1), (2, 2))    # (the batch axis left as it was)
+    np.testing.assert_allclose(g.compute(), np.sin(2 * xn))   # d/dx sin(x)^2
+    np.testing.assert_allclose(tangent.compute(), np.cos(xn))
+    # central differences of the whole function, through rechunk
+    h = 1e-6
+    f = lambda v: float(ad.sum(ad.sin(ad.asarray(da.from_array(v, chunks=3)).rechunk(2)) ** 2))  # noqa: E731
+    fd = [(f(xn + h * e) - f(xn - h * e)) / (2 * h) for e in np.eye(6)]
+    np.testing.assert_allclose(g.compute(), fd, atol=1e-6)
+
+
+def test_rechunk_on_other_backends_is_the_identity(backend):
+    from conftest import to_numpy
+    x = backend(np.arange(3.0))
+    np.testing.assert_array_equal(to_numpy(ad.asarray(x).rechunk(2)), [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(to_numpy(grad(lambda t: ad.sum(t.rechunk(2) ** 2))(x)),
+                               [0.0, 2.0, 4.0])
+
+
+def test_to_backend_array_gives_the_backend_array():
+    x = da.ones(6, chunks=3)
+    t = ad.asarray(x)
+    assert t.to_backend_array() is x
+    with pytest.raises(RuntimeError, match="detach"):
+        ad.tensor(np.ones(2), requires_grad=True).to_backend_array()
+    with pytest.raises(RuntimeError, match="to_backend_array"):
+        grad(lambda v: ad.sum(ad.asarray(v.to_backend_array())))(np.ones(2))
+
+
+@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap"])
+def test_dask_functions_on_tracers_are_refused_by_name(call):
+    f = {"da.cumsum": lambda t: da.cumsum(t),
+         "method map_blocks": lambda t: t.map_blocks(np.sin),
+         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1)}[call]
+    with pytest.raises(TypeError, match=r"is Dask's (?s:.*)to_backend_array"):
+        grad(lambda t: ad.sum(f(t)))(da.ones(6, chunks=3))
+
+
+# -- arrayad.dask.map_blocks -----------------------------------------------------------------------
+def _block_f(a, b):
+    return ad.sin(a) * b - ad.cumulative_sum(a)   # (mixes the values within a block)
+
+
+def _per_block(a, b, chunks):
+    # the reference: f on NumPy pieces cut at the blocks' bounds, joined
+    bounds = np.cumsum((0,) + chunks)
+    return ad.concat([_block_f(a[s:e], b[s:e]) for s, e in zip(bounds[:-1], bounds[1:])])
+
+
+def test_map_blocks_under_grad_jvp_vmap_and_hessian():
+    import arrayad.dask as add
+    xn, yn = np.linspace(0.5, 3.0, 6), np.linspace(-1.0, 1.0, 6)
+    x, y = da.from_array(xn, chunks=3), da.from_array(yn, chunks=2)   # (y cut like x)
+
+    def mb(a, b):
+        return add.map_blocks(_block_f, a, b)
+
+    def ref(a, b):
+        return _per_block(a, b, (3, 3))
+
+    with no_compute():
+        gx, gy = grad(lambda a, b: ad.sum(mb(a, b) ** 2), argnums=(0, 1))(x, y)
+        _, t = jvp(lambda a: mb(a, y), (x,), (da.ones_like(x),))
+        rows = vmap(lambda r: mb(r, y))(da.from_array(np.stack([xn, 2 * xn]), chunks=(1, 3)))
+        h = hessian(lambda a: ad.sum(mb(a, y) ** 2))(x)
+    rx, ry = grad(lambda a, b: ad.sum(ref(a, b) ** 2), argnums=(0, 1))(xn, yn)
+    np.testing.assert_allclose(gx.compute(), rx, rtol=1e-12)
+    np.testing.assert_allclose(gy.compute(), ry, rtol=1e-12)
+    np.testing.assert_allclose(t.compute(), jvp(lambda a: ref(a, yn), (xn,), (np.ones(6),))[1],
+                               rtol=1e-12)
+    np.testing.assert_allclose(rows.compute(), np.stack([ref(xn, yn), ref(2 * xn, yn)]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(h.compute(), hessian(lambda a: ad.sum(ref(a, yn) ** 2))(xn),
+                               rtol=1e-10)
+    # central differences of the loss itself
+    loss = lambda v: float(ad.sum(mb(da.from_array(v, chunks=3), y) ** 2).compute())  # noqa: E731
+    fd = [(loss(xn + 1e-6 * e) - loss(xn - 1e-6 * e)) / 2e-6 for e in np.eye(6)]
+    np.testing.assert_allclose(gx.compute(), fd, rtol=1e-6)
+
+
+def test_map_blocks_on_numpy_is_f_of_the_whole_arrays(backend):
+    from conftest import to_numpy
+    import arrayad.dask as add
+    xn, yn = np.linspace(0.5, 3.0, 6), np.linspace(-1.0, 1.0, 6)
+    g = grad(lambda a: ad.sum(add.map_blocks(_block_f, a, backend(yn)) ** 2))(backend(xn))
+    expected = grad(lambda a: ad.sum(_block_f(a, yn) ** 2))(xn)
+    np.testing.assert_allclose(to_numpy(g), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="map_blocks: the arrays differ in shape"):
+        add.map_blocks(_block_f, backend(xn), backend(yn[:3]))

@@ -523,11 +523,15 @@ def _scan_batch(args, dims, *, body, length, reverse, nc, ncarry, save):
     return out, out_dims
 
 
-scan_p = _core.Primitive("scan", _scan_impl, multiple_results=True)
-scan_p.vjp = _scan_vjp
-scan_p.jvp = _scan_jvp
-scan_p.batch = _scan_batch
-_core.register_primitive(scan_p)
+def _loop_primitive(name, impl, vjp, jvp, batch):
+    """A control-flow primitive (its params hold the traced bodies), registered with its rules."""
+    p = _core.Primitive(name, impl, multiple_results=True)
+    p.vjp, p.jvp, p.batch = vjp, jvp, batch
+    _core.register_primitive(p)
+    return p
+
+
+scan_p = _loop_primitive("scan", _scan_impl, _scan_vjp, _scan_jvp, _scan_batch)
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -866,11 +870,7 @@ def _while_batch(args, dims, *, cond, body, ncc, nbc):
     return tuple(out), (0,) * n
 
 
-while_p = _core.Primitive("while_loop", _while_impl, multiple_results=True)
-while_p.vjp = _while_vjp
-while_p.jvp = _while_jvp
-while_p.batch = _while_batch
-_core.register_primitive(while_p)
+while_p = _loop_primitive("while_loop", _while_impl, _while_vjp, _while_jvp, _while_batch)
 
 
 def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
@@ -1094,11 +1094,7 @@ def _switch_batch(args, dims, *, branches, ncs, nops):
     return tuple(result), (0,) * nout
 
 
-switch_p = _core.Primitive("switch", _switch_impl, multiple_results=True)
-switch_p.vjp = _switch_vjp
-switch_p.jvp = _switch_jvp
-switch_p.batch = _switch_batch
-_core.register_primitive(switch_p)
+switch_p = _loop_primitive("switch", _switch_impl, _switch_vjp, _switch_jvp, _switch_batch)
 
 
 def _index_leaf(index, api):

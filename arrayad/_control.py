@@ -66,16 +66,17 @@ def _type_str(shape, dtype):
     return f"{getattr(dtype, 'name', dtype)}[{', '.join(str(s) for s in shape)}]"
 
 
+def _records(leaves):
+    """Whether a Tensor among ``leaves`` requires grad under grad mode (the tape records it)."""
+    return _core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad
+                                           for x in leaves)
+
+
 def _plain(leaves):
     """Whether the call can run as a plain Python loop: no transform open, nothing staging,
     no Tensor among the arguments that would record (NOTE [control flow])."""
-    if _core.interpreters() or _core.thread_state().staging is not None:
-        return False
-    if _core.is_grad_enabled():
-        for x in leaves:
-            if isinstance(x, Tensor) and x.requires_grad:
-                return False
-    return True
+    return not (_core.interpreters() or _core.thread_state().staging is not None
+                or _records(leaves))
 
 
 _PLAIN_STEPS = 32
@@ -84,15 +85,8 @@ _PLAIN_STEPS = 32
 def _want_history(args):
     """Whether a scan's forward keeps its carry history: a reverse transform is open, or a
     Tensor argument that requires grad will record a node (the VJP recomputes it otherwise)."""
-    grad_interp = _core.GradInterpreter
-    for f in _core.interpreters():
-        if isinstance(f, grad_interp):
-            return True
-    if _core.is_grad_enabled():
-        for x in args:
-            if isinstance(x, Tensor) and x.requires_grad:
-                return True
-    return False
+    return (any(isinstance(f, _core.GradInterpreter) for f in _core.interpreters())
+            or _records(args))
 
 
 def _fixed(tree):

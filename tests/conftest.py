@@ -65,6 +65,26 @@ def to_numpy(x):
     return np.asarray(ad.backends.backend_of(x).to_numpy(x))
 
 
+def close_leaves(a, b, tol=1e-10):
+    """``a`` (arrayad results: one or a tuple/list) equals ``b`` (NumPy/JAX/torch references,
+    the same number) to ``tol``, relative and absolute."""
+    a = [to_numpy(v) for v in (a if isinstance(a, (tuple, list)) else (a,))]
+    b = [np.asarray(v) for v in (b if isinstance(b, (tuple, list)) else (b,))]
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+
+
+def no_dask_compute():
+    """A context in which computing any Dask graph fails the test (gradients must stay lazy).
+    A function: dask.config.set changes the configuration when it is made, not when entered."""
+    import dask
+
+    def raising_scheduler(*args, **kwargs):
+        raise AssertionError("a dask graph was computed while a gradient graph was being built")
+    return dask.config.set(scheduler=raising_scheduler)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return Backend(request.param)

@@ -13,7 +13,7 @@ from arrayad._core import _core
 from arrayad.func import (checkpoint, checkpoint_policies, grad, hessian, jacfwd, jacrev, jvp,
                           remat, vjp, vmap)
 
-from conftest import to_numpy
+from conftest import close_leaves as close, to_numpy
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -36,14 +36,6 @@ def block_j(x, W):
 
 def loss(c, xp):
     return lambda x, W: xp.sum(c(c(x, W), W) ** 2)
-
-
-def close(a, b, tol=1e-10):
-    a = [to_numpy(v) for v in (a if isinstance(a, (tuple, list)) else (a,))]
-    b = [np.asarray(v) for v in (b if isinstance(b, (tuple, list)) else (b,))]
-    assert len(a) == len(b)
-    for u, v in zip(a, b):
-        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("policy", [None, checkpoint_policies.dots_saveable])

@@ -12,7 +12,7 @@ from arrayad.func import (custom_jvp, custom_vjp, grad, hessian, jacfwd, jacrev,
                           linearize, vjp, vmap)
 
 from arrayad._core import _core
-from conftest import to_numpy
+from conftest import close_leaves as close
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -20,14 +20,6 @@ jax.config.update("jax_enable_x64", True)
 
 X = np.array([0.3, 1.2, -0.7])
 Y = np.array([2.0, -1.0, 0.5])
-
-
-def close(a, b, tol=1e-10):
-    a = [to_numpy(v) for v in (a if isinstance(a, (tuple, list)) else (a,))]
-    b = [np.asarray(v) for v in (b if isinstance(b, (tuple, list)) else (b,))]
-    assert len(a) == len(b)
-    for u, v in zip(a, b):
-        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
 
 
 # -- the same definitions in both libraries ---------------------------------------------------

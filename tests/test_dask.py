@@ -12,17 +12,9 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 import arrayad as ad  # noqa: E402
+from conftest import no_dask_compute as no_compute  # noqa: E402
 from arrayad._ops.indexing import index_add  # noqa: E402
 from arrayad.func import grad, hessian, jacrev, vmap  # noqa: E402
-
-
-def _raising_scheduler(*args, **kwargs):
-    raise AssertionError("a dask graph was computed while a gradient graph was being built")
-
-
-def no_compute():
-    # (a function: dask.config.set changes the configuration when it is made, not when entered)
-    return dask.config.set(scheduler=_raising_scheduler)
 
 
 def _layers(a):

@@ -39,6 +39,21 @@ _ONE_CHUNK_BYTES = 1 << 20   # ones_like of an array this small is one chunk
 _ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
 
 
+def _mark(out, tag, value=True):
+    """Tag the Dask array ``out`` with what is known of its values (``_ONES``, ``_ZEROS``,
+    ``_EYE``, a lazy broadcast's source) and return it. Dask's own ``out[key] = v`` keeps the
+    Python object and gives it a new graph, with a new ``name`` (a user may do it on
+    ``to_backend_array()``'s result): the tag holds the name it was made for, and lapses with it."""
+    setattr(out, tag, (out.name, value))
+    return out
+
+
+def _marked(x, tag):
+    """The value ``x`` was tagged with (``_mark``) while its graph is the one tagged, else None."""
+    t = getattr(x, tag, None)
+    return t[1] if t is not None and t[0] == getattr(x, "name", None) else None
+
+
 class _Broadcast(da.Array):
     """A lazy broadcast. Rules apply Python's operators to raw cotangents (``-g``, ``g / x``): on
     a lazy broadcast they go through the namespace's functions, as the array API calls do. (A
@@ -85,11 +100,14 @@ def _broadcast(x, shape):
         tuple("auto" if i < lead or x.shape[i - lead] != s else x.chunks[i - lead]
               for i, s in enumerate(shape)), shape, dtype=x.dtype)
     out = da.broadcast_to(x, shape, chunks=chunks)
-    out = _Broadcast(out.dask, out.name, out.chunks, meta=out._meta)
-    setattr(out, _BROADCAST, x)
-    if getattr(x, _ONES, False):
-        setattr(out, _ONES, True)
-    return out
+    out = _mark(_Broadcast(out.dask, out.name, out.chunks, meta=out._meta), _BROADCAST, x)
+    return _mark(out, _ONES) if _marked(x, _ONES) else out
+
+
+def _source(a):
+    """A lazy broadcast's source array, or ``a`` itself."""
+    src = _marked(a, _BROADCAST)
+    return a if src is None else src
 
 
 def _lazy(fn):
@@ -97,14 +115,13 @@ def _lazy(fn):
     arguments: Dask broadcasts them per chunk, against the chunks of the other operands; a
     result still smaller than the full shape is a lazy broadcast again."""
     def call(*args, **kwargs):
-        if not any(isinstance(a, _Broadcast) for a in args):
+        if not any(_marked(a, _BROADCAST) is not None for a in args):
             return fn(*args, **kwargs)
         shapes = [tuple(a.shape) for a in args if isinstance(a, (da.Array, np.ndarray))]
         if any(s != s for shape in shapes for s in shape):   # (unknown sizes: nan)
             return fn(*args, **kwargs)
         shape = np.broadcast_shapes(*shapes)
-        out = fn(*(getattr(a, _BROADCAST) if isinstance(a, _Broadcast) else a for a in args),
-                 **kwargs)
+        out = fn(*(_source(a) for a in args), **kwargs)
         return out if tuple(out.shape) == shape else _broadcast(out, shape)
     call.__name__ = getattr(fn, "__name__", "elementwise")
     call.__doc__ = fn.__doc__
@@ -115,7 +132,7 @@ def _multiply(x1, x2, /):
     # ones * b is b: the seed of a backward pass times a derivative (the VJP of sum(x * w) for
     # w is then sum(x), as by hand, with no product array held beside each chunk of x)
     for a, b in ((x1, x2), (x2, x1)):
-        if getattr(a, _ONES, False) and isinstance(b, da.Array) and \
+        if _marked(a, _ONES) and isinstance(b, da.Array) and \
                 np.broadcast_shapes(a.shape, b.shape) == b.shape and \
                 np.result_type(a.dtype, b.dtype) == b.dtype:
             return b
@@ -405,15 +422,11 @@ class _DaskNamespace:
         # whole (n, B) residual of vmap(grad(least squares)) in memory (293 MiB against 58).
         if x.nbytes <= _ONE_CHUNK_BYTES and "chunks" not in kwargs:
             kwargs["chunks"] = -1
-        out = compat_dask.ones_like(x, **kwargs)
-        setattr(out, _ONES, True)   # (see _multiply)
-        return out
+        return _mark(compat_dask.ones_like(x, **kwargs), _ONES)   # (see _multiply)
 
     @staticmethod
     def zeros_like(x, /, **kwargs):
-        out = compat_dask.zeros_like(x, **kwargs)
-        setattr(out, _ZEROS, True)   # (see DaskBackend.index_add)
-        return out
+        return _mark(compat_dask.zeros_like(x, **kwargs), _ZEROS)   # (see DaskBackend.index_add)
 
     # An identity (a Jacobian's whole basis: jacfwd's tangents, hessian's) times a matrix is
     # that matrix: the Hessian of least squares multiplied every chunk of X by an identity
@@ -421,30 +434,24 @@ class _DaskNamespace:
     @staticmethod
     def eye(n_rows, n_cols=None, /, *, k=0, **kwargs):
         out = compat_dask.eye(n_rows, n_cols, k=k, **kwargs)
-        if k == 0 and n_cols in (None, n_rows):
-            setattr(out, _EYE, True)
-        return out
+        return _mark(out, _EYE) if k == 0 and n_cols in (None, n_rows) else out
 
     @staticmethod
     def matrix_transpose(x, /):
         out = compat_dask.matrix_transpose(x)
-        if getattr(x, _EYE, False):
-            setattr(out, _EYE, True)
-        return out
+        return _mark(out, _EYE) if _marked(x, _EYE) else out
 
     @staticmethod
     def permute_dims(x, /, axes):
         out = compat_dask.permute_dims(x, axes)
-        if getattr(x, _EYE, False):
-            setattr(out, _EYE, True)
-        return out
+        return _mark(out, _EYE) if _marked(x, _EYE) else out
 
     @staticmethod
     def matmul(x1, x2, /):
         dtype = np.result_type(x1.dtype, x2.dtype)
-        if getattr(x2, _EYE, False) and x1.shape[-1] == x2.shape[0]:
+        if _marked(x2, _EYE) and x1.shape[-1] == x2.shape[0]:
             return x1 if x1.dtype == dtype else x1.astype(dtype)
-        if getattr(x1, _EYE, False) and x2.ndim >= 1 and \
+        if _marked(x1, _EYE) and x2.ndim >= 1 and \
                 x2.shape[-2 if x2.ndim > 1 else 0] == x1.shape[0]:
             return x2 if x2.dtype == dtype else x2.astype(dtype)
         return compat_dask.matmul(x1, x2)
@@ -487,7 +494,7 @@ class DaskBackend(Backend):
         # generic one-hot product is O(n * k)).
         key = _concrete_masks(key)
         if _is_basic_key(key) and not _has_negative_step(key):
-            if getattr(base, _ZEROS, False):
+            if _marked(base, _ZEROS):
                 out = _padded(base, key, v)
                 if out is not None:
                     return out
@@ -510,7 +517,7 @@ class DaskBackend(Backend):
             total = added(vals)
         total = da.reshape(total.astype(base.dtype), base.shape).rechunk(base.chunks)
         # (the gradient of a gather scatters into zeros: no pass to add them)
-        return total if getattr(base, _ZEROS, False) else base + total
+        return total if _marked(base, _ZEROS) else base + total
 
     def owned(self, x):
         # a gradient handed out is a plain Dask Array (a lazy broadcast's operators are arrayad's)

@@ -10,7 +10,7 @@ transform in, a tracer of that transform out.
 """
 
 import functools
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _dtypes
 from ._dtypes import is_inexact
@@ -1476,6 +1476,8 @@ def _unbatch(func, interp, o, d, size):
 # custom_vjp, custom_jvp, checkpoint, remat and checkpoint_policies (in __all__) live in
 # arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
 # once both modules are loaded (importing them from here would make an import cycle).
+if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
+    from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat  # noqa: F401
 
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.

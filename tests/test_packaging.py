@@ -2,6 +2,7 @@
 the type information and one version; installed on its own it runs the tour; type checkers see
 the namespace's functions (the stubs are current) and accept the tour's and the getting-started
 page's code."""
+import glob
 import importlib.util
 import os
 import re
@@ -81,15 +82,22 @@ def _code_cells(markdown):
 
 
 def test_type_checker_accepts_user_code(tmp_path):
-    """mypy, with the stubs, on the getting-started page and the tour: a
+    """mypy, with the stubs, on the tour, the getting-started page and every tutorial: a
     function the namespace declares at import time is known (``ad.sin``), a transform's result
-    unpacks as documented, a Tensor has its attributes."""
+    unpacks as documented, a Tensor has its attributes, what ``arrayad.func`` sets at import
+    time (``custom_vjp``, ``checkpoint``) is seen there."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is a test extra")
     files = [os.path.join(ROOT, "arrayad", "__main__.py")]
-    path = tmp_path / "getting_started.py"
-    path.write_text("\n".join(_code_cells("docs/getting_started.md")))
-    files.append(str(path))
+    pages = ["docs/getting_started.md"] + sorted(
+        os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "tutorials", "*.md")))
+    for page in pages:
+        cells = _code_cells(page)
+        if cells:
+            path = tmp_path / (os.path.basename(page)[:-3] + ".py")
+            path.write_text("\n".join(cells))
+            files.append(str(path))
+    assert len(files) > 5, files
     done = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent",
                            "--ignore-missing-imports", "--cache-dir", os.devnull, *files],
                           capture_output=True, text=True, cwd=ROOT)

@@ -4,10 +4,13 @@
                                                        # slowdown of more than 10%
     python tools/asv_history.py history 10             # the last 10 commits of main, then the
                                                        # history pages (asv publish)
+    python tools/asv_history.py history 200 --step 25  # every 25th of the last 200
 
 asv builds each commit in a virtualenv of its own (``asv_bench/asv.conf.json``), so any commit
 with the Cython build can be timed, and results stay in ``asv_bench/results`` (one machine file
-per machine: ``asv machine --yes`` is run first). The subset: per-call overhead of the
+per machine: ``asv machine --yes`` is run first). The results are committed; the documentation
+build publishes them into the site (``benchmark-history/``, linked from the performance page).
+The subset: per-call overhead of the
 transforms and of the eager tape on small NumPy inputs (``STABLE``), where one core gives
 repeatable figures; the large-array, memory and Dask benchmarks vary with the machine's load
 and are left to full ``asv run``s.
@@ -41,6 +44,7 @@ def main(argv=None):
     c.add_argument("--factor", default="1.1")
     h = sub.add_parser("history", help="time the last N commits of main and publish the pages")
     h.add_argument("n", type=int)
+    h.add_argument("--step", type=int, default=1, help="time every STEP-th of them")
     for p in (c, h):
         p.add_argument("--bench", default=STABLE, help="asv --bench regex (default: %(default)s)")
     args = ap.parse_args(argv)
@@ -50,8 +54,14 @@ def main(argv=None):
     if args.cmd == "compare":
         return asv("continuous", "--factor", args.factor, "--split", "--show-stderr",
                    "--bench", args.bench, args.base, args.head)
-    rc = asv("run", "--skip-existing-successful", "--bench", args.bench,
-             f"HEAD~{args.n}..HEAD")
+    # (main's own commits, newest first: merged branches' commits are not timed)
+    commits = subprocess.run(["git", "log", "--first-parent", "--format=%H", f"-{args.n}"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    listing = os.path.join(ASV_DIR, ".asv", "history_commits.txt")
+    os.makedirs(os.path.dirname(listing), exist_ok=True)
+    with open(listing, "w") as f:
+        f.write("\n".join(commits[::args.step]) + "\n")
+    rc = asv("run", "--skip-existing-successful", "--bench", args.bench, f"HASHFILE:{listing}")
     if rc == 0:
         rc = asv("publish")
         print(f"history pages: {os.path.join('asv_bench', 'html', 'index.html')}")

@@ -12,6 +12,9 @@
    "engineer"): that belongs to the page for contributors (``internals``), which is exempt.
 5. Every tutorial asserts in its code what its prose says about the numbers it prints (a
    contradicting number then fails the cell, and the build): its source has an ``assert``.
+6. The performance history (``asv publish`` of the results committed in ``asv_bench/results``)
+   is written into the site as ``benchmark-history/``, which the performance page links to; its
+   pages are asv's own and are not checked as the site's pages are.
 
 Exit status 0 when all hold; otherwise the problems, one a line.
 """
@@ -36,6 +39,8 @@ INTERNAL_WORDING = re.compile(
     r"NOTE \[|\.pyx\b|arrayad/_\w|\bissues?\b|\bsessions?\b|\bengineers?\b|merging main",
     re.IGNORECASE)
 CONTRIBUTOR_PAGES = {"internals.html"}
+# asv's history pages, published into the site (6.)
+HISTORY = "benchmark-history"
 
 
 class _Page(html.parser.HTMLParser):
@@ -88,7 +93,9 @@ def check_site(out, started):
     pages = {}
     for folder, dirs, files in os.walk(out):
         # the theme's templates and the copied sources are not pages of the site
-        dirs[:] = [d for d in dirs if d not in ("_static", "_sources")] if folder == out else dirs
+        # (nor are asv's history pages)
+        dirs[:] = [d for d in dirs if d not in ("_static", "_sources", HISTORY)] \
+            if folder == out else dirs
         for name in files:
             if name.endswith(".html"):
                 path = os.path.join(folder, name)
@@ -146,6 +153,15 @@ def check_site(out, started):
     return problems
 
 
+def publish_history(where):
+    """asv's history pages of the committed results (``tools/asv_history.py history`` adds
+    to them), written to ``where``."""
+    asv_dir = os.path.join(ROOT, "asv_bench")
+    cmd = [sys.executable, "-m", "asv", "publish", "--no-pull", "--html-dir", where]
+    print(" ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=asv_dir)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(DOCS, "_build", "html"))
@@ -164,6 +180,10 @@ def main(argv=None):
         rc = subprocess.call(cmd, cwd=ROOT)
         if rc:
             print(f"sphinx-build failed (exit {rc})")
+            return rc
+        rc = publish_history(os.path.join(args.out, HISTORY))
+        if rc:
+            print(f"asv publish failed (exit {rc})")
             return rc
     else:
         started = 0.0

@@ -24,7 +24,7 @@ CHECK = os.environ.get("ARRAYAD_JIT_CHECK", "") not in ("", "0")
 def run_pass(fn, prog, *args):
     """``fn(prog, *args)``, checked (``CHECK``)."""
     out = fn(prog, *args)
-    if CHECK and out is not prog:
+    if CHECK and out is not None and out is not prog:
         check(out, f"the result of {fn.__name__}")
     return out
 

@@ -37,8 +37,11 @@ def checked_passes(monkeypatch):
 
 @pytest.fixture
 def kernel_cache(tmp_path_factory, monkeypatch):
-    """numba's kernels and their on-disk cache in a directory of this test session."""
+    """numba's kernels and their on-disk cache in a directory of this test session; programs
+    lowered as soon as they are staged (NOTE [when to compile])."""
+    from arrayad._jit import fusion
     monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
 
 
 def chain_vec(x):
@@ -273,6 +276,28 @@ def test_numba_keeps_the_dtype_and_nan_inf(dtype, kernel_cache):
     assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
 
 
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+def test_a_program_is_lowered_once_its_replays_took_long_enough(monkeypatch, kernel_cache):
+    from arrayad._jit import fusion, lower_numba
+    x = np.random.default_rng(8).standard_normal(lower_numba.MIN_ELEMENTS)
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
+    j = ad.jit(grad(chain))
+    for _ in range(3):
+        np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    assert executable(j.lower(x)).fused is None   # (an hour of replays not reached)
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 1e-9)
+    j = ad.jit(grad(chain))
+    j(x)                                          # (traced)
+    assert executable(j.lower(x)).fused is None
+    j(x)                                          # (one replay: over the budget, lowered)
+    assert executable(j.lower(x)).fused is not None
+    np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    with fusion.disabled():
+        j = ad.jit(grad(chain))
+        j(x)
+        assert not fusion.wanted(j.lower(x))
+
+
 def test_small_arrays_are_not_fused():
     from arrayad._jit import lower_numba
     x = np.random.default_rng(7).standard_normal(16)
@@ -280,3 +305,22 @@ def test_small_arrays_are_not_fused():
     j(x)
     assert executable(j.lower(x)).fused is None
     assert lower_numba.lower(j.lower(x)) is None
+
+
+def test_groups_are_split_at_max_group():
+    x = np.random.default_rng(9).standard_normal(5)
+
+    def deep(x):
+        for _ in range(25):
+            x = ad.sin(x) * 1.5
+        return x
+
+    prog = make_program(deep)(x)
+    fused = fuse_elementwise(prog, max_group=10)
+    check(fused)
+    sizes = [len(e.prim.prog.eqns) for e in fused.eqns if getattr(e.prim, "fused", False)]
+    assert sizes == [10, 10, 10, 10, 10]
+    want = x
+    for _ in range(25):
+        want = np.sin(want) * 1.5
+    np.testing.assert_allclose(compile_replay(fused)(x), want, rtol=1e-12)

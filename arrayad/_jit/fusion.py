@@ -23,6 +23,8 @@ installed, a backend without one) the replay is the unfused one, and results are
 """
 
 import collections
+import contextlib
+import os
 
 from .ir import Eqn, Program, Var
 from .replay import _ProgramPrimitive
@@ -54,11 +56,18 @@ def fusible(eqn):
             and not eqn.prim.multiple_results)
 
 
-def fuse_elementwise(prog, accept=fusible, make_kernel=None):
+# The most instructions in one group: a compiler's time grows with the kernel (a loop of 1000
+# operations on 64 elements would take seconds to compile for microseconds of work).
+MAX_GROUP = 256
+
+
+def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
     """``prog`` with its maximal elementwise groups fused (NOTE [fusion]); ``accept(eqn)``: may
     ``eqn`` join a group (``fusible`` and the lowerer's own conditions); ``make_kernel(sub)``:
-    (kernel, out_kernel) for a group's sub-program, or None to replay it. Returns a new program
-    (``prog`` itself where nothing is fused)."""
+    (kernel, out_kernel) for a group's sub-program, or None to replay it; ``max_group``: the
+    most instructions in a group (``MAX_GROUP``). Returns a new program (``prog`` itself where
+    nothing is fused)."""
+    max_group = MAX_GROUP if max_group is None else max_group
     parent = {}
 
     def find(g):
@@ -99,6 +108,8 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None):
             kind[g] = (out.shape, out.dtype)
         members[g].append(k)
         group_of[out] = g
+        if len(members[g]) >= max_group:
+            closed.add(g)
     groups = [sorted(m) for m in members.values() if len(m) > 1]
     if not groups:
         return prog
@@ -138,27 +149,65 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None):
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}
-_defaults = []   # (the default lowerers, registered on first use: NumPy's numba)
+LOWERERS = {}   # backend name -> (lower, wanted)
+# Fusion on (the default; ARRAYAD_JIT_FUSE=0 in the environment turns it off: the replay is then
+# the unfused one, with no compiler imported or run).
+ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "1") != "0"
+# A program is lowered once its unfused replays have taken this many seconds in all
+# (NOTE [when to compile]); 0: at once, when it is staged.
+FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
+
+# NOTE [when to compile]
+# ----------------------
+# Compiling costs far more than a replay: importing numba and starting its compiler take
+# ~0.5-1 s in a fresh process, each kernel ~0.1-0.5 s more (its on-disk cache saves only the
+# latter), where an unfused replay of a 13-operation chain on 65,536 elements takes ~3 ms and
+# fusing saves a fraction of that. So a program is not lowered when it is staged: its replay runs
+# unfused and counts its time, and once that reaches ``FUSE_AFTER`` seconds (the rent-or-buy
+# rule: at most about twice the better of never and always compiling) the program is lowered
+# and the replay switches to the fused one. A function called a few times never waits for a
+# compiler; one called in a loop compiles once it is hot.
 
 
-def register_lowerer(backend_name, lower):
+@contextlib.contextmanager
+def disabled():
+    """Programs staged in this block replay unfused (for comparisons)."""
+    global ENABLED
+    saved, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = saved
+
+
+def register_lowerer(backend_name, lower, wanted=None):
     """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
-    (NOTE [fusion]); None leaves the unfused replay."""
-    LOWERERS[backend_name] = lower
+    (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
+    would fuse anything (cheap: imports no compiler)."""
+    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True))
+
+
+def _lowerer(prog):
+    if not ENABLED or not prog.cacheable:
+        return None
+    if "numpy" not in LOWERERS and prog.backend.name == "numpy":
+        from . import lower_numba
+        LOWERERS.setdefault("numpy", (lower_numba.lower, lower_numba.wanted))
+    return LOWERERS.get(prog.backend.name)
+
+
+def wanted(prog):
+    """Whether the lowerer of ``prog``'s backend would fuse some of it."""
+    lw = _lowerer(prog)
+    return lw is not None and lw[1](prog)
 
 
 def lower_program(prog):
     """The program the replay of ``prog`` runs, fused by its backend's lowerer; None: ``prog``
     itself."""
     from .passes import run_pass
-    if not _defaults:
-        _defaults.append(True)
-        from . import lower_numba
-        LOWERERS.setdefault("numpy", lower_numba.lower)
-    lower = LOWERERS.get(prog.backend.name)
-    if lower is None:
+    lw = _lowerer(prog)
+    if lw is None:
         return None
-    out = run_pass(lower, prog)
+    out = run_pass(lw[0], prog)
     return None if out is None or out is prog else out
-

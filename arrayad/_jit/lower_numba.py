@@ -37,7 +37,7 @@ _UNARY = {"negative": "(-{0})", "positive": "(+{0})", "square": "({0} * {0})",
           "acosh": "np.arccosh({0})", "atanh": "np.arctanh({0})"}
 
 # Fused only from this many elements of a result on (see the module's docstring).
-MIN_ELEMENTS = 16384
+MIN_ELEMENTS = 4096
 
 _FLOATS = ("float32", "float64")
 
@@ -101,8 +101,11 @@ def _source(sub, fname):
     for j, v in enumerate(sub.outs):
         params.append(f"o{j}")
         body.append(f"        o{j}[i] = {names[v]}")
+    # (the signature given: compiled when the program is lowered, at its first call, not at
+    # the first replay; every array argument flat and C-contiguous)
+    sig = f"void(intp, {', '.join([dt + '[::1]'] * len(params))})"
     lines = ["import numpy as np", "import numba", "",
-             "", f"@numba.njit(cache=True, error_model='numpy', nogil=True)",
+             "", f"@numba.njit({sig!r}, cache=True, error_model='numpy', nogil=True)",
              f"def {fname}(n, {', '.join(params)}):"] + head + [
                  "    for i in range(n):"] + body + [""]
     return "\n".join(lines)
@@ -183,10 +186,14 @@ def make_kernel(sub):
     return kernel, (out_kernel if n_out == 1 else None)
 
 
+def wanted(prog):
+    """Whether ``lower`` would fuse something of ``prog`` (numba installed, two instructions it
+    compiles)."""
+    return sum(1 for e in prog.eqns if fusible(e) and accept(e)) > 1 and available()
+
+
 def lower(prog):
     """The fused program of ``prog`` with numba kernels (NOTE [fusion]), or None."""
-    if not any(fusible(e) and accept(e) for e in prog.eqns):
+    if not wanted(prog):
         return None   # (nothing to fuse: numba is not even imported)
-    if not available():
-        return None
     return fuse_elementwise(prog, accept, make_kernel)

@@ -5,6 +5,7 @@ backend's compiler (``fusion.py``)."""
 
 import sys
 import weakref
+from time import perf_counter as _perf_counter
 
 from .._core import _core
 from .._core._core import bind, fix_scalar
@@ -305,15 +306,51 @@ class Executable:
     def __init__(self, prog, lower=True):
         self.prog = prog
         self.name = prog.name
-        run = None
-        if lower and prog.cacheable:
-            from .fusion import lower_program
-            run = lower_program(prog)
-        self.fused = run            # the fused program the replay runs, or None
-        self.run_prog = run or prog
-        self.replay = compile_replay(self.run_prog, owner=self)
+        self.fused = None           # the fused program the replay runs, once lowered
+        self.run_prog = prog
+        self.replay = compile_replay(prog, owner=self)
         self._bound = None
         self._primitive = None
+        if lower and prog.cacheable:
+            from . import fusion
+            if fusion.wanted(prog):
+                if fusion.FUSE_AFTER <= 0:
+                    self.lower()
+                else:   # (NOTE [when to compile])
+                    self.replay = self._timed(self.replay, fusion.FUSE_AFTER)
+
+    def _timed(self, unfused, budget):
+        """``unfused``, counting its time; lowers the program once it reaches ``budget``."""
+        spent = [0.0]
+
+        def replay(*args):
+            t = _perf_counter()
+            out = unfused(*args)
+            spent[0] += _perf_counter() - t
+            if spent[0] >= budget:
+                self.replay = unfused   # (one lowering, also if it fails)
+                self.lower()
+            return out
+        replay.source = unfused.source
+        return replay
+
+    def lower(self):
+        """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
+        compiler's failure leaves the unfused replay, with a warning."""
+        from .fusion import lower_program
+        try:
+            run = lower_program(self.prog)
+        except Exception as e:   # (a compiler's bug must not break the function)
+            import warnings
+            warnings.warn(f"arrayad.jit({self.prog.name}): compiling its fused kernels failed "
+                          f"({type(e).__name__}: {e}); it runs unfused.", RuntimeWarning,
+                          stacklevel=2)
+            return
+        if run is not None:
+            self.fused = self.run_prog = run
+            self.replay = compile_replay(run, owner=self)
+            if self._primitive:   # (its impl replays the fused program too)
+                self._primitive._run, self._primitive._flat_replay = run, None
 
     def evaluate(self, leaves):
         """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors

@@ -589,12 +589,17 @@ def measure(run, min_time, repeats, max_calls=1_000_000):
     return statistics.median(samples) * 1e6, n
 
 
+# The clock of the samples: wall time, or with --cpu-time this process's CPU time (on a shared,
+# busy machine the time the process waits for a core is not counted: steadier ratios).
+CLOCK = time.perf_counter
+
+
 def sample(run, n):
     """Seconds per call of ``run``, over ``n`` calls."""
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(n):
         run()
-    return (time.perf_counter() - t0) / n
+    return (CLOCK() - t0) / n
 
 
 def calibrate(run, min_time, max_calls=1_000_000):
@@ -748,6 +753,12 @@ def memory_section(data, libs):
     if "arrayad.jit" in libs:
         gj = ad.jit(ad.func.grad(bind(chain, AD_NS)))
         runs["arrayad.jit"] = lambda: gj(x)
+    if "arrayad.jit-unfused" in libs:
+        from arrayad._jit import fusion
+        gu = ad.jit(ad.func.grad(bind(chain, AD_NS)))
+        with fusion.disabled():
+            gu(x)
+        runs["arrayad.jit-unfused"] = lambda: gu(x)
     if "autograd" in libs:
         ga = autograd.grad(bind(chain, anp))
         runs["autograd"] = lambda: ga(x)
@@ -979,6 +990,9 @@ def parse_args(argv=None):
                    help="seconds per measurement (default 0.2, --quick 0.05)")
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 7, --quick 3)")
     p.add_argument("--debug", action="store_true", help="print tracebacks of failing cells")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time the samples by this process's CPU time, not wall time (steadier on "
+                        "a busy machine; single-threaded runs only)")
     args = p.parse_args(argv)
     if args.min_time is None:
         args.min_time = 0.05 if args.quick else 0.2
@@ -988,7 +1002,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    global CLOCK
     args = parse_args(argv)
+    if args.cpu_time:
+        CLOCK = time.process_time
 
     if args.only:
         names = [s.strip() for s in args.only.split(",") if s.strip()]

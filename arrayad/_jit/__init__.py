@@ -19,9 +19,12 @@ Tensors that require grad: ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))``) 
 instruction's primitive on them, so the outer transforms differentiate or batch the program
 itself.
 
-Before replay the program goes through the passes below (``Program.optimized``): constant
-folding, common subexpressions, dead code; the generated replay then writes elementwise results
-into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays as soon as possible.
+The program is data (``ir.py``, NOTE [program IR]); before replay it goes through the passes of
+``passes.py`` (``Program.optimized``): constant folding, identities, common subexpressions,
+negations, dead code. ``replay.py`` makes what runs it: the generated replay, which writes
+elementwise results into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays
+as soon as possible (``plan_memory``), and the program as a primitive; ``fusion.py`` fuses
+elementwise groups for a backend's compiler (NOTE [fusion]).
 """
 
 import collections

@@ -149,7 +149,7 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}   # backend name -> (lower, wanted)
+LOWERERS = {}   # backend name -> (lower, wanted); NumPy's: lower_numba.py registers itself
 # Fusion on (the default; ARRAYAD_JIT_FUSE=0 in the environment turns it off: the replay is then
 # the unfused one, with no compiler imported or run).
 ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "1") != "0"
@@ -190,9 +190,6 @@ def register_lowerer(backend_name, lower, wanted=None):
 def _lowerer(prog):
     if not ENABLED or not prog.cacheable:
         return None
-    if "numpy" not in LOWERERS and prog.backend.name == "numpy":
-        from . import lower_numba
-        LOWERERS.setdefault("numpy", (lower_numba.lower, lower_numba.wanted))
     return LOWERERS.get(prog.backend.name)
 
 

@@ -16,6 +16,7 @@ its sub-program's outputs). The tests run ``check`` after every pass (``CHECK``)
 """
 
 import struct
+import sys
 
 from .._core import _core
 from .._core._core import Array
@@ -172,13 +173,13 @@ class Program:
     def optimized(self):
         """A new program after constant folding, identities, common subexpressions, negations
         and dead code."""
-        from .passes import optimize
-        return optimize(self)
+        # (passes.py and replay.py import this module: looked up, not imported, so that the
+        # import graph keeps one direction; arrayad._jit imports both)
+        return sys.modules["arrayad._jit.passes"].optimize(self)
 
     def __call__(self, *leaves):
         """Run on raw arrays of the program's signature (the replay of ``replay.py``)."""
-        from .replay import executable
-        return executable(self).replay(*leaves)
+        return sys.modules["arrayad._jit.replay"].executable(self).replay(*leaves)
 
 
 class CheckError(AssertionError):

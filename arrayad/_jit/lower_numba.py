@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from .fusion import fuse_elementwise, fusible
+from .fusion import fuse_elementwise, fusible, register_lowerer
 
 # (scalar spellings of the elementwise primitives numba compiles, by xp_name)
 _BINARY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -200,3 +200,6 @@ def lower(prog):
     if not wanted(prog):
         return None   # (nothing to fuse: numba is not even imported)
     return fuse_elementwise(prog, accept, make_kernel)
+
+
+register_lowerer("numpy", lower, wanted)

@@ -197,6 +197,11 @@ def _jit():
     return sys.modules["arrayad._jit"].jit
 
 
+def _fusion():
+    # (fusion.py imports this module; arrayad._jit imports both)
+    return sys.modules["arrayad._jit.fusion"]
+
+
 class _ProgramPrimitive(_core.Primitive):
     """A cached program as one primitive (NOTE [program primitive]); its rules act on the
     floating-point inputs and outputs (the others get no cotangent or tangent)."""
@@ -312,7 +317,7 @@ class Executable:
         self._bound = None
         self._primitive = None
         if lower and prog.cacheable:
-            from . import fusion
+            fusion = _fusion()
             if fusion.wanted(prog):
                 if fusion.FUSE_AFTER <= 0:
                     self.lower()
@@ -337,9 +342,8 @@ class Executable:
     def lower(self):
         """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
         compiler's failure leaves the unfused replay, with a warning."""
-        from .fusion import lower_program
         try:
-            run = lower_program(self.prog)
+            run = _fusion().lower_program(self.prog)
         except Exception as e:   # (a compiler's bug must not break the function)
             import warnings
             warnings.warn(f"arrayad.jit({self.prog.name}): compiling its fused kernels failed "

@@ -109,7 +109,9 @@ except Exception as exc:
 
 # Column order of the tables.  "mygrad" only has an eager16 cell.
 ALL_LIBS = ["numpy-fwd", "arrayad", "arrayad.jit", "torch.func", "autograd", "jax", "jax.jit",
-            "mygrad"]
+            "mygrad", "arrayad.jit-unfused"]
+# (measured only when asked for with --libs: the jit's replay with elementwise fusion turned off)
+OPT_IN_LIBS = ["arrayad.jit-unfused"]
 LIB_ALIASES = {
     "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
     "arrayad": "arrayad", "ad": "arrayad",
@@ -119,6 +121,7 @@ LIB_ALIASES = {
     "jax": "jax", "jax-eager": "jax",
     "jax.jit": "jax.jit", "jit": "jax.jit", "jax-jit": "jax.jit",
     "mygrad": "mygrad",
+    "arrayad.jit-unfused": "arrayad.jit-unfused", "unfused": "arrayad.jit-unfused",
 }
 # The correctness reference: the first of these that produces a result.
 REFERENCE_ORDER = ["torch.func", "autograd", "jax", "jax.jit"]
@@ -201,6 +204,8 @@ def make_data(seed=0):
     d = {}
     d["x16"] = rng.standard_normal(16)
     d["x1m"] = rng.standard_normal(1_000_000)
+    d["x4k"] = rng.standard_normal(4096)
+    d["x64k"] = rng.standard_normal(65536)
     d["mlp_x"] = rng.standard_normal((64, 128))
     d["mlp_w1"] = rng.standard_normal((128, 256)) / np.sqrt(128)
     d["mlp_w2"] = rng.standard_normal((256, 10)) / np.sqrt(256)
@@ -293,6 +298,12 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
         return lambda: fn(*np_args)
     if lib == "arrayad.jit":
         fn = ad.jit(make_fn(adf, AD_NS))
+        return lambda: fn(*np_args)
+    if lib == "arrayad.jit-unfused":
+        from arrayad._jit import fusion
+        fn = ad.jit(make_fn(adf, AD_NS))
+        with fusion.disabled():   # (the program is staged, and its replay made, unfused)
+            fn(*np_args)
         return lambda: fn(*np_args)
     if lib == "torch.func":
         fn = make_fn(tfunc, torch)
@@ -548,6 +559,8 @@ def _rk4_cell(lib, d):
 
 WORKLOADS = [
     Workload("chain16", "grad of elementwise chain, n=16", _floor_chain("x16"), _chain_grad_cell("x16")),
+    Workload("chain4k", "grad of elementwise chain, n=4096", _floor_chain("x4k"), _chain_grad_cell("x4k")),
+    Workload("chain64k", "grad of elementwise chain, n=65536", _floor_chain("x64k"), _chain_grad_cell("x64k")),
     Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"), heavy=True),
     Workload("eager16", "eager x.grad after f(x).backward(), n=16", _floor_chain("x16"), _eager16_cell),
     Workload("mlp", "grad wrt (w1, w2) of 2-layer MLP MSE, batch 64", _floor_mlp, _mlp_cell),
@@ -576,12 +589,17 @@ def measure(run, min_time, repeats, max_calls=1_000_000):
     return statistics.median(samples) * 1e6, n
 
 
+# The clock of the samples: wall time, or with --cpu-time this process's CPU time (on a shared,
+# busy machine the time the process waits for a core is not counted: steadier ratios).
+CLOCK = time.perf_counter
+
+
 def sample(run, n):
     """Seconds per call of ``run``, over ``n`` calls."""
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(n):
         run()
-    return (time.perf_counter() - t0) / n
+    return (CLOCK() - t0) / n
 
 
 def calibrate(run, min_time, max_calls=1_000_000):
@@ -735,6 +753,12 @@ def memory_section(data, libs):
     if "arrayad.jit" in libs:
         gj = ad.jit(ad.func.grad(bind(chain, AD_NS)))
         runs["arrayad.jit"] = lambda: gj(x)
+    if "arrayad.jit-unfused" in libs:
+        from arrayad._jit import fusion
+        gu = ad.jit(ad.func.grad(bind(chain, AD_NS)))
+        with fusion.disabled():
+            gu(x)
+        runs["arrayad.jit-unfused"] = lambda: gu(x)
     if "autograd" in libs:
         ga = autograd.grad(bind(chain, anp))
         runs["autograd"] = lambda: ga(x)
@@ -778,7 +802,8 @@ RATIO_COLS = [("numpy-fwd", "arrayad / numpy-fwd"), ("torch.func", "arrayad / to
               ("jax.jit", "arrayad / jax.jit"), ("autograd", "arrayad / autograd")]
 # arrayad.jit's own ratios, and the first call (trace + passes + compile) beside jax.jit's
 JIT_RATIO_COLS = [("numpy-fwd", "arrayad.jit / numpy-fwd"), ("jax.jit", "arrayad.jit / jax.jit"),
-                  ("arrayad", "arrayad.jit / arrayad")]
+                  ("arrayad", "arrayad.jit / arrayad"),
+                  ("arrayad.jit-unfused", "arrayad.jit / unfused")]
 
 
 def build_tables(results, workloads, libs):
@@ -965,6 +990,9 @@ def parse_args(argv=None):
                    help="seconds per measurement (default 0.2, --quick 0.05)")
     p.add_argument("--repeats", type=int, default=None, help="measurements per cell (default 7, --quick 3)")
     p.add_argument("--debug", action="store_true", help="print tracebacks of failing cells")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time the samples by this process's CPU time, not wall time (steadier on "
+                        "a busy machine; single-threaded runs only)")
     args = p.parse_args(argv)
     if args.min_time is None:
         args.min_time = 0.05 if args.quick else 0.2
@@ -974,7 +1002,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    global CLOCK
     args = parse_args(argv)
+    if args.cpu_time:
+        CLOCK = time.process_time
 
     if args.only:
         names = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -998,7 +1029,7 @@ def main(argv=None):
             wanted.append(LIB_ALIASES[s])
         requested = [lib for lib in ALL_LIBS if lib in wanted]
     else:
-        requested = list(ALL_LIBS)
+        requested = [lib for lib in ALL_LIBS if lib not in OPT_IN_LIBS]
     # mygrad is optional and only has an eager16 cell: silent if not installed
     skipped = [lib for lib in requested if lib in IMPORT_NOTES and not (lib == "mygrad" and not args.libs)]
     libs = [lib for lib in requested if lib not in IMPORT_NOTES]

@@ -25,6 +25,13 @@ BACKENDS = ["numpy", "array_api_strict"] + (
 X = np.array([0.1, 0.2, 0.3])
 
 
+@pytest.fixture(autouse=True)
+def checked_passes(monkeypatch):
+    """Every program the passes make is verified (arrayad._jit.check)."""
+    from arrayad._jit import passes
+    monkeypatch.setattr(passes, "CHECK", True)
+
+
 @pytest.fixture(params=BACKENDS)
 def be(request):
     return Backend(request.param)

@@ -91,6 +91,67 @@ def _rule(rule, p):
     return rule.make(p) if isinstance(rule, _PerPrimitive) else rule
 
 
+# ---------------------------------------------------------------------------------------------
+# NOTE [primitive facts]: what the passes of ``arrayad.jit`` (``arrayad/_jit``) may assume of a
+# primitive, declared with it (``decl.primitive(..., value_shaped=True)``) rather than kept by
+# name in the passes. The core's ``Primitive`` has fixed slots, so the facts live here, by name
+# (``facts(prim)``); an undeclared primitive (a program's, autograd.Function's) has none.
+#
+# * ``value_shaped``: the output's shape depends on the input's values (nonzero, unique_*):
+#   a staged program cannot fix it. True, or ``f(*args, **params)`` for "in this call"
+#   (getitem with a boolean mask).
+# * ``shape_only``: the result depends on the argument's shape and dtype only (zeros_like):
+#   a constant of a program, whose signature fixes both.
+# * ``identity(ins, out, params)``: whether this application hands back its first input
+#   unchanged (``ins``, ``out``: the program's typed variables).
+# * ``unit``: ``(value, positions)``: with the argument at one of ``positions`` equal to
+#   ``value``, the result is the other argument (x * 1, 1 * x, x ** 1), exactly.
+# * ``negates``: the primitive is -x; ``absorbs_negation``: the name of ``g`` with
+#   ``f(a, -b) == g(a, b)`` and ``f(-a, b) == g(b, a)`` (add: subtract); ``odd``: ``f(-a, b) ==
+#   -f(a, b) == f(a, -b)`` (multiply). Exact in IEEE arithmetic and integer wrap-around.
+# * ``side_effects``: never dropped or merged by dead-code or common-subexpression passes.
+# * ``fusible``: elementwise on scalars (each output element from the same-index input
+#   elements), so a fusion pass may join it to its neighbours; by default what is declared
+#   elementwise (the ``ELEMENTWISE`` batching rule).
+
+class Facts:
+    """The facts of one primitive (NOTE [primitive facts])."""
+    __slots__ = ("value_shaped", "shape_only", "identity", "unit", "negates",
+                 "absorbs_negation", "odd", "side_effects", "fusible")
+
+    def __init__(self, value_shaped=False, shape_only=False, identity=None, unit=None,
+                 negates=False, absorbs_negation=None, odd=False, side_effects=False,
+                 fusible=False):
+        self.value_shaped = value_shaped
+        self.shape_only = shape_only
+        self.identity = identity
+        self.unit = unit
+        self.negates = negates
+        self.absorbs_negation = absorbs_negation
+        self.odd = odd
+        self.side_effects = side_effects
+        self.fusible = fusible
+
+
+NO_FACTS = Facts()
+FACTS = {}   # primitive name -> Facts
+
+
+def facts(prim):
+    """The declared facts of ``prim`` (NOTE [primitive facts])."""
+    return FACTS.get(prim.name, NO_FACTS)
+
+
+def declare_facts(prim, **kw):
+    """Add facts to a primitive already declared (a helper's, e.g. ``binary``)."""
+    f = FACTS.get(prim.name)
+    if f is None:
+        f = FACTS[prim.name] = Facts()
+    for k, v in kw.items():
+        setattr(f, k, v)
+    return prim
+
+
 # Every declared primitive by name (the core's registry also holds those that tests and
 # autograd.Function create), and every module's Declarations, in import order.
 DECLARED = {}
@@ -146,7 +207,7 @@ class Declarations:
     def primitive(self, name, impl=None, *, xp_name=None, vjp=None, variadic_vjp=None,
                   reads=None, jvp=None, full_jvp=None, batch=None, multiple_results=False,
                   differentiable=None, api=None, args=None, omit_none=(),
-                  public=None, key=None, doc=None):
+                  public=None, key=None, doc=None, **facts_kw):
         """Create, register and return a primitive with all its rules.
 
         * ``impl(xp, *args, **params)``, or ``xp_name`` (default: ``name``) a backend function;
@@ -164,8 +225,14 @@ class Declarations:
           ``args``, are the primitive's arguments, the rest its keyword parameters), or
           ``public`` a hand-written function (normalizing its arguments before ``bind``);
           ``omit_none``: keyword parameters left out of the call when None (``dtype``);
-        * ``key``: the name in ``PRIMS`` when it differs from ``name``.
+        * ``key``: the name in ``PRIMS`` when it differs from ``name``;
+        * the facts the jit passes may rely on (NOTE [primitive facts]): ``value_shaped``,
+          ``shape_only``, ``identity``, ``unit``, ``negates``, ``absorbs_negation``, ``odd``,
+          ``side_effects``, ``fusible``.
         """
+        unknown = set(facts_kw) - set(Facts.__slots__)
+        if unknown:
+            raise TypeError(f"decl.primitive({name!r}): unknown arguments {sorted(unknown)}")
         if differentiable is None:
             differentiable = vjp is not None or variadic_vjp is not None
         p = primitive(name, impl, xp_name=xp_name, multiple_results=multiple_results,
@@ -181,6 +248,8 @@ class Declarations:
             p.jvp = full_jvp
         if batch is not None:
             p.batch = _rule(batch, p)
+        facts_kw.setdefault("fusible", p.elementwise and not multiple_results)
+        FACTS[name] = Facts(**facts_kw)
         self.prims[key or name] = p
         DECLARED[name] = p
         if api is not None:

@@ -483,7 +483,7 @@ def _like(name, **public):
         if device is not None:
             args["device"] = device
         return getattr(xp, name)(x, **kw, **args)
-    return decl.primitive(name, impl, **public, batch=per_primitive(
+    return decl.primitive(name, impl, **public, shape_only=True, batch=per_primitive(
         lambda p: lambda args, dims, **params: (bind(p, args[0], **params), dims[0])))
 
 

@@ -37,7 +37,7 @@ def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
                           differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
 
 
-def linear_unary(name, vjp, jvp=None, *, doc=""):
+def linear_unary(name, vjp, jvp=None, *, doc="", **facts):
     """An elementwise unary function that is linear in its input (negative, conj, real...)."""
     # (linear: the rule reads no saved value, at most the input's dtype, which a Meta keeps)
     # (keep_zeros: the result has the structural zeros of g or t, NOTE [strong zeros] in the core)
@@ -47,7 +47,8 @@ def linear_unary(name, vjp, jvp=None, *, doc=""):
         jvp_rule = (lambda t, ans, x: keep_zeros(t, jvp(t)),)
     return decl.primitive(name, vjp=(lambda g, ans, x: keep_zeros(g, vjp(g, x)),), reads=[""],
                           jvp=jvp_rule,
-                          batch=ELEMENTWISE, api="x, /", doc=doc or f"Elementwise {name}.")
+                          batch=ELEMENTWISE, api="x, /", doc=doc or f"Elementwise {name}.",
+                          **facts)
 
 
 def binary(name, d1=None, d2=None, *, doc="", xp_name=None, **rules):
@@ -126,7 +127,7 @@ decl.primitive("sign", vjp=(_sign_rule,), jvp=(_sign_rule,), batch=ELEMENTWISE, 
                doc="Elementwise sign (x / |x| for complex x).")
 
 # -- unary, linear ------------------------------------------------------------------------------
-linear_unary("negative", lambda g, x: -g)
+linear_unary("negative", lambda g, x: -g, negates=True)
 linear_unary("positive", lambda g, x: g)
 linear_unary("conj", lambda g, x: ops.conj(g))
 # real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
@@ -181,12 +182,14 @@ for _name in ["ceil", "floor", "round", "trunc", "signbit", "isfinite", "isinf",
 # -- binary ---------------------------------------------------------------------------------------
 # add/subtract are linear: no multiplication by one.
 binary("add", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
-                   lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP())
+                   lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP(),
+       absorbs_negation="subtract")   # (a + (-b) is a - b, (-a) + b is b - a)
 binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
                         lambda g, ans, x1, x2: unbroadcast(-g, x2)), reads=["", ""],
        full_jvp=SumJVP(negate=True))
 
-binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1)
+# (x * 1 and 1 * x are x, exactly, also for inf, nan and -0.0; (-a) * b is -(a * b))
+binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1, unit=(1, (0, 1)), odd=True)
 def _over(x, y):
     # x / y for a Python scalar divisor too: IEEE's 1 / 0 = inf, as the array backends (and
     # torch's gradient of x / 0), not Python's ZeroDivisionError
@@ -219,7 +222,7 @@ def _pow_d2(ans, x1, x2):
     return ops.where(x1 == 0, 0.0, ans * ops.log(safe))
 
 
-binary("pow", _pow_d1, _pow_d2)
+binary("pow", _pow_d1, _pow_d2, unit=(1, (1,)))   # (x ** 1 is x)
 binary("atan2", lambda ans, x1, x2: x2 / (x1 * x1 + x2 * x2),
        lambda ans, x1, x2: -x1 / (x1 * x1 + x2 * x2))
 binary("hypot", lambda ans, x1, x2: x1 / ans, lambda ans, x1, x2: x2 / ans)

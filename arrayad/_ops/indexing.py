@@ -270,9 +270,14 @@ def _getitem_batch(args, dims, key):
     return bind(getitem_p, x, *idx, key=key2), out_dim
 
 
+def _masked(x, *idx, **params):
+    # (a boolean mask selects as many elements as it has True values: a shape of the values)
+    return any(hasattr(i, "dtype") and dtype_of(i).kind == "b" for i in idx)
+
+
 # (linear in x: the JVP is the same gather of the tangent)
 getitem_p = decl.primitive("getitem", _getitem_impl, vjp=(getitem_vjp,), jvp=(_getitem_jvp,),
-                           batch=_getitem_batch)
+                           batch=_getitem_batch, value_shaped=_masked)
 
 
 def _prepare(x, key):

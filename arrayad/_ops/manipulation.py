@@ -98,6 +98,8 @@ class Reshape(View):
 
 reshape_p = decl.primitive(
     "reshape", _reshape_impl, public=reshape, jvp=MOVING, reads=[""],
+    # (to its own shape, without a copy requested: the input itself)
+    identity=lambda ins, out, params: len(ins) == 1 and not params.get("copy"),
     vjp=(moves_zeros(lambda g, ans, x, shape, copy=None:
                      bind(reshape_p, g, shape=shape_of(x))),),
     batch=lambda args, dims, shape, copy=None: (
@@ -170,6 +172,8 @@ class Permute(View):
 
 permute_p = decl.primitive(
     "permute_dims", lambda xp, x, axes: xp.permute_dims(x, axes), public=permute_dims,
+    identity=lambda ins, out, params: tuple(params.get("axes", ())) == tuple(
+        range(len(ins[0].shape))),
     jvp=MOVING, vjp=(moves_zeros(lambda g, ans, x, axes:
                                  bind(permute_p, g, axes=_inverse_perm(axes))),),
     reads=[""],
@@ -539,7 +543,8 @@ def concat(arrays, /, *, axis=0):
 
 concat_p = decl.primitive("concat", lambda xp, *arrays, axis: xp.concat(arrays, axis=axis),
                           public=concat, variadic_vjp=_concat_vjp, full_jvp=_concat_jvp,
-                          batch=_concat_batch)
+                          batch=_concat_batch,
+                          identity=lambda ins, out, params: len(ins) == 1)
 
 
 @decl.composite

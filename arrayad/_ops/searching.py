@@ -146,6 +146,7 @@ def nonzero(x, /):
 
 nonzero_p = decl.primitive(
     "nonzero", lambda xp, x: tuple(xp.nonzero(x)), multiple_results=True, public=nonzero,
+    value_shaped=True,
     batch=dynamic_shape_error(
         "nonzero", "Use a fixed-size alternative: where(x != 0, ...) to select elementwise, or "
         "argsort(x == 0, stable=True) to put the indices of the non-zero elements first."))
@@ -167,7 +168,7 @@ def _unique(public, n_out):
     def impl(xp, x, of=None):   # (of: the public function that asked, for the vmap error)
         out = getattr(backend_of(x), name)(x)
         return tuple(out) if n_out > 1 else (out,)
-    return decl.primitive(name, impl, multiple_results=True, public=public,
+    return decl.primitive(name, impl, multiple_results=True, public=public, value_shaped=True,
                           batch=dynamic_shape_error(name, _UNIQUE_ALTERNATIVE))
 
 

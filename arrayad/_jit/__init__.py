@@ -1,0 +1,819 @@
+"""``arrayad.jit``: stage a function once into a program of primitive applications, replay it.
+
+NOTE [staging]
+--------------
+The staging transform is one more interpreter of the core (NOTE [interpreters] in ``_core.pyx``),
+written in Python: ``JitInterpreter.process`` records each primitive applied to its tracers as one
+instruction of a ``Program`` and computes the value one level down with ``bind``, as every
+interpreter does. So tracing runs the function once on the call's own values (the first call's
+result is the tracing's result) and every shape and dtype comes from the values themselves: no
+shape rules are needed. Transforms opened inside the jitted function (``jit(grad(f))``,
+``jit(vmap(grad(f)))``, ``jit(hessian(f))``) bind their primitives on staging tracers too, so the
+forward and the backward pass land in one program.
+
+Called again with the same signature (pytree structure, shapes, dtypes, backend, device, static
+arguments), a jitted function does not run ``func``: with raw arrays (or Tensors that need no
+gradient) it calls the program's generated Python function, one backend call per line, with no
+tracer, level, dispatch or pytree work per operation; with values of outer transforms (tracers,
+Tensors that require grad: ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))``) it binds each
+instruction's primitive on them, so the outer transforms differentiate or batch the program
+itself.
+
+The program is data (``ir.py``, NOTE [program IR]); before replay it goes through the passes of
+``passes.py`` (``Program.optimized``): constant folding, identities, common subexpressions,
+negations, dead code. ``replay.py`` makes what runs it: the generated replay, which writes
+elementwise results into dead buffers (``out=``) of large NumPy arrays and frees dead large arrays
+as soon as possible (``plan_memory``), and the program as a primitive; ``fusion.py`` fuses
+elementwise groups for a backend's compiler (NOTE [fusion]).
+"""
+
+import collections
+import contextlib
+import inspect
+import os
+import sys
+
+from .._core import _core
+from .._core._core import Array, Interpreter, Tensor, Tracer, bind
+from .._ops._rules import facts
+from .._pytree import tree_flatten, tree_unflatten
+from ..backends import backend_of, default_backend, get_rng_state
+from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
+from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
+from .passes import plan_memory  # noqa: F401
+from .replay import (Executable, _ProgramPrimitive, executable,  # noqa: F401
+                     compile_replay as _compile)
+from . import fusion, lower_numba  # noqa: F401,E402  (the lowerers: NOTE [fusion])
+
+__all__ = ["jit", "make_program", "Program"]
+
+# (arrayad's own directory: a frame outside it is the user's)
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# NOTE [captured arrays]
+# ----------------------
+# ``jit(f)`` means ``f``: an array that ``f`` captures (a closure's or a global's NumPy, torch or
+# array-api-strict array, an eager ``arrayad.Tensor``) is read when the program runs, not when it
+# was traced. Backend arrays are kept by reference (an in-place write ``a[0] = 5`` is seen); an
+# eager Tensor is kept by reference and its ``_value`` read at every call (its updates,
+# ``t[0] = 5`` or ``t += 1``, rebind ``_value`` to a new array: NOTE [in-place after use] in the
+# core). So the passes must not fold a captured array into a derived constant (``_fold``,
+# ``x * ones`` in ``_identities``, the fusers' splats): only the constants the program made
+# itself (``zeros_like`` & co. of a traced value, and what is folded from those and literals)
+# are frozen. Every array that reaches the staging interpreter from outside counts as captured,
+# also one made inside by ``ones(3)`` (``asarray(a)`` may hand back the captured ``a`` itself:
+# the two cannot be told apart). A program is valid for the shapes and dtypes it was traced
+# with: each run first checks the captured arrays' (an identity check for a Tensor whose value
+# did not change) and a changed one raises ``_Stale``, on which the jitted function drops the
+# program and traces again. Under an outer transform (``grad(jit(f))``, NOTE [program
+# primitive]) the captured values are inputs of the program primitive after the arguments: the
+# tape saves them as the un-jitted function's nodes would, and the rules' programs get them as
+# arguments. arrayad operations on captured arrays alone are staged too (NOTE [staging
+# everything] in the core), and an alias that a ``grad`` inside made of a captured Tensor (NOTE
+# [in-place after use]) is followed to the Tensor (``Tensor._origin``): it cannot change while
+# the function runs, since an in-place update of a captured array is refused under jit. What jit
+# cannot see stays as jax.jit documents it: Python values (a closure's float is a literal of the
+# program) and NumPy's own functions on a captured array, which run once, while tracing.
+
+class _Stale(RuntimeError):
+    """A captured array changed shape, dtype or type since its program was traced."""
+
+    def __init__(self, prog, cap, raw):
+        self.prog = prog
+        super().__init__(
+            f"jit({prog.name}): an array the function captures (a constant of the program: "
+            f"{cap.raw_type.__name__} of shape "
+            f"{tuple(cap.shape)}, dtype {cap.dtype}) now has shape "
+            f"{tuple(getattr(raw, 'shape', ()))}, dtype {getattr(raw, 'dtype', None)}, "
+            f"{type(raw).__name__}; the program was traced for the old one. Call the jitted "
+            f"function again (it traces anew), or pass the array as an argument.")
+
+
+class _Captured:
+    """A captured constant (NOTE [captured arrays]): ``obj``, an eager Tensor or a backend array,
+    and the type, shape and dtype of its raw value when traced."""
+    __slots__ = ("obj", "tensor", "raw_type", "shape", "dtype", "last")
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.tensor = isinstance(obj, Tensor)
+        raw = obj._value if self.tensor else obj
+        self.raw_type = type(raw)
+        self.shape = raw.shape
+        self.dtype = raw.dtype
+        self.last = raw   # the raw value last checked (a Tensor's: checked again when rebound)
+
+    def raw(self):
+        return self.obj._value if self.tensor else self.obj
+
+    def check(self, prog, raw=None):
+        """Raise _Stale(prog) if the value now has another type, shape or dtype."""
+        if raw is None:
+            raw = self.raw()
+        if raw is self.last and self.tensor:
+            return raw
+        if type(raw) is not self.raw_type or raw.shape != self.shape or raw.dtype != self.dtype:
+            raise _Stale(prog, self, raw)
+        self.last = raw
+        return raw
+
+
+# ---------------------------------------------------------------------------------------------
+# The staging transform (NOTE [staging])
+
+class JitTracer(Tracer):
+    """A value while ``jit`` traces: ``value`` one level down (a raw array when jit is the
+    outermost transform) and ``var``, its variable in the program."""
+
+    def __init__(self, interp, value, var):
+        Tracer.__init__(self, interp, value)
+        self.var = var
+
+    def __copy__(self):
+        return JitTracer(self._interp, self.value, self.var)
+
+    def _replace(self, other):
+        # the functional in-place update (x[i] = v, x += 1) rebinds this tracer
+        if not isinstance(other, JitTracer) or other._interp is not self._interp:
+            raise _core.host().inplace_level_error(self, other)
+        self.value = other.value
+        self.var = other.var
+
+    def __repr__(self):
+        return f"JitTracer({self.var.name}:{self.var.type_str()}, {self.var.label})"
+
+    __str__ = __repr__
+
+    def _conversion_error(self, what):
+        return self._interp.conversion_error(self, what)
+
+    def __bool__(self):
+        raise self._conversion_error("bool")
+
+    def __float__(self):
+        raise self._conversion_error("float")
+
+    def __int__(self):
+        raise self._conversion_error("int")
+
+    def __complex__(self):
+        raise self._conversion_error("complex")
+
+    def __index__(self):
+        raise self._conversion_error("index")
+
+    def item(self):
+        raise self._conversion_error("item")
+
+    def tolist(self):
+        raise self._conversion_error("tolist")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._conversion_error("numpy.asarray")
+
+    def __format__(self, spec):
+        if spec:
+            raise self._conversion_error("format")
+        return repr(self)
+
+
+class JitInterpreter(Interpreter):
+    """Records the primitives applied to its tracers (NOTE [staging])."""
+
+    name = "jit"
+
+    def __init__(self, fname):
+        self.fname = fname
+        self.count = 0
+        self.eqns = []
+        self.consts = {}      # Var -> value
+        self.captured = {}    # Var -> _Captured (NOTE [captured arrays])
+        self._const_of = {}   # id(value) -> (value, Var): one variable per captured object
+        self.cacheable = True
+        self._enclosing_staging = None   # (NOTE [staging everything] in the core)
+
+    def new_var(self, value, label):
+        self.count += 1
+        return Var(self.count, _core.shape_of(value), _core.dtype_of(value), label)
+
+    def new_input(self, value, label):
+        if self.frame is None:   # (where arrays made inside belong: NOTE [everything inside
+            self.frame = value   # is arrayad] in the core)
+        return JitTracer(self, value, self.new_var(value, label))
+
+    def const(self, value, captured=False):
+        """The variable of a constant: ``value`` a raw array or, if ``captured`` (an array from
+        outside, read at every call: NOTE [captured arrays]), a backend array or a Tensor."""
+        hit = self._const_of.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        var = self.new_var(value, "constant")
+        self.consts[var] = value
+        if captured:
+            self.captured[var] = _Captured(value)
+        self._const_of[id(value)] = (value, var)
+        return var
+
+    def _atom(self, a):
+        """(value one level down, atom) of one argument of a primitive."""
+        if isinstance(a, JitTracer) and a._interp is self:
+            return a.value, a.var
+        if isinstance(a, Tensor) and not a.requires_grad:
+            if a._origin is not None:   # an alias (a grad level's, a view's) of a captured one
+                a = a._origin
+            var = self.const(a, captured=True)
+            # one level down: the raw value when jit is the outermost transform (its tracers
+            # hold raw arrays); else the Tensor itself, so that an enclosing jit captures it too
+            return (a if _core.interpreters()[0] is not self else a._value), var
+        if isinstance(a, Array):
+            # a value of an outer transform (or a Tensor that requires grad) captured by the
+            # function: right for this call, but not a constant of a cached program
+            self.cacheable = False
+            return a, self.const(a)
+        if _is_array(a):
+            return a, self.const(a, captured=True)
+        return a, Lit(a)
+
+    def process(self, prim, args, params):
+        vals, atoms = [], []
+        for a in args:
+            v, atom = self._atom(a)
+            vals.append(v)
+            atoms.append(atom)
+        f = facts(prim)
+        if f.value_shaped is True or (f.value_shaped and f.value_shaped(*vals, **params)):
+            raise RuntimeError(
+                f"jit({self.fname}): {prim.name} returns an array whose shape depends on the "
+                f"values of its input{' (a boolean mask)' if prim.name == 'getitem' else ''}"
+                f"{_user_frame()}, and a staged program fixes every shape by the signature. "
+                f"Use a fixed-size alternative (arrayad.where(mask, x, 0) to select "
+                f"elementwise), or call it outside the jitted function and pass its result in.")
+        st = _core.thread_state()
+        staging, st.staging = st.staging, self._enclosing_staging   # (one level down)
+        try:
+            out = bind(prim, *vals, **params)
+        finally:
+            st.staging = staging
+        if f.shape_only and not isinstance(out, Array):
+            # zeros_like & co. depend on their argument's shape and dtype only, which the
+            # program fixes: the result is a constant (folded further by the passes)
+            return JitTracer(self, out, self.const(out))
+        if prim.multiple_results:
+            outs = tuple(self.new_var(o, prim.name) for o in out)
+            self.eqns.append(Eqn(prim, tuple(atoms), dict(params), outs))
+            return tuple(JitTracer(self, o, v) for o, v in zip(out, outs))
+        var = self.new_var(out, prim.name)
+        self.eqns.append(Eqn(prim, tuple(atoms), dict(params), (var,)))
+        return JitTracer(self, out, var)
+
+    def lift(self, value):
+        v, atom = self._atom(value)
+        return JitTracer(self, v, atom)
+
+    @contextlib.contextmanager
+    def staging_everything(self):
+        """While the traced function runs, operations without a traced argument are staged on
+        this interpreter too (NOTE [staging everything] in the core)."""
+        st = _core.thread_state()
+        self._enclosing_staging = st.staging
+        st.staging = self
+        try:
+            yield
+        finally:
+            st.staging = self._enclosing_staging
+
+    def output(self, x):
+        """(atom, value one level down) of one output leaf of the traced function."""
+        if isinstance(x, JitTracer) and x._interp is self:
+            return x.var, x.value
+        if _is_array(x):
+            v, atom = self._atom(x)
+            return atom, v
+        return Lit(x), x
+
+    def random_error(self):
+        """What the random functions raise inside a jitted function."""
+        return RuntimeError(
+            f"jit({self.fname}): the function draws random numbers{_user_frame()}. Under jit they "
+            f"would be drawn once, while tracing, and the same numbers replayed on every call. "
+            f"Draw them outside the jitted function and pass them as an argument.")
+
+    def conversion_error(self, tracer, what):
+        var = tracer.var
+        where = _user_frame()
+        what_value = ("the function's " + var.label if var.label.startswith("argument")
+                      else f"the result of {var.label}" if var.label != "constant"
+                      else "a constant")
+        call = "bool() (an if/while on an array)" if what == "bool" else f"{what}()"
+        return RuntimeError(
+            f"jit({self.fname}): {call} of a traced value: {var.name}:{var.type_str()}, "
+            f"{what_value}{where}. While jit traces the function, array values are not known "
+            f"(the program must work for every value of this shape and dtype). Fixes: pass the "
+            f"argument as static (jit(f, static_argnums=(i,)) or static_argnames=('name',)), "
+            f"select elementwise with arrayad.where(cond, a, b) instead of Python control "
+            f"flow, branch with arrayad.func.cond or switch, loop on a value (while err > tol) "
+            f"with arrayad.func.while_loop (or fori_loop, scan), keep the value an array, or "
+            f"call the function without jit.")
+
+
+def _user_frame():
+    """', at file:line' of the innermost frame outside arrayad (where the user's code is)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR + os.sep):
+            cell = _notebook_cell(f.f_code.co_filename)
+            if cell:
+                return f", at {cell}, line {f.f_lineno}"
+            return f", at {fn}:{f.f_lineno}"
+        f = f.f_back
+    return ""
+
+
+def _notebook_cell(filename):
+    """'Cell In[3]' where ``filename`` is a cell of the running IPython or Jupyter session (its
+    file is a temporary one the user never sees; IPython's tracebacks name the cell too)."""
+    if "IPython" not in sys.modules:
+        return None
+    shell = sys.modules["IPython"].get_ipython()
+    name = getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(filename)
+    return " ".join(name) if name else None
+
+# ---------------------------------------------------------------------------------------------
+# jit
+
+class _Signature:
+    """What a call's arguments are: the dynamic leaves, their spec, the static parts, the key."""
+    __slots__ = ("leaves", "spec", "key", "mode", "static")
+
+
+def _leaf_key(x):
+    """(array type, shape, dtype[, device]) of an array argument (the type of the raw array
+    under a Tensor or tracer names the backend; the shape is the tracer's own)."""
+    raw = _core.raw_value(x)
+    t = type(raw)
+    # (the backend's own dtype: NumPy's hashes in C, a cheaper lookup than arrayad's DType)
+    if t is _ndarray:   # (one device)
+        return (t, _core.shape_of(x), raw.dtype)
+    return (t, _core.shape_of(x), raw.dtype, str(_core.backend_of(raw).device_of(raw)))
+
+
+_positional_specs = {}
+
+
+def _positional_spec(n):
+    """The spec of ``(args, {})`` for ``n`` positional array arguments."""
+    spec = _positional_specs.get(n)
+    if spec is None:
+        spec = _positional_specs[n] = tree_flatten((tuple(range(n)), {}))[1]
+    return spec
+
+
+def _check_options(static_argnums, static_argnames, cache_size):
+    """``jit``'s options as tuples, or the error that names the one that is wrong and the fix."""
+    if isinstance(static_argnums, int) and not isinstance(static_argnums, bool):
+        static_argnums = (static_argnums,)
+    try:
+        nums = tuple(static_argnums)
+    except TypeError:
+        nums = None
+    if nums is None or any(isinstance(i, bool) or not isinstance(i, int) for i in nums):
+        raise TypeError(
+            f"jit: static_argnums must be an int or a tuple of ints (positions of arguments), "
+            f"got {static_argnums!r}. Pass e.g. static_argnums=1 or static_argnums=(0, 2).")
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    try:
+        names = tuple(static_argnames)
+    except TypeError:
+        names = None
+    if names is None or any(not isinstance(n, str) for n in names):
+        raise TypeError(
+            f"jit: static_argnames must be a str or a tuple of str (names of parameters), got "
+            f"{static_argnames!r}. Pass e.g. static_argnames='mode' or "
+            f"static_argnames=('mode', 'n').")
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+        raise (ValueError if isinstance(cache_size, int) and not isinstance(cache_size, bool)
+               else TypeError)(
+            f"jit: cache_size must be a non-negative int (how many programs to keep; 0 keeps "
+            f"none and traces on every call), got {cache_size!r}. Pass e.g. cache_size=64 "
+            f"(the default).")
+    return nums, names, cache_size
+
+
+def _check_static(func, sig, nums, names):
+    """Refuse, when jit is applied, static arguments that ``func``'s signature cannot have."""
+    fname = getattr(func, "__name__", "function")
+    params = list(sig.parameters.values())
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
+                                                  kinds.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind == kinds.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind == kinds.VAR_KEYWORD for p in params)
+    if not var_pos:
+        n = len(positional)
+        for i in nums:
+            if not -n <= i < n:
+                raise ValueError(
+                    f"jit({fname}): static_argnums entry {i} is out of range: {fname} takes "
+                    f"{n} positional argument{'s' if n != 1 else ''} "
+                    f"({', '.join(p.name for p in positional) or 'none'}). Pass positions "
+                    f"between {-n} and {n - 1}, or static_argnames for keyword arguments.")
+    by_name = {p.name: p for p in params}
+    for nm in names:
+        p = by_name.get(nm)
+        if p is None and not var_kw:
+            raise ValueError(
+                f"jit({fname}): static_argnames entry {nm!r} is not a parameter of {fname} "
+                f"(its parameters: {', '.join(by_name) or 'none'}). Pass the name of a "
+                f"parameter, or static_argnums for a position.")
+        if p is not None and p.kind in (kinds.POSITIONAL_ONLY, kinds.VAR_POSITIONAL,
+                                        kinds.VAR_KEYWORD):
+            raise ValueError(
+                f"jit({fname}): static_argnames entry {nm!r} names a parameter that cannot be "
+                f"passed by keyword ({p.kind.description}). Use static_argnums with its "
+                f"position instead.")
+
+
+class _Jitted:
+    """The function ``jit`` returns (see ``jit``)."""
+
+    def __init__(self, func, static_argnums=(), static_argnames=(), cache_size=64):
+        static_argnums, static_argnames, cache_size = _check_options(
+            static_argnums, static_argnames, cache_size)
+        try:
+            sig = inspect.signature(func)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            _check_static(func, sig, static_argnums, static_argnames)
+        self.func = func
+        self.static_argnums = static_argnums
+        self.static_argnames = static_argnames
+        self.cache_size = cache_size
+        self._warned = False
+        self._cache = collections.OrderedDict()   # full signature -> program (LRU)
+        self._fast = collections.OrderedDict()    # (shape, dtype) of NumPy args -> program
+        self._fast_ok = not self.static_argnums and not self.static_argnames
+        self.__name__ = getattr(func, "__name__", "function")
+        self.__qualname__ = getattr(func, "__qualname__", self.__name__)
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.__wrapped__ = func
+        self._params = [] if sig is None else list(sig.parameters)
+        self.traces = 0   # how many times func was traced (a changed signature traces again)
+
+    def __repr__(self):
+        return f"<arrayad.jit of {self.__qualname__}>"
+
+    def __get__(self, obj, objtype=None):   # (a method: bind like a function)
+        if obj is None:
+            return self
+        import functools
+        return functools.partial(self, obj)
+
+    # -- the call
+    def __call__(self, *args, **kwargs):
+        try:
+            return self._run(args, kwargs)
+        except _Stale as e:   # (NOTE [captured arrays]: a captured array changed shape or dtype)
+            if not self._drop(e.prog):
+                raise
+        return self._run(args, kwargs)
+
+    def _drop(self, prog):
+        """Drop ``prog`` from the caches; whether it was there."""
+        found = False
+        for cache in (self._cache, self._fast):
+            for k, p in list(cache.items()):   # (a copy: other threads may change the cache)
+                if p is prog:
+                    cache.pop(k, None)
+                    found = True
+        return found
+
+    def _run(self, args, kwargs):
+        # fast path: positional raw NumPy arrays only (the optimisation-loop case)
+        if self._fast_ok and not kwargs:
+            key = []
+            for a in args:
+                if type(a) is not _ndarray:
+                    break
+                key.append((a.shape, a.dtype))
+            else:
+                key = tuple(key)
+                prog = self._fast.get(key)
+                if prog is not None:
+                    try:
+                        self._fast.move_to_end(key)
+                    except KeyError:   # (evicted by another thread meanwhile: still valid)
+                        pass
+                    return prog.replay(*args)
+        return self._call(args, kwargs)
+
+    def _signature(self, args, kwargs):
+        if self._fast_ok and not kwargs:   # (positional arrays only: no pytree work)
+            keys, mode = [], "raw"
+            for a in args:
+                if isinstance(a, Array):
+                    if isinstance(a, Tensor):
+                        if a.requires_grad and _core.is_grad_enabled():
+                            mode = "bind"
+                        elif mode == "raw":
+                            mode = "tensor"
+                    else:
+                        mode = "bind"
+                elif not _is_array(a):
+                    break
+                keys.append(_leaf_key(a))
+            else:
+                sig = _Signature()
+                sig.leaves = args
+                sig.spec = _positional_spec(len(args))
+                sig.static = ()
+                sig.mode = mode
+                sig.key = ("args", tuple(keys))   # (no TreeSpec to hash: a cheaper lookup)
+                return sig
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        for i in self.static_argnums:
+            if not -nargs <= i < nargs:
+                raise ValueError(
+                    f"jit({self.__name__}): static_argnums entry {i} is out of range for a call "
+                    f"with {nargs} positional argument{'s' if nargs != 1 else ''}. Pass the "
+                    f"static argument positionally, or leave {i} out of static_argnums.")
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        static = tuple((i, args[i]) for i in sorted(static_nums)) + tuple(
+            sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        for where, v in static:
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(
+                    f"jit({self.__name__}): static argument {where!r} must be hashable (it is part "
+                    f"of the cache key), got {type(v).__name__}. Pass a tuple instead of a list, "
+                    f"or pass the value as an array (not static).") from None
+        leaves, spec = tree_flatten((dyn_args, dyn_kwargs))
+        lkeys, dyn = [], []
+        mode = "raw"
+        for x in leaves:
+            if _is_array(x):
+                lkeys.append(_leaf_key(x))
+                dyn.append(x)
+                if isinstance(x, Tracer) or (isinstance(x, Tensor) and x.requires_grad
+                                             and _core.is_grad_enabled()):
+                    mode = "bind"
+                elif isinstance(x, Tensor) and mode == "raw":
+                    mode = "tensor"
+            else:
+                # Python values are part of the key: by type and bits (0.0 and -0.0 differ)
+                lkeys.append(("static", _value_key(x)))
+        sig = _Signature()
+        sig.leaves = leaves
+        sig.spec = spec
+        sig.static = static
+        sig.mode = mode
+        try:
+            if any(k[1] is None for k in lkeys if k[0] == "static"):
+                raise TypeError
+            sig.key = (spec, tuple(lkeys), tuple((w, _value_key(v)) for w, v in static))
+            hash(sig.key)
+        except TypeError:
+            raise TypeError(f"jit({self.__name__}): an argument that is no array must be hashable "
+                            f"(it is part of the cache key)") from None
+        return sig
+
+    def _call(self, args, kwargs):
+        sig = self._signature(args, kwargs)
+        exe = self._cache.get(sig.key)
+        if exe is None:
+            exe, out_values = self._trace(args, kwargs, sig)
+            if exe.prog.cacheable:
+                self._store(self._cache, sig.key, exe)
+                if self._fast_ok and not kwargs and sig.mode == "raw" and all(
+                        type(a) is _ndarray for a in args):
+                    self._store(self._fast, tuple((a.shape, a.dtype) for a in args), exe)
+            return self._native(tree_unflatten(out_values, exe.prog.out_spec), sig.mode)
+        try:
+            self._cache.move_to_end(sig.key)
+        except KeyError:   # (evicted by another thread meanwhile: the program is still valid)
+            pass
+        dyn = sig.leaves if sig.key[0] == "args" else [x for x in sig.leaves if _is_array(x)]
+        if sig.mode == "bind":
+            prim = exe.as_primitive()
+            if prim is None:
+                return exe.evaluate(dyn)
+            return tree_unflatten(list(bind(prim, *dyn, *exe.captured_values())),
+                                  exe.prog.out_spec)
+        if sig.mode == "tensor":
+            dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
+        out = exe.replay(*dyn)
+        return self._native(out, sig.mode)
+
+    def _store(self, cache, key, prog):
+        cache[key] = prog
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
+
+    @staticmethod
+    def _native(out, mode):
+        if mode != "tensor":
+            return out
+        return tree_unflatten([Tensor(x) if _is_array(x) and not isinstance(x, Array) else x
+                               for x in tree_flatten(out)[0]], tree_flatten(out)[1])
+
+    # -- tracing
+    def _labels(self, args, kwargs, sig):
+        """A label per dynamic leaf: 'argument x', 'argument x[1]'..."""
+        labels = []
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        for i, a in enumerate(args):
+            if i in static_nums:
+                continue
+            nm = self._params[i] if i < len(self._params) else f"args[{i}]"
+            n = len(tree_flatten(a)[0])
+            labels += [f"argument {nm}" if n == 1 else f"argument {nm} (leaf {j})"
+                       for j in range(n)]
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                continue
+            n = len(tree_flatten(v)[0])
+            labels += [f"argument {k}" if n == 1 else f"argument {k} (leaf {j})" for j in range(n)]
+        return labels
+
+    def _trace(self, args, kwargs, sig):
+        """Run ``func`` under a staging interpreter: (the executable of the optimized program,
+        this call's outputs)."""
+        labels = self._labels(args, kwargs, sig)
+        nargs = len(args)
+        static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
+        rng_before = get_rng_state()
+        backend = None
+        with JitInterpreter(self.__name__) as interp:
+            in_vars, new_leaves = [], []
+            for x, label in zip(sig.leaves, labels):
+                if not _is_array(x):
+                    new_leaves.append(x)
+                    continue
+                if isinstance(x, Tensor) and not (x.requires_grad and _core.is_grad_enabled()):
+                    x = x._value
+                if backend is None:
+                    backend = backend_of(x)
+                t = interp.new_input(x, label)
+                in_vars.append(t.var)
+                new_leaves.append(t)
+            dyn_args, dyn_kwargs = tree_unflatten(new_leaves, sig.spec)
+            dyn_iter = iter(dyn_args)
+            call_args = [args[i] if i in static_nums else next(dyn_iter) for i in range(nargs)]
+            call_kwargs = dict(dyn_kwargs)
+            call_kwargs.update({k: v for k, v in kwargs.items() if k in self.static_argnames})
+            self.traces += 1
+            with interp.staging_everything():
+                out = self.func(*call_args, **call_kwargs)
+            out_leaves, out_spec = tree_flatten(out)
+            outs, values = [], []
+            for o in out_leaves:
+                atom, v = interp.output(o)
+                outs.append(atom)
+                values.append(v)
+        if not _same_state(get_rng_state(), rng_before):   # (a backend's generator used directly)
+            raise interp.random_error()
+        prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
+                       sig.spec, out_spec, backend or default_backend(), interp.cacheable,
+                       dict(interp.captured))
+        return executable(prog.optimized()), values
+
+    def lower(self, *args, **kwargs):
+        """The program ``func`` stages to for these arguments (after the passes; its
+        ``unoptimized`` attribute holds the one before)."""
+        sig = self._signature(args, kwargs)
+        exe = self._cache.get(sig.key)
+        if exe is None:
+            exe, _ = self._trace(args, kwargs, sig)
+        return exe.prog
+
+
+def _same_state(a, b):
+    """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and a.keys() == b.keys()
+                and all(_same_state(a[k], b[k]) for k in a))
+    if isinstance(a, (tuple, list)):
+        return (isinstance(b, (tuple, list)) and len(a) == len(b)
+                and all(_same_state(x, y) for x, y in zip(a, b)))
+    if _is_array(a):
+        import numpy as np
+        return _is_array(b) and np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
+
+
+try:
+    import numpy as _np
+    _ndarray = _np.ndarray
+except ImportError:   # pragma: no cover
+    _ndarray = None
+
+
+def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
+    """Stage ``func`` into a program of backend calls on its first call, replay it after.
+
+    The first call with a given signature (pytree structure, shapes, dtypes, backend and device
+    of the array arguments; the values of static arguments and of Python scalars) runs ``func``
+    under a staging transform that records every primitive into a program; the program is
+    optimised (constant folding, common subexpressions, dead code) and compiled to one Python
+    function calling the backend directly. Later calls with that signature run it without
+    calling ``func``: side effects of ``func`` (prints, appends) happen while tracing only. A
+    new signature traces again; the last ``cache_size`` programs are kept (least recently used
+    dropped). It saves the per-operation overhead of small arrays; the backend still does the
+    arithmetic (no fusion, unlike ``jax.jit``).
+
+    It composes: ``jit(grad(f))`` stages forward and backward pass into one program;
+    ``grad(jit(f))``, ``vmap(jit(f))``, ``jvp(jit(f))`` bind the program's primitives on the
+    outer transform's values. ``jit(f).lower(*args)`` returns the program (it prints one line
+    per instruction). Usable as a decorator, with or without arguments.
+
+    Parameters
+    ----------
+    func : callable, optional
+        The function, of arrays (or pytrees of arrays) and Python values. Its Python control
+        flow may depend on shapes and static arguments, not on array values. Omitted:
+        ``jit(static_argnums=...)`` returns a decorator.
+    static_argnums : int or tuple of int, optional
+        Positional arguments passed as they are (hashable; part of the cache key), e.g. a flag
+        that Python control flow depends on.
+    static_argnames : str or tuple of str, optional
+        The same, for keyword arguments.
+    cache_size : int, optional
+        How many programs (signatures) to keep, 64 by default; 0 keeps none.
+
+    Returns
+    -------
+    callable
+        The jitted function: same arguments and results as ``func`` (NumPy in, NumPy out),
+        with a ``lower(*args)`` method returning the program for those arguments. Without
+        ``func``, a decorator.
+
+    Arrays are read when the program runs: the arguments, and the arrays ``func`` captures
+    (NumPy, torch or array-api-strict arrays written in place, Tensors updated by ``t[i] = v``
+    or ``t += v``). Python values that ``func`` reads from a closure or a global are not: as in
+    ``jax.jit`` they are constants of the program, fixed when it was traced; pass them as
+    arguments (or static arguments) to change them between calls.
+
+    Raises
+    ------
+    TypeError
+        If ``func`` is not callable, or an option has the wrong type (``cache_size`` not an
+        int, ``static_argnums`` not ints, ``static_argnames`` not strings); when called, if a
+        static argument is not hashable.
+    ValueError
+        When jit is applied: if ``cache_size`` is negative, a ``static_argnums`` entry is not a
+        position of ``func``'s parameters or a ``static_argnames`` entry not the name of one
+        that can be passed by keyword; when called, if a ``static_argnums`` entry is out of
+        range for a function taking ``*args``.
+    RuntimeError
+        While tracing: if ``func`` branches on an array value (``if x > 0``: use ``ad.where``,
+        or make the argument static), or converts one to a Python number.
+
+    Examples
+    --------
+    ``func`` runs on the first call only; later calls replay the program:
+
+    >>> calls = []
+    >>> @ad.jit
+    ... def f(x):
+    ...     calls.append(1)
+    ...     return ad.sum(x ** 2)
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> f(x), f(x), len(calls)
+    (array(14.), array(14.), 1)
+
+    Its gradient, ``2 x``, staged as one program too:
+
+    >>> ad.jit(ad.func.grad(f))(x)
+    array([2., 4., 6.])
+
+    A static argument selects the program:
+
+    >>> scale = ad.jit(lambda x, double: x * 2 if double else x, static_argnums=1)
+    >>> scale(x, True)
+    array([2., 4., 6.])
+    """
+    _check_options(static_argnums, static_argnames, cache_size)   # (now, not at the first call)
+    if func is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             cache_size=cache_size)
+    if not callable(func):
+        raise TypeError(f"jit: expected a function, got {type(func).__name__}. Pass the "
+                        f"function itself (jit(f)), or use jit(...) as a decorator.")
+    return _Jitted(func, static_argnums, static_argnames, cache_size)
+
+
+def make_program(func, static_argnums=(), static_argnames=()):
+    """``make_program(f)(*args)``: the program ``jit(f)`` stages for these arguments (printable,
+    optimised; ``.unoptimized`` is the program before the passes)."""
+    j = _Jitted(func, static_argnums, static_argnames)
+
+    def lower(*args, **kwargs):
+        return j.lower(*args, **kwargs)
+
+    return lower

@@ -1,0 +1,210 @@
+"""Elementwise fusion (NOTE [fusion]): a generic pass over programs, and the lowerers that
+compile a fused group with a backend's own compiler.
+
+NOTE [fusion]
+-------------
+``fuse_elementwise(program, accept)`` replaces maximal groups of elementwise instructions (the
+``fusible`` fact, NOTE [primitive facts]; ``accept(eqn)`` says which may join, e.g. what a
+lowerer can compile) whose results have one shape and dtype by one instruction holding the
+group as a sub-program. Groups grow in program order: an accepted instruction joins the open
+groups its operands come from (merging them), or starts one; a group closes as soon as an
+instruction outside it reads one of its values. So every value a group reads from outside is
+computed before the group's last member, every outside reader comes after it, and the fused
+instruction, put at the last member's place, keeps the program in order. A value of the group
+read outside (by another instruction or as an output of the program) is an output of the fused
+instruction; the others never reach memory. The fused instruction's primitive is a
+``_ProgramPrimitive`` of the sub-program (NOTE [program primitive]): its VJP, JVP and batching
+rule transform the sub-program, so a fused program stays differentiable and batchable; its impl
+is the lowerer's kernel, or the sub-program's replay where there is none.
+
+Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
+outer transforms bind the unfused one. A lowerer is an optional extra: without it (numba not
+installed, a backend without one) the replay is the unfused one, and results are the same.
+"""
+
+import collections
+import contextlib
+import os
+
+from .ir import Eqn, Program, Var
+from .replay import _ProgramPrimitive
+from .._ops._rules import facts
+from .._pytree import tree_flatten
+
+
+class FusedPrimitive(_ProgramPrimitive):
+    """A fused group (NOTE [fusion]): a sub-program as one primitive; ``kernel(*raw)`` runs it
+    (returns the tuple of outputs), and ``out_kernel(*raw, out=buffer)`` where the kernel can
+    write its one output into a dead buffer (``plan_memory``)."""
+
+    fused = True
+
+    def __init__(self, sub, kernel=None, out_kernel=None):
+        names = ",".join(e.prim.name for e in sub.eqns)
+        super().__init__(sub, name=f"fused[{names}]")
+        self.kernel = kernel
+        self.out_kernel = out_kernel
+        if kernel is not None:
+            self.impl = lambda xp, *raw: kernel(*raw)
+            self._flat_replay = kernel
+
+
+def fusible(eqn):
+    """Whether ``eqn`` may join a fused group at all: a fusible primitive of one result, no
+    parameters."""
+    return (facts(eqn.prim).fusible and len(eqn.outs) == 1 and not eqn.params
+            and not eqn.prim.multiple_results)
+
+
+# The most instructions in one group: a compiler's time grows with the kernel (a loop of 1000
+# operations on 64 elements would take seconds to compile for microseconds of work).
+MAX_GROUP = 256
+
+
+def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
+    """``prog`` with its maximal elementwise groups fused (NOTE [fusion]); ``accept(eqn)``: may
+    ``eqn`` join a group (``fusible`` and the lowerer's own conditions); ``make_kernel(sub)``:
+    (kernel, out_kernel) for a group's sub-program, or None to replay it; ``max_group``: the
+    most instructions in a group (``MAX_GROUP``). Returns a new program (``prog`` itself where
+    nothing is fused)."""
+    max_group = MAX_GROUP if max_group is None else max_group
+    parent = {}
+
+    def find(g):
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    members = {}       # group -> [eqn index]
+    closed = set()
+    group_of = {}      # var -> group that computes it
+    kind = {}          # group -> (shape, dtype)
+    for k, e in enumerate(prog.eqns):
+        ok = fusible(e) and accept(e)
+        out = e.outs[0]
+        joined = set()
+        for a in e.ins:
+            if isinstance(a, Var) and a in group_of:
+                g = find(group_of[a])
+                if ok and g not in closed and kind[g] == (out.shape, out.dtype):
+                    joined.add(g)
+        for a in e.ins:   # (a group read by an instruction outside it closes)
+            if isinstance(a, Var) and a in group_of:
+                g = find(group_of[a])
+                if g not in joined:
+                    closed.add(g)
+        if not ok:
+            continue
+        if joined:
+            g, *rest = sorted(joined)
+            for h in rest:
+                parent[h] = g
+                members[g] += members.pop(h)
+        else:
+            g = k
+            parent[g] = g
+            members[g] = []
+            kind[g] = (out.shape, out.dtype)
+        members[g].append(k)
+        group_of[out] = g
+        if len(members[g]) >= max_group:
+            closed.add(g)
+    groups = [sorted(m) for m in members.values() if len(m) > 1]
+    if not groups:
+        return prog
+    member_of = {k: i for i, m in enumerate(groups) for k in m}
+    read_by = collections.defaultdict(set)   # var -> the groups (None: no group) reading it
+    for k, e in enumerate(prog.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                read_by[a].add(member_of.get(k))
+    prog_outs = {a for a in prog.outs if isinstance(a, Var)}
+    fused_at = {}
+    spec_cache = {}
+    for i, m in enumerate(groups):
+        eqns = [prog.eqns[k] for k in m]
+        inside = {v for e in eqns for v in e.outs}
+        ins = list(dict.fromkeys(a for e in eqns for a in e.ins
+                                 if isinstance(a, Var) and a not in inside))
+        outs = [v for e in eqns for v in e.outs if v in prog_outs or read_by[v] - {i}]
+        n = len(outs)
+        spec = spec_cache.get(n)
+        if spec is None:
+            spec = spec_cache[n] = tree_flatten(tuple(range(n)))[1]
+        sub = Program(f"{prog.name}_fused{i}", ins, {}, eqns, outs, None, spec, prog.backend)
+        kernels = make_kernel(sub) if make_kernel is not None else None
+        prim = FusedPrimitive(sub, *(kernels or ()))
+        fused_at[m[-1]] = Eqn(prim, tuple(ins), {}, tuple(outs))
+    dropped = {k for m in groups for k in m}
+    new = []
+    for k, e in enumerate(prog.eqns):
+        if k in fused_at:
+            new.append(fused_at[k])
+        elif k not in dropped:
+            new.append(e)
+    return prog.replace(eqns=new)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowerers: backend name -> function(program) -> fused program or None
+
+LOWERERS = {}   # backend name -> (lower, wanted); NumPy's: lower_numba.py registers itself
+# Fusion on (the default; ARRAYAD_JIT_FUSE=0 in the environment turns it off: the replay is then
+# the unfused one, with no compiler imported or run).
+ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "1") != "0"
+# A program is lowered once its unfused replays have taken this many seconds in all
+# (NOTE [when to compile]); 0: at once, when it is staged.
+FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
+
+# NOTE [when to compile]
+# ----------------------
+# Compiling costs far more than a replay: importing numba and starting its compiler take
+# ~0.5-1 s in a fresh process, each kernel ~0.1-0.5 s more (its on-disk cache saves only the
+# latter), where an unfused replay of a 13-operation chain on 65,536 elements takes ~3 ms and
+# fusing saves a fraction of that. So a program is not lowered when it is staged: its replay runs
+# unfused and counts its time, and once that reaches ``FUSE_AFTER`` seconds (the rent-or-buy
+# rule: at most about twice the better of never and always compiling) the program is lowered
+# and the replay switches to the fused one. A function called a few times never waits for a
+# compiler; one called in a loop compiles once it is hot.
+
+
+@contextlib.contextmanager
+def disabled():
+    """Programs staged in this block replay unfused (for comparisons)."""
+    global ENABLED
+    saved, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = saved
+
+
+def register_lowerer(backend_name, lower, wanted=None):
+    """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
+    (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
+    would fuse anything (cheap: imports no compiler)."""
+    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True))
+
+
+def _lowerer(prog):
+    if not ENABLED or not prog.cacheable:
+        return None
+    return LOWERERS.get(prog.backend.name)
+
+
+def wanted(prog):
+    """Whether the lowerer of ``prog``'s backend would fuse some of it."""
+    lw = _lowerer(prog)
+    return lw is not None and lw[1](prog)
+
+
+def lower_program(prog):
+    """The program the replay of ``prog`` runs, fused by its backend's lowerer; None: ``prog``
+    itself."""
+    from .passes import run_pass
+    lw = _lowerer(prog)
+    if lw is None:
+        return None
+    out = run_pass(lw[0], prog)
+    return None if out is None or out is prog else out

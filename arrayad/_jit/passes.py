@@ -1,0 +1,285 @@
+"""The passes of ``arrayad.jit``: each takes a program and returns a new one (NOTE [program IR]
+in ``ir.py``); what they may assume of a primitive is declared with it (NOTE [primitive facts]
+in ``arrayad/_ops/_rules.py``)."""
+
+import collections
+import os
+
+from .._core import _core
+from .._core._core import Array, bind
+from .._ops._rules import facts
+from .ir import Eqn, Lit, Program, Var, check, value_key
+
+try:
+    import numpy as _np
+    _ndarray = _np.ndarray
+except ImportError:   # pragma: no cover
+    _np = _ndarray = None
+
+# Run ``check`` after every pass (the tests set it; off in a normal call: it walks the program
+# once more per pass).
+CHECK = os.environ.get("ARRAYAD_JIT_CHECK", "") not in ("", "0")
+
+
+def run_pass(fn, prog, *args):
+    """``fn(prog, *args)``, checked (``CHECK``)."""
+    out = fn(prog, *args)
+    if CHECK and out is not None and out is not prog:
+        check(out, f"the result of {fn.__name__}")
+    return out
+
+
+def optimize(prog):
+    """The program after the default passes; ``unoptimized`` holds the one before."""
+    if CHECK:
+        check(prog, "the staged program")
+    out = prog
+    for p in (fold, identities, cse, negations, dce):
+        out = run_pass(p, out)
+    if out is prog:
+        out = prog.replace()
+    out.unoptimized = prog
+    return out
+
+
+def _substitute(atom, sub):
+    return sub.get(atom, atom) if isinstance(atom, Var) else atom
+
+
+def _fresh(prog):
+    """A number above every variable's of ``prog``."""
+    return 1 + max([v.n for e in prog.eqns for v in e.outs] + [v.n for v in prog.in_vars]
+                   + [v.n for v in prog.consts] + [0])
+
+
+def fold(prog):
+    """Constant folding: an instruction whose inputs are all constants is computed now."""
+    consts = dict(prog.consts)
+    captured = prog.captured   # (read at every call: never folded, NOTE [captured arrays])
+    eqns = []
+    for e in prog.eqns:
+        if not facts(e.prim).side_effects and all(
+                not isinstance(a, Var) or (a in consts and a not in captured) for a in e.ins):
+            vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
+            if not any(isinstance(v, Array) for v in vals):   # raw values only
+                out = bind(e.prim, *vals, **e.params)
+                for var, o in zip(e.outs, out if e.prim.multiple_results else (out,)):
+                    consts[var] = o
+                continue
+        eqns.append(e)
+    return drop_unused_consts(prog.replace(consts=consts, eqns=eqns))
+
+
+def _is_identity(e):
+    """Whether ``e`` hands back its (only) array input unchanged (its primitive's ``identity``
+    fact, with the result of its input's type). (The program never writes into a value, so
+    the input itself can stand for the result.)"""
+    rule = facts(e.prim).identity
+    if rule is None or len(e.outs) != 1 or not e.ins or not isinstance(e.ins[0], Var):
+        return False
+    x, out = e.ins[0], e.outs[0]
+    if x.shape != out.shape or x.dtype is not out.dtype:
+        return False
+    return bool(rule(e.ins, out, e.params))
+
+
+def _is_value(atom, value, consts, captured):
+    """Whether ``atom`` is the number ``value`` or a NumPy constant of it that the program made
+    (a captured array may be written into later: NOTE [captured arrays])."""
+    if isinstance(atom, Lit):
+        return type(atom.value) in (int, float) and atom.value == value
+    if atom in captured:
+        return False
+    c = consts.get(atom)
+    return type(c) is _ndarray and c.size > 0 and bool((c == value).all())
+
+
+def _unit_operand(e, consts, captured):
+    """The operand that ``e`` hands back unchanged (its primitive's ``unit`` fact: ``x * 1``,
+    ``1 * x``, ``x ** 1``) with the result's shape and dtype; else None."""
+    unit = facts(e.prim).unit
+    if unit is None or len(e.outs) != 1 or e.params or len(e.ins) != 2:
+        return None
+    value, positions = unit
+    out = e.outs[0]
+    for i in positions:
+        x = e.ins[1 - i]
+        if (isinstance(x, Var) and x.shape == out.shape and x.dtype is out.dtype
+                and _is_value(e.ins[i], value, consts, captured)):
+            return x
+    return None
+
+
+def identities(prog):
+    """Instructions that hand back their input are dropped (the input stands for them)."""
+    sub, eqns = {}, []
+    for e in prog.eqns:
+        e = Eqn(e.prim, tuple(_substitute(a, sub) for a in e.ins), e.params, e.outs)
+        if _is_identity(e):
+            sub[e.outs[0]] = e.ins[0]
+            continue
+        x = _unit_operand(e, prog.consts, prog.captured)
+        if x is not None:
+            sub[e.outs[0]] = x
+            continue
+        eqns.append(e)
+    return prog.replace(eqns=eqns, outs=[_substitute(a, sub) for a in prog.outs])
+
+
+def _same_type(neg_var, e):
+    """Whether the negated value has the result's shape and dtype (no broadcasting or promotion
+    for the rewrite to change)."""
+    out = e.outs[0]
+    return neg_var.shape == out.shape and neg_var.dtype is out.dtype
+
+
+def negations(prog):
+    """Negations folded into their one consumer (backward passes are full of them): ``a +
+    (-b)`` is ``a - b``, ``(-a) * c`` is ``a * (-c)`` for a number ``c``, ``a * (-b)`` is ``-(a *
+    b)`` (then folded further); by the facts ``negates``, ``absorbs_negation`` and ``odd``."""
+    neg_p = next((e.prim for e in prog.eqns if facts(e.prim).negates), None)
+    if neg_p is None:
+        return prog
+    uses = collections.Counter(a for e in prog.eqns for a in e.ins if isinstance(a, Var))
+    uses.update(a for a in prog.outs if isinstance(a, Var))
+    neg_of = {}   # var -> the var it negates (single-use negations only)
+    for e in prog.eqns:
+        if facts(e.prim).negates and isinstance(e.ins[0], Var) and uses[e.outs[0]] == 1:
+            neg_of[e.outs[0]] = e.ins[0]
+    if not neg_of:
+        return prog
+    fresh = _fresh(prog) - 1
+    eqns = []
+    for e in prog.eqns:
+        f, ins = facts(e.prim), e.ins
+        binary = len(ins) == 2 and len(e.outs) == 1 and not e.params
+        if binary and f.absorbs_negation and ins[1] in neg_of and _same_type(ins[1], e):
+            e = Eqn(_core._primitive_by_name(f.absorbs_negation), (ins[0], neg_of[ins[1]]),
+                    e.params, e.outs)
+        elif binary and f.absorbs_negation and ins[0] in neg_of and _same_type(ins[0], e):
+            e = Eqn(_core._primitive_by_name(f.absorbs_negation), (ins[1], neg_of[ins[0]]),
+                    e.params, e.outs)
+        elif (binary and f.odd and ins[0] in neg_of and isinstance(ins[1], Lit)
+              and type(ins[1].value) in (int, float) and _same_type(ins[0], e)):
+            e = Eqn(e.prim, (neg_of[ins[0]], Lit(-ins[1].value)), e.params, e.outs)
+        elif (binary and f.odd and ins[1] in neg_of and isinstance(ins[0], Var)
+              and ins[0].shape == e.outs[0].shape and _same_type(ins[1], e)
+              and uses[e.outs[0]] == 1):
+            # a * (-b) -> -(a * b): a negation the next add/subtract absorbs
+            fresh += 1
+            m = Var(fresh, e.outs[0].shape, e.outs[0].dtype, e.prim.name)
+            eqns.append(Eqn(e.prim, (ins[0], neg_of[ins[1]]), e.params, (m,)))
+            e = Eqn(neg_p, (m,), {}, e.outs)
+            neg_of[e.outs[0]] = m
+        eqns.append(e)
+    return prog.replace(eqns=eqns)
+
+
+def cse(prog):
+    """Common subexpressions: an instruction equal to an earlier one (same primitive, same
+    inputs, same parameters) reuses its results."""
+    sub = {}
+    seen = {}
+    eqns = []
+    for e in prog.eqns:
+        ins = tuple(_substitute(a, sub) for a in e.ins)
+        e = Eqn(e.prim, ins, e.params, e.outs)
+        key = [e.prim]
+        for a in ins:
+            key.append(("var", a.n) if isinstance(a, Var) else value_key(a.value))
+        for k in sorted(e.params):
+            key.append((k, value_key(e.params[k])))
+        key = tuple(key)
+        if not facts(e.prim).side_effects and not any(
+                k is None or (isinstance(k, tuple) and k[-1] is None) for k in key[1:]):
+            hit = seen.get(key)
+            if hit is not None:
+                sub.update(zip(e.outs, hit.outs))
+                continue
+            seen[key] = e
+        eqns.append(e)
+    return prog.replace(eqns=eqns, outs=[_substitute(a, sub) for a in prog.outs])
+
+
+def dce(prog):
+    """Dead code: instructions none of whose results reach an output are dropped (unless their
+    primitive has side effects)."""
+    live = {a for a in prog.outs if isinstance(a, Var)}
+    kept = []
+    for e in reversed(prog.eqns):
+        if any(v in live for v in e.outs) or facts(e.prim).side_effects:
+            kept.append(e)
+            live.update(a for a in e.ins if isinstance(a, Var))
+    kept.reverse()
+    return drop_unused_consts(prog.replace(eqns=kept))
+
+
+def drop_unused_consts(prog):
+    """The program without the constants nothing reads (a new program)."""
+    used = {a for e in prog.eqns for a in e.ins if isinstance(a, Var)}
+    used.update(a for a in prog.outs if isinstance(a, Var))
+    return prog.replace(consts={v: c for v, c in prog.consts.items() if v in used})
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+
+# Below glibc's threshold for serving allocations by mmap, a fresh array is cheap and writing
+# into a dead one (out=) costs more than it saves (the same threshold as the core's NOTE
+# [consumed cotangents]).
+REUSE_BYTES = 1 << 17
+
+
+def nbytes(var):
+    n = 1
+    for s in var.shape:
+        n *= s
+    return n * getattr(var.dtype, "itemsize", 8)
+
+
+class MemoryPlan:
+    """Where the replay of a program puts its values: ``into[k]``, the dead variable whose
+    buffer instruction ``k`` writes its result into (``out=``); ``free[k]``, the large
+    variables to let go of after instruction ``k`` (their last use)."""
+    __slots__ = ("into", "free")
+
+    def __init__(self):
+        self.into = {}
+        self.free = {}
+
+    def __repr__(self):
+        return f"MemoryPlan(into={self.into}, free={self.free})"
+
+
+def plan_memory(prog, writes_into=None):
+    """The buffers of ``prog``'s replay (a ``MemoryPlan``). ``writes_into(eqn)``: whether the
+    replay's call for ``eqn`` takes an ``out=`` buffer (a NumPy ufunc); None: no instruction
+    does. A buffer is reused only when it is large (``REUSE_BYTES``), of the result's shape and
+    dtype, made by such a call (so a fresh array, viewed by nothing), read by such calls only
+    (none of them keeps a view of it), not an input, constant or output, and dead after this
+    instruction."""
+    plan = MemoryPlan()
+    ok = [bool(writes_into and writes_into(e)) for e in prog.eqns]
+    last, only_ok_reads, fresh = {}, {}, set()
+    for k, e in enumerate(prog.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                last[a] = k
+                only_ok_reads[a] = only_ok_reads.get(a, True) and ok[k]
+        if ok[k]:
+            fresh.update(e.outs)
+    kept = set(prog.in_vars) | set(prog.consts) | {a for a in prog.outs if isinstance(a, Var)}
+    for k, e in enumerate(prog.eqns):
+        out = e.outs[0] if len(e.outs) == 1 else None
+        if ok[k] and out is not None and nbytes(out) >= REUSE_BYTES:
+            for a in e.ins:
+                if (isinstance(a, Var) and a in fresh and a not in kept and last[a] == k
+                        and only_ok_reads[a] and a.shape == out.shape
+                        and a.dtype is out.dtype):
+                    plan.into[k] = a
+                    break
+        dead = [a for a in dict.fromkeys(e.ins) if isinstance(a, Var) and last.get(a) == k
+                and a not in kept and nbytes(a) >= REUSE_BYTES]
+        if dead:
+            plan.free[k] = dead
+    return plan

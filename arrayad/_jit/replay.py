@@ -1,0 +1,396 @@
+"""What runs a program (NOTE [program IR] in ``ir.py``): the replay, generated Python with one
+backend call per instruction, its buffers (``plan_memory``), the program as one primitive for
+outer transforms (NOTE [program primitive]), and the lowering of fused instructions to a
+backend's compiler (``fusion.py``)."""
+
+import sys
+import weakref
+from time import perf_counter as _perf_counter
+
+from .._core import _core
+from .._core._core import bind, fix_scalar
+from .._pytree import tree_flatten, tree_unflatten
+from .ir import Var
+from .passes import plan_memory
+
+_leaf_spec = tree_flatten(0)[1]
+
+
+def spec_shape(spec, n):
+    """(is a leaf, is a flat tuple of n leaves)."""
+    if spec == _leaf_spec:
+        return True, False
+    return False, spec == tree_flatten(tuple(range(n)))[1]
+
+
+def numpy_ufunc(eqn):
+    """The NumPy ufunc computing ``eqn`` (accepts ``out=``), or None."""
+    prim = eqn.prim
+    if not prim.elementwise or prim.xp_name is None or eqn.params or prim.multiple_results:
+        return None
+    import numpy as np
+    u = getattr(np, prim.xp_name, None)
+    return u if isinstance(u, np.ufunc) else None
+
+
+def writes_into(eqn):
+    """Whether the replay's call for ``eqn`` on NumPy takes an ``out=`` buffer: a NumPy ufunc,
+    or a fused kernel that does (``_ProgramPrimitive.out_kernel``)."""
+    return (numpy_ufunc(eqn) is not None
+            or getattr(eqn.prim, "out_kernel", None) is not None)
+
+
+def _out_callable(e, b):
+    if b.name != "numpy":   # (plan_memory's writes_into is for NumPy only)
+        raise AssertionError(f"jit: out= planned for {e.prim.name} on {b.name}")
+    k = getattr(e.prim, "out_kernel", None)
+    return k if k is not None else numpy_ufunc(e)
+
+
+def _callable(prim, b):
+    """(function, takes xp first) that ``_call_impl`` of the core would call for ``prim``."""
+    fast = getattr(b, "fast", {})
+    if prim.xp_name is not None:
+        return fast.get(prim.xp_name) or getattr(b.xp, prim.xp_name), False
+    fn = fast.get(prim.name)
+    if fn:
+        return fn, False
+    return prim.impl, True
+
+
+def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
+    """The replay function of ``prog``: generated Python source, compiled once. With ``bound``,
+    each line binds the primitive instead (``Program.evaluate``); with ``flat`` it returns the
+    tuple of output leaves instead of their structure. Captured constants (NOTE [captured
+    arrays]) are read and checked at the start of each call, or with ``bound`` or ``flat`` (the
+    program primitive's impl and rules: NOTE [program primitive]) taken as arguments after the
+    inputs. ``owner``: what a stale captured array names (NOTE [captured arrays]; the program
+    by default); ``plan``: the buffers (``plan_memory``; by default NumPy ufuncs write into dead
+    buffers)."""
+    b = prog.backend
+    ns = {"_fix": fix_scalar, "_xp": b.xp, "_bind": bind}
+    names = {}
+    params = []
+    for i, v in enumerate(prog.in_vars):
+        names[v] = f"a{i}"
+        params.append(names[v])
+    prologue = []
+    captured_args = bound or flat
+    for v, c in prog.consts.items():
+        names[v] = f"c{v.n}"
+        cap = prog.captured.get(v)
+        if cap is None:
+            ns[names[v]] = c
+        elif captured_args:
+            params.append(names[v])
+        else:
+            # read now (a Tensor's value) and check: the program holds for the traced shape
+            # and dtype only (a Tensor's value rebound by an update is checked once)
+            ns[f"_cap{v.n}"] = cap
+            ns[f"_prog{v.n}"] = prog if owner is None else owner
+            if cap.tensor:
+                ns[f"_t{v.n}"] = c
+                prologue.append(f"    {names[v]} = _t{v.n}._value")
+                prologue.append(f"    if {names[v]} is not _cap{v.n}.last: "
+                                f"_cap{v.n}.check(_prog{v.n}, {names[v]})")
+            else:
+                ns[names[v]] = c
+                ns[f"_s{v.n}"], ns[f"_d{v.n}"] = cap.shape, cap.dtype
+                prologue.append(f"    if {names[v]}.shape != _s{v.n} or {names[v]}.dtype != "
+                                f"_d{v.n}: _cap{v.n}.check(_prog{v.n})")
+
+    def name(a):
+        if isinstance(a, Var):
+            return names.setdefault(a, a.name)
+        key = f"k{len(ns)}"
+        ns[key] = a.value
+        return key
+
+    if plan is None:
+        plan = plan_memory(prog, writes_into if b.name == "numpy" and not bound else None)
+    lines = [f"def replay({', '.join(params)}):"] + prologue
+    for k, e in enumerate(prog.eqns):
+        args = [name(a) for a in e.ins]
+        out = e.outs[0]
+        target = plan.into.get(k)
+        if target is not None:
+            fname = f"u{k}"
+            ns[fname] = _out_callable(e, b)
+            call = f"{fname}({', '.join(args)}, out={name(target)})"
+        else:
+            if bound:
+                fn, takes_xp = e.prim, False
+                args.insert(0, f"f{k}")
+                ns[f"f{k}"] = fn
+                fname = "_bind"
+            else:
+                fn, takes_xp = _callable(e.prim, b)
+                fname = f"f{k}"
+                ns[fname] = fn
+            kw = []
+            for pk, pv in e.params.items():
+                pname = f"p{k}_{len(kw)}"
+                ns[pname] = pv
+                kw.append(f"{pk}={pname}" if pk.isidentifier() else None)
+            if any(x is None for x in kw):   # (a parameter name that is no identifier)
+                pname = f"p{k}"
+                ns[pname] = dict(e.params)
+                kw = [f"**{pname}"]
+            call = f"{fname}({', '.join((['_xp'] if takes_xp else []) + args + kw)})"
+        if e.prim.multiple_results:
+            lhs = ", ".join(name(v) for v in e.outs)
+            lines.append(f"    {lhs}, = {call}" if len(e.outs) == 1 else f"    {lhs} = {call}")
+            for v in e.outs:
+                if v.shape == () and not bound:
+                    lines.append(f"    {name(v)} = _fix({name(v)})")
+        elif out.shape == () and not bound:
+            lines.append(f"    {name(out)} = _fix({call})")
+        else:
+            lines.append(f"    {name(out)} = {call}")
+        # free large dead arrays now (the next allocation may reuse their memory)
+        dead = plan.free.get(k)
+        # (the buffer of an ``out=`` target lives on under the result's name: its own name
+        # is deleted, or it would keep the buffer alive after the result dies)
+        if dead:
+            lines.append(f"    del {', '.join(name(a) for a in dead)}")
+    # (a constant handed out is copied: the caller may write into it, the next call reuses it)
+    ns["_copy"] = lambda c: b.xp.asarray(c, copy=True)
+    outs = [f"_copy({name(a)})" if a in prog.consts and not bound else name(a)
+            for a in prog.outs]
+    is_leaf, is_flat_tuple = (False, False) if flat else spec_shape(prog.out_spec, len(outs))
+    if flat:
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    elif is_leaf:
+        lines.append(f"    return {outs[0]}")
+    elif is_flat_tuple:
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    else:
+        ns["_unflatten"] = tree_unflatten
+        ns["_spec"] = prog.out_spec
+        lines.append(f"    return _unflatten([{', '.join(outs)}], _spec)")
+    src = "\n".join(lines) + "\n"
+    code = compile(src, f"<arrayad.jit program {prog.name}>", "exec")
+    exec(code, ns)
+    fn = ns["replay"]
+    fn.source = src
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# NOTE [program primitive]
+# ------------------------
+# Called with values of outer transforms (``grad(jit(f))``, ``vmap(jit(f))``, Tensors that
+# require grad), a cached program is applied as one primitive whose rules come from transforming
+# the program itself: its impl is the replay on raw arrays; its VJP is ``jit`` of the program's
+# pullback, its JVP ``jit`` of its pushforward, its batching rule ``jit`` of its vmap (each
+# staged once per signature, like any jitted function). On raw arrays every one of them replays
+# at backend speed; on values of further transforms (hessian(jit(f)): the VJP rule sees grad
+# tracers) the jitted rule binds its own program's primitives, so every order composes.
+
+def _func():
+    # (arrayad.func imports this module: looked up, not imported, so that the import graph
+    # keeps one direction)
+    return sys.modules["arrayad.func"]
+
+
+def _jit():
+    return sys.modules["arrayad._jit"].jit
+
+
+def _fusion():
+    # (fusion.py imports this module; arrayad._jit imports both)
+    return sys.modules["arrayad._jit.fusion"]
+
+
+class _ProgramPrimitive(_core.Primitive):
+    """A cached program as one primitive (NOTE [program primitive]); its rules act on the
+    floating-point inputs and outputs (the others get no cotangent or tangent)."""
+
+    fused = False   # (a fused instruction's: NOTE [fusion])
+
+    def __init__(self, prog, run=None, name=None):
+        super().__init__(name or f"jit[{prog.name}]", self._impl, multiple_results=True)
+        self.prog = prog
+        self._run = run   # the program the impl replays (fused, for a cached program's)
+        self.vjp = self._vjp
+        self.jvp = self._jvp
+        self.batch = self._batch
+        self.node_name = f"Jit{prog.name}Backward"
+        self._flat_replay = None
+        self._flat_eval = compile_replay(prog, bound=True, flat=True)
+        # (the captured constants come after the inputs, and get no cotangent or tangent: a
+        # Tensor that requires grad makes the program uncacheable, NOTE [captured arrays])
+        self._inexact_in = ([getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.in_vars]
+                            + [False] * len(prog.captured))
+        self._inexact_out = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.outs]
+        self._pullback = self._pushforward = None
+        self._batched = {}
+
+    def _impl(self, xp, *raw):
+        if self._flat_replay is None:
+            self._flat_replay = compile_replay(self._run or self.prog, flat=True)
+        return self._flat_replay(*raw)
+
+    def _split(self, args):
+        """(indices of the floating-point args, a function rebuilding all the args from
+        new values of those): the others stay as they are."""
+        idx = [i for i, ok in enumerate(self._inexact_in) if ok]
+
+        def with_diff(*d):
+            full = list(args)
+            for i, v in zip(idx, d):
+                full[i] = v
+            return full
+        return idx, with_diff
+
+    def _vjp(self, g, ans, *args):
+        if self._pullback is None:
+            vjp = _func().vjp
+            n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
+
+            def pullback(*xs):
+                args, cts = xs[:n], xs[n:]
+                idx, full = self._split(args)
+                _, fn = vjp(lambda *d: [o for o, ok in zip(evaluate(*full(*d)), outs_ok) if ok],
+                            *[args[i] for i in idx])
+                got = fn(list(cts))
+                out = [None] * n
+                for i, c in zip(idx, got):
+                    out[i] = c
+                return tuple(out)
+            pullback.__name__ = f"vjp_{self.prog.name}"
+            self._pullback = _jit()(pullback)
+        if len(self._inexact_out) == 1:   # (the engine hands one output's cotangent bare)
+            g = (g,)
+        cts = [c for c, ok in zip(g, self._inexact_out) if ok]
+        return list(self._pullback(*args, *cts))
+
+    def _jvp(self, tangents, ans, *args):
+        if self._pushforward is None:
+            jvp = _func().jvp
+            n, evaluate, outs_ok = len(args), self._flat_eval, self._inexact_out
+
+            def pushforward(*xs):
+                args, ts = xs[:n], xs[n:]
+                idx, full = self._split(args)
+                _, out_t = jvp(lambda *d: [o for o, ok in zip(evaluate(*full(*d)), outs_ok) if ok],
+                               tuple(args[i] for i in idx), tuple(ts))
+                return tuple(out_t)
+            pushforward.__name__ = f"jvp_{self.prog.name}"
+            self._pushforward = _jit()(pushforward)
+        from .._ops._namespace import ops
+        ts = [ops.zeros_like(a) if t is None else t
+              for a, t, ok in zip(args, tangents, self._inexact_in) if ok]
+        got = iter(self._pushforward(*args, *ts))
+        return tuple(next(got) if ok else None for ok in self._inexact_out)
+
+    def _batch(self, args, dims):
+        dims = tuple(dims)
+        fn = self._batched.get(dims)
+        if fn is None:
+            vmap = _func().vmap
+            evaluate = self._flat_eval
+
+            def batched(*xs):
+                return vmap(lambda *a: tuple(evaluate(*a)), in_dims=dims)(*xs)
+            batched.__name__ = f"vmap_{self.prog.name}"
+            fn = self._batched[dims] = _jit()(batched)
+        return tuple(fn(*args)), (0,) * len(self.prog.outs)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Executables
+
+class Executable:
+    """What runs one program (NOTE [program IR]): ``replay`` on raw arrays (of the program the
+    lowering made, ``run_prog``: fused where a lowerer applies, NOTE [fusion]), ``evaluate``
+    binding each primitive (outer transforms), ``as_primitive``. Made once per program
+    (``executable``); the jit caches hold these, and a stale captured array names one."""
+
+    def __init__(self, prog, lower=True):
+        self.prog = prog
+        self.name = prog.name
+        self.fused = None           # the fused program the replay runs, once lowered
+        self.run_prog = prog
+        self.replay = compile_replay(prog, owner=self)
+        self._bound = None
+        self._primitive = None
+        if lower and prog.cacheable:
+            fusion = _fusion()
+            if fusion.wanted(prog):
+                if fusion.FUSE_AFTER <= 0:
+                    self.lower()
+                else:   # (NOTE [when to compile])
+                    self.replay = self._timed(self.replay, fusion.FUSE_AFTER)
+
+    def _timed(self, unfused, budget):
+        """``unfused``, counting its time; lowers the program once it reaches ``budget``."""
+        spent = [0.0]
+
+        def replay(*args):
+            t = _perf_counter()
+            out = unfused(*args)
+            spent[0] += _perf_counter() - t
+            if spent[0] >= budget:
+                self.replay = unfused   # (one lowering, also if it fails)
+                self.lower()
+            return out
+        replay.source = unfused.source
+        return replay
+
+    def lower(self):
+        """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
+        compiler's failure leaves the unfused replay, with a warning."""
+        try:
+            run = _fusion().lower_program(self.prog)
+        except Exception as e:   # (a compiler's bug must not break the function)
+            import warnings
+            warnings.warn(f"arrayad.jit({self.prog.name}): compiling its fused kernels failed "
+                          f"({type(e).__name__}: {e}); it runs unfused.", RuntimeWarning,
+                          stacklevel=2)
+            return
+        if run is not None:
+            self.fused = self.run_prog = run
+            self.replay = compile_replay(run, owner=self)
+            if self._primitive:   # (its impl replays the fused program too)
+                self._primitive._run, self._primitive._flat_replay = run, None
+
+    def evaluate(self, leaves):
+        """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors
+        that require grad...): the outer transforms see, differentiate or batch the program.
+        Returns the outputs in their structure."""
+        if self._bound is None:
+            self._bound = compile_replay(self.prog, bound=True, owner=self)
+        return self._bound(*leaves, *self.captured_values())
+
+    def captured_values(self):
+        """The captured constants as they are now (NOTE [captured arrays]): the Tensor objects
+        themselves (an outer transform then treats them as the un-jitted function would), the
+        backend arrays; raises _Stale if one changed shape, dtype or type since tracing."""
+        out = []
+        for cap in self.prog.captured.values():
+            cap.check(self)
+            out.append(cap.obj)
+        return out
+
+    def as_primitive(self):
+        """The program as one primitive (NOTE [program primitive]), or None where it cannot be
+        (outputs that are no arrays, a program not cached)."""
+        if self._primitive is None:
+            prog = self.prog
+            ok = (prog.cacheable and prog.outs and prog.in_vars
+                  and all(isinstance(a, Var) for a in prog.outs))
+            self._primitive = _ProgramPrimitive(prog, self.fused) if ok else False
+        return self._primitive or None
+
+
+_EXECUTABLES = weakref.WeakKeyDictionary()
+
+
+def executable(prog):
+    """The ``Executable`` of ``prog`` (made on first use, kept as long as the program)."""
+    exe = _EXECUTABLES.get(prog)
+    if exe is None:
+        exe = _EXECUTABLES[prog] = Executable(prog)
+    return exe

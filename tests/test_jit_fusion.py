@@ -1,0 +1,326 @@
+"""Elementwise fusion of arrayad.jit programs (NOTE [fusion]): the generic pass gives valid
+programs with the unfused results on every backend (the whole operator database's VJP and JVP
+programs), the numba lowerer of NumPy gives them to the dtype's rounding, fused programs are
+differentiable and batchable, and float32, nan and inf behave as unfused. References: hand-written
+NumPy derivatives, finite differences (check_grads), the unfused replay of the same program."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad._jit import check, executable, passes
+from arrayad._ops._rules import FACTS, NO_FACTS
+from arrayad._jit.fusion import fuse_elementwise
+from arrayad._jit.replay import compile_replay
+from arrayad.func import grad, jvp, make_program, vjp, vmap
+from arrayad.testing import check_grads
+
+from conftest import Backend, to_numpy
+
+import opdb
+
+def facts_of(name):
+    return FACTS.get(name, NO_FACTS)
+
+
+BACKENDS = ["numpy", "array_api_strict"] + (
+    ["torch"] if importlib.util.find_spec("torch") is not None else [])
+NUMBA = importlib.util.find_spec("numba") is not None
+
+
+@pytest.fixture(autouse=True)
+def checked_passes(monkeypatch):
+    monkeypatch.setattr(passes, "CHECK", True)
+
+
+@pytest.fixture
+def kernel_cache(tmp_path_factory, monkeypatch):
+    """numba's kernels and their on-disk cache in a directory of this test session; programs
+    lowered as soon as they are staged (NOTE [when to compile])."""
+    from arrayad._jit import fusion
+    monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
+
+
+def chain_vec(x):
+    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
+    y = ad.tanh(s) * 2 - s / 3
+    return ad.log(1 + y * y)
+
+
+def chain(x):
+    return ad.sum(chain_vec(x))
+
+
+def chain_vec_np(x):
+    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
+    y = np.tanh(s) * 2 - s / 3
+    return np.log(1 + y * y)
+
+
+def chain_vec_grad_np(x):   # (d chain_vec / dx elementwise, by hand)
+    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
+    y = np.tanh(s) * 2 - s / 3
+    dy = 2 * y / (1 + y * y)
+    ds = dy * (2 * (1 - np.tanh(s) ** 2) - 1 / 3)
+    return ds * (np.cos(x) ** 2 - np.sin(x) ** 2 - 2 * x * np.exp(-x * x))
+
+
+def _leaves(out):
+    return [to_numpy(v) for v in ad.func.tree_flatten(out)[0]]
+
+
+def _same(got, want, what, rtol=1e-12, atol=1e-14):
+    got, want = _leaves(got), _leaves(want)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, what
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=what)
+
+
+def _fused_names(prog):
+    return [e.prim.name for e in prog.eqns if getattr(e.prim, "fused", False)]
+
+
+def test_the_chain_and_its_gradient_fuse_into_one_instruction():
+    x = np.random.default_rng(0).standard_normal(50)
+    prog = make_program(grad(chain))(x)
+    fused = fuse_elementwise(prog)
+    check(fused)
+    assert len(_fused_names(fused)) == 1 and len(fused.eqns) == 1
+    np.testing.assert_allclose(compile_replay(fused)(x), chain_vec_grad_np(x), rtol=1e-10)
+
+
+def test_escaping_values_are_outputs_and_readers_outside_close_a_group():
+    x = np.random.default_rng(1).standard_normal(8)
+
+    def f(x):
+        a = ad.sin(x) * 2          # read by the sum (outside the group) and by exp
+        b = ad.exp(a) + ad.sum(a)  # exp joins; the add reads the sum: a second group
+        return b * 3, a
+
+    prog = make_program(f)(x)
+    fused = fuse_elementwise(prog)
+    check(fused)
+    a = np.sin(x) * 2
+    _same(compile_replay(fused)(x), ((np.exp(a) + np.sum(a)) * 3, a), "f", rtol=1e-13)
+    groups = [e for e in fused.eqns if getattr(e.prim, "fused", False)]
+    assert len(groups) == 2
+    # the first group (sin, multiply, exp) hands out ``a`` (read by the sum and returned) and
+    # exp(a) (read by the second group); sin(x) never reaches memory
+    assert [e.prim.name for e in groups[0].prim.prog.eqns] == ["sin", "multiply", "exp"]
+    assert len(groups[0].outs) == 2 and groups[0].outs[0] in fused.outs
+
+
+def test_different_shapes_or_dtypes_are_different_groups():
+    x = np.random.default_rng(2).standard_normal((3, 4))
+
+    def f(x):
+        r = ad.sum(ad.sin(x) * 2, axis=0)   # (4,): another shape than x's
+        return ad.cos(r) * ad.astype(ad.exp(x[0]), ad.float32)
+
+    prog = make_program(f)(x)
+    fused = fuse_elementwise(prog)
+    check(fused)
+    _same(compile_replay(fused)(x), compile_replay(prog)(x), "f")
+
+
+# -- the operator database: generic fusion on every backend, numba on NumPy -------------------
+
+FIRST_DIFF = [c for c in opdb.all_cases()
+              if c.i == 0 and c.s0.args and c.op.differentiable and c.s0.diff_indices()]
+
+
+def _programs(case, be):
+    """(the VJP program, the JVP program, their arguments) of ``case`` on backend ``be``."""
+    arrays = [be(a) if isinstance(a, np.ndarray) else a for a in case.s0.args]
+    idx = case.s0.diff_indices()
+
+    def f(*d):
+        full = list(arrays)
+        for i, v in zip(idx, d):
+            full[i] = v
+        return opdb.call_sample(case.op, case.s0, full)
+    f.__name__ = case.op.name.replace(".", "_")
+    diff = [arrays[i] for i in idx]
+    out = f(*diff)
+    rng = np.random.default_rng(5)
+    cts = [be(rng.standard_normal(to_numpy(o).shape).astype(to_numpy(o).dtype))
+           if to_numpy(o).dtype.kind == "f" else o for o in ad.func.tree_flatten(out)[0]]
+    spec = ad.func.tree_flatten(out)[1]
+    tangents = [be(rng.standard_normal(to_numpy(d).shape).astype(to_numpy(d).dtype))
+                for d in diff]
+    n = len(diff)
+
+    def pull(*xs):
+        return vjp(f, *xs[:n])[1](ad.func.tree_unflatten(list(xs[n:]), spec))
+
+    def push(*xs):
+        return jvp(f, tuple(xs[:n]), tuple(xs[n:]))
+
+    out = []
+    for g, extra in ((pull, cts), (push, tangents)):
+        args = [*diff, *extra]
+        try:
+            prog = make_program(g)(*args)
+        except (RuntimeError, TypeError, ValueError):   # (refused by jit itself: test_jit's)
+            continue
+        out.append((prog, args))
+    return out
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+@pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
+def test_fusion_on_and_off_give_the_same_programs_results(case, backend_name):
+    be = Backend(backend_name)
+    for prog, args in _programs(case, be):
+        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
+        fused = fuse_elementwise(prog)   # (the sub-programs replayed: any backend)
+        check(fused)
+        want = compile_replay(prog)(*leaves)
+        _same(compile_replay(fused)(*leaves), want, f"fused {prog.name}")
+
+
+# (the elementwise functions: their derivatives' programs are what numba compiles; every other
+# function's programs get the same kernels, and the generic pass above covers them)
+NUMBA_CASES = [c for c in FIRST_DIFF if facts_of(c.op.name).fusible]
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("case", NUMBA_CASES, ids=[c.id for c in NUMBA_CASES])
+def test_numba_lowering_gives_the_unfused_results(case, monkeypatch, kernel_cache):
+    from arrayad._jit import lower_numba
+    monkeypatch.setattr(lower_numba, "MIN_ELEMENTS", 1)   # (the samples are small)
+    be = Backend("numpy")
+    for prog, args in _programs(case, be):
+        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
+        fused = lower_numba.lower(prog)
+        if fused is None:
+            continue
+        check(fused)
+        want = compile_replay(prog)(*leaves)
+        # (libm's transcendental functions instead of NumPy's loops: an ulp or two)
+        _same(compile_replay(fused)(*leaves), want, f"numba {prog.name}", rtol=1e-13,
+              atol=1e-15)
+
+
+# -- fused programs under transforms -----------------------------------------------------------
+
+def _fused_chain(n, dtype=np.float64):
+    x = np.random.default_rng(3).standard_normal(n).astype(dtype)
+    prog = make_program(chain_vec)(x)
+    fused = fuse_elementwise(prog)
+    assert _fused_names(fused)
+    return x, compile_replay(fused, bound=True)
+
+
+def test_fused_programs_under_grad_vjp_jvp_and_vmap():
+    x, f = _fused_chain(9)
+    np.testing.assert_allclose(to_numpy(grad(lambda x: ad.sum(f(x)))(x)), chain_vec_grad_np(x),
+                               rtol=1e-10)
+    ct = np.cos(x)
+    _, pull = vjp(f, x)
+    np.testing.assert_allclose(to_numpy(pull(ct)[0]), ct * chain_vec_grad_np(x), rtol=1e-10)
+    t = np.sin(x)
+    np.testing.assert_allclose(to_numpy(jvp(f, (x,), (t,))[1]), t * chain_vec_grad_np(x),
+                               rtol=1e-10)
+    xs = np.random.default_rng(4).standard_normal((3, 9))
+    np.testing.assert_allclose(to_numpy(vmap(f)(xs)), chain_vec_np(xs), rtol=1e-12)
+    check_grads(lambda x: ad.sum(f(x)), (x,), order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+def test_jit_of_large_arrays_runs_numba_kernels_and_transforms_them(kernel_cache):
+    from arrayad._jit import lower_numba
+    n = 2 * lower_numba.MIN_ELEMENTS
+    x = np.random.default_rng(5).standard_normal(n)
+    j = ad.jit(grad(chain))
+    for _ in range(2):
+        np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    exe = executable(j.lower(x))
+    assert exe.fused is not None and _fused_names(exe.fused)
+    # the fused kernel under the outer transforms: the primitive's rules (jitted themselves)
+    jf = ad.jit(chain)
+    jf(x)
+    t = np.cos(x)
+    np.testing.assert_allclose(jvp(jf, (x,), (t,))[1], np.sum(t * chain_vec_grad_np(x)),
+                               rtol=1e-9)
+    np.testing.assert_allclose(grad(jf)(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_keeps_the_dtype_and_nan_inf(dtype, kernel_cache):
+    from arrayad._jit import lower_numba
+    n = lower_numba.MIN_ELEMENTS
+    x = np.random.default_rng(6).standard_normal(n).astype(dtype)
+    x[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30]
+
+    def f(x):
+        return ad.log(x * x) / x + ad.sqrt(x) * 3 - ad.exp(x)
+
+    prog = make_program(f)(x)
+    fused = lower_numba.lower(prog)
+    assert fused is not None and _fused_names(fused)
+    with np.errstate(all="ignore"):
+        got, want = compile_replay(fused)(x), compile_replay(prog)(x)
+        # (the terms' sizes: the sum's rounding errors are relative to them)
+        x64 = x.astype(np.float64)
+        scale = np.abs(np.log(x64 * x64) / x64) + np.abs(3 * np.sqrt(x64)) + np.exp(x64)
+    assert got.dtype == want.dtype == dtype
+    fin = np.isfinite(want)
+    assert np.all(np.abs(got[fin] - want[fin]) <= 8 * np.finfo(dtype).eps * scale[fin])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+def test_a_program_is_lowered_once_its_replays_took_long_enough(monkeypatch, kernel_cache):
+    from arrayad._jit import fusion, lower_numba
+    x = np.random.default_rng(8).standard_normal(lower_numba.MIN_ELEMENTS)
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
+    j = ad.jit(grad(chain))
+    for _ in range(3):
+        np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    assert executable(j.lower(x)).fused is None   # (an hour of replays not reached)
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 1e-9)
+    j = ad.jit(grad(chain))
+    j(x)                                          # (traced)
+    assert executable(j.lower(x)).fused is None
+    j(x)                                          # (one replay: over the budget, lowered)
+    assert executable(j.lower(x)).fused is not None
+    np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    with fusion.disabled():
+        j = ad.jit(grad(chain))
+        j(x)
+        assert not fusion.wanted(j.lower(x))
+
+
+def test_small_arrays_are_not_fused():
+    from arrayad._jit import lower_numba
+    x = np.random.default_rng(7).standard_normal(16)
+    j = ad.jit(grad(chain))
+    j(x)
+    assert executable(j.lower(x)).fused is None
+    assert lower_numba.lower(j.lower(x)) is None
+
+
+def test_groups_are_split_at_max_group():
+    x = np.random.default_rng(9).standard_normal(5)
+
+    def deep(x):
+        for _ in range(25):
+            x = ad.sin(x) * 1.5
+        return x
+
+    prog = make_program(deep)(x)
+    fused = fuse_elementwise(prog, max_group=10)
+    check(fused)
+    sizes = [len(e.prim.prog.eqns) for e in fused.eqns if getattr(e.prim, "fused", False)]
+    assert sizes == [10, 10, 10, 10, 10]
+    want = x
+    for _ in range(25):
+        want = np.sin(want) * 1.5
+    np.testing.assert_allclose(compile_replay(fused)(x), want, rtol=1e-12)

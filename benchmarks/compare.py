@@ -109,9 +109,10 @@ except Exception as exc:
 
 # Column order of the tables.  "mygrad" only has an eager16 cell.
 ALL_LIBS = ["numpy-fwd", "arrayad", "arrayad.jit", "torch.func", "autograd", "jax", "jax.jit",
-            "mygrad", "arrayad.jit-unfused"]
-# (measured only when asked for with --libs: the jit's replay with elementwise fusion turned off)
-OPT_IN_LIBS = ["arrayad.jit-unfused"]
+            "mygrad", "arrayad.jit-fused"]
+# (measured only when asked for with --libs: the jit's replay with elementwise fusion, which is
+# opt-in, turned on)
+OPT_IN_LIBS = ["arrayad.jit-fused"]
 LIB_ALIASES = {
     "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
     "arrayad": "arrayad", "ad": "arrayad",
@@ -121,7 +122,7 @@ LIB_ALIASES = {
     "jax": "jax", "jax-eager": "jax",
     "jax.jit": "jax.jit", "jit": "jax.jit", "jax-jit": "jax.jit",
     "mygrad": "mygrad",
-    "arrayad.jit-unfused": "arrayad.jit-unfused", "unfused": "arrayad.jit-unfused",
+    "arrayad.jit-fused": "arrayad.jit-fused", "fused": "arrayad.jit-fused",
 }
 # The correctness reference: the first of these that produces a result.
 REFERENCE_ORDER = ["torch.func", "autograd", "jax", "jax.jit"]
@@ -299,10 +300,10 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
     if lib == "arrayad.jit":
         fn = ad.jit(make_fn(adf, AD_NS))
         return lambda: fn(*np_args)
-    if lib == "arrayad.jit-unfused":
+    if lib == "arrayad.jit-fused":
         from arrayad._jit import fusion
         fn = ad.jit(make_fn(adf, AD_NS))
-        with fusion.disabled():   # (the program is staged, and its replay made, unfused)
+        with fusion.turned(True):   # (the program is staged, and its replay made, fused)
             fn(*np_args)
         return lambda: fn(*np_args)
     if lib == "torch.func":
@@ -753,12 +754,12 @@ def memory_section(data, libs):
     if "arrayad.jit" in libs:
         gj = ad.jit(ad.func.grad(bind(chain, AD_NS)))
         runs["arrayad.jit"] = lambda: gj(x)
-    if "arrayad.jit-unfused" in libs:
+    if "arrayad.jit-fused" in libs:
         from arrayad._jit import fusion
-        gu = ad.jit(ad.func.grad(bind(chain, AD_NS)))
-        with fusion.disabled():
-            gu(x)
-        runs["arrayad.jit-unfused"] = lambda: gu(x)
+        gf = ad.jit(ad.func.grad(bind(chain, AD_NS)))
+        with fusion.turned(True):
+            gf(x)
+        runs["arrayad.jit-fused"] = lambda: gf(x)
     if "autograd" in libs:
         ga = autograd.grad(bind(chain, anp))
         runs["autograd"] = lambda: ga(x)
@@ -803,7 +804,7 @@ RATIO_COLS = [("numpy-fwd", "arrayad / numpy-fwd"), ("torch.func", "arrayad / to
 # arrayad.jit's own ratios, and the first call (trace + passes + compile) beside jax.jit's
 JIT_RATIO_COLS = [("numpy-fwd", "arrayad.jit / numpy-fwd"), ("jax.jit", "arrayad.jit / jax.jit"),
                   ("arrayad", "arrayad.jit / arrayad"),
-                  ("arrayad.jit-unfused", "arrayad.jit / unfused")]
+                  ("arrayad.jit-fused", "arrayad.jit / fused")]
 
 
 def build_tables(results, workloads, libs):

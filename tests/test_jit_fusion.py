@@ -42,6 +42,7 @@ def kernel_cache(tmp_path_factory, monkeypatch):
     from arrayad._jit import fusion
     monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
     monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
+    monkeypatch.setattr(fusion, "ENABLED", True)   # (opt-in: ARRAYAD_JIT_FUSE=1)
 
 
 def chain_vec(x):
@@ -292,7 +293,7 @@ def test_a_program_is_lowered_once_its_replays_took_long_enough(monkeypatch, ker
     j(x)                                          # (one replay: over the budget, lowered)
     assert executable(j.lower(x)).fused is not None
     np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
-    with fusion.disabled():
+    with fusion.turned(False):
         j = ad.jit(grad(chain))
         j(x)
         assert not fusion.wanted(j.lower(x))

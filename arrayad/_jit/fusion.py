@@ -150,9 +150,12 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 # Lowerers: backend name -> function(program) -> fused program or None
 
 LOWERERS = {}   # backend name -> (lower, wanted); NumPy's: lower_numba.py registers itself
-# Fusion on (the default; ARRAYAD_JIT_FUSE=0 in the environment turns it off: the replay is then
-# the unfused one, with no compiler imported or run).
-ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "1") != "0"
+# Fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, the replay is the
+# unfused one, with no compiler imported or run. Why not on by default: measured in one process
+# with the benchmarks' imports (torch, JAX) it was slower than the unfused replay at 65,536
+# elements (1.49x against 1.15x the NumPy forward) and no faster at 10^6, while faster in a
+# NumPy-only process; and its first compile costs about a second (NOTE [when to compile]).
+ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "0") == "1"
 # A program is lowered once its unfused replays have taken this many seconds in all
 # (NOTE [when to compile]); 0: at once, when it is staged.
 FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
@@ -170,10 +173,11 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 
 
 @contextlib.contextmanager
-def disabled():
-    """Programs staged in this block replay unfused (for comparisons)."""
+def turned(on):
+    """Programs staged in this block replay fused (``on``) or unfused, whatever
+    ``ARRAYAD_JIT_FUSE`` says (for comparisons)."""
     global ENABLED
-    saved, ENABLED = ENABLED, False
+    saved, ENABLED = ENABLED, bool(on)
     try:
         yield
     finally:

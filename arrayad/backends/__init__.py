@@ -8,7 +8,7 @@ their name is asked for, so arrayad imports no array library but NumPy at start-
 The default backend (for ``ad.tensor``, ``ad.randn``...) is NumPy unless ``ARRAYAD_BACKEND``,
 ``set_backend(name)`` or a ``with backend(name):`` block says otherwise. The default backend
 belongs to the calling context (a thread, an asyncio task: a ``contextvars`` variable) and the
-random generators to the calling thread (NOTE [thread state] in ``_core.pyx``): ``set_backend``
+random generators to the calling thread (NOTE [thread state] in ``_core/_base.pyx``): ``set_backend``
 in one task and ``manual_seed`` in one thread change nothing in another.
 """
 
@@ -756,7 +756,7 @@ def set_rng_state(state):
         get_backend(name).set_rng_state(s)
 
 
-# -- default backend for new arrays, per context (NOTE [thread state] in _core.pyx)
+# -- default backend for new arrays, per context (NOTE [thread state] in _core/_base.pyx)
 _process_default = []   # ARRAYAD_BACKEND's adapter, looked up once
 _default = contextvars.ContextVar("arrayad.default_backend", default=None)   # None: the above
 

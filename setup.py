@@ -2,7 +2,9 @@
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-extensions = [Extension("arrayad._core._core", ["arrayad/_core/_core.pyx"])]
+# the core's modules, each cimporting only the ones before it (the module docstring of _core.pyx)
+CORE = ["_base", "_arrays", "_interp", "_zeros", "_tape", "_core"]
+extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"]) for name in CORE]
 
 setup(
     ext_modules=cythonize(

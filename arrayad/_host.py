@@ -1,4 +1,4 @@
-"""Hands the core what it calls in the Python layer (NOTE [host interface] in ``_core.pyx``).
+"""Hands the core what it calls in the Python layer (NOTE [host interface] in ``_core/_base.pyx``).
 
 The core imports nothing from the package; this module, imported once by ``arrayad/__init__``,
 gives it the backend resolver, the glue of the array methods (declared in the internal namespace,

@@ -2,7 +2,7 @@
 vmap (and JAX's value_and_grad).
 
 Each transform call opens an interpreter of the core (``with GradInterpreter() as interp``: NOTE
-[interpreters] in ``_core.pyx``), wraps its inputs in tracers of that interpreter, calls the
+[interpreters] in ``_core/_interp.pyx``), wraps its inputs in tracers of that interpreter, calls the
 function and unwraps what comes out. ``grad`` is ``vjp`` with a cotangent of ones; ``jacrev``,
 ``jacfwd`` and ``vmap(chunk_size=...)`` share one chunker (``_vmap_impl``). Inputs and outputs keep
 their type: NumPy in, NumPy out; ``ops.Tensor`` in, ``ops.Tensor`` out; a tracer of an outer

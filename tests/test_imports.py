@@ -14,8 +14,8 @@ importing M runs T's code or needs T's namespace:
   ``arrayad._core`` from ``arrayad._ops.elementwise`` through ``arrayad`` runs nothing. Naming it
   (``import arrayad as ad``, ``from arrayad import tensor``) is an edge: M uses its namespace.
 
-The compiled core (``arrayad/_core/_core.pyx``) is not a ``.py`` module and is not in the graph; it
-imports nothing from arrayad, which the last test checks.
+The compiled core (the modules ``arrayad/_core/*.pyx``) is not made of ``.py`` modules and is not
+in the graph; it imports nothing from arrayad but its own modules, which the last test checks.
 """
 import ast
 import concurrent.futures
@@ -283,7 +283,72 @@ def test_all_modules_in_one_interpreter(order):
 
 
 def test_the_compiled_core_imports_nothing_from_arrayad():
-    source = (PKG / "_core" / "_core.pyx").read_text()
-    bad = [line.strip() for line in source.splitlines()
-           if re.match(r"\s*(from\s+(arrayad\b|\.)\S*\s+import\b|import\s+arrayad\b)", line)]
-    assert not bad, f"arrayad/_core/_core.pyx imports from arrayad: {bad}"
+    paths = sorted((PKG / "_core").glob("*.pyx"))
+    core = {p.stem for p in paths}
+    assert "_core" in core and len(core) > 1, core
+    for path in paths:
+        bad = []
+        for line in path.read_text().splitlines():
+            if not re.match(r"\s*(from\s+(arrayad\b|\.)\S*\s+c?import\b|c?import\s+arrayad\b)", line):
+                continue
+            sibling = re.match(r"\s*from\s+\.(\w+)\s+c?import\b", line)   # another core module
+            if sibling is None or sibling.group(1) not in core:
+                bad.append(line.strip())
+        assert not bad, f"arrayad/_core/{path.name} imports from arrayad: {bad}"
+
+
+# The op modules of arrayad._ops (every .py of the package but its __init__).
+OP_MODULES = sorted(p.stem for p in (PKG / "_ops").glob("*.py") if p.stem != "__init__")
+
+# In a fresh interpreter: ``arrayad._ops``'s __init__ runs with ``from . import <m>`` for every op
+# module of ORDER prepended, so that the op modules are first imported in that order, whatever
+# order the __init__ itself lists them in; then a gradient through the package.
+_REORDERED = '''
+import ast, importlib.machinery, sys
+ORDER = {order!r}
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname):
+        tree = ast.parse(self.get_source(fullname))
+        tree.body[:0] = [ast.ImportFrom(None, [ast.alias(m)], 1) for m in ORDER]
+        return compile(ast.fix_missing_locations(tree), self.path, "exec")
+
+class _Finder:
+    def find_spec(self, name, path, target=None):
+        if name != "arrayad._ops":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = _Loader(name, spec.origin)
+        return spec
+
+sys.meta_path.insert(0, _Finder())
+'''
+
+
+def _op_module_orders():
+    """Every op module once first and once last (module k first, module k + 1 last, the rest in
+    between), and a few random orders (a fixed seed)."""
+    import random
+    mods, orders = OP_MODULES, []
+    for k, first in enumerate(mods):
+        last = mods[(k + 1) % len(mods)]
+        orders.append([first] + [m for m in mods if m not in (first, last)] + [last])
+    rng = random.Random(23)
+    orders += [rng.sample(mods, len(mods)) for _ in range(3)]
+    return orders
+
+
+def test_op_modules_import_in_any_order():
+    """The op modules do not depend on the order arrayad._ops's __init__ lists them in: each
+    imports (or reads at call time) what it uses."""
+    assert len(OP_MODULES) > 10 and "linalg_ext" in OP_MODULES
+    orders = _op_module_orders()
+    assert all(sorted(o) == OP_MODULES for o in orders)
+    assert {o[0] for o in orders} == {o[-1] for o in orders} == set(OP_MODULES)
+    code = [_REORDERED.format(order=o) + SMOKE + "\nassert sys.modules['arrayad._ops'].ops.linalg.svd"
+            for o in orders]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        procs = list(pool.map(_run, code))
+    failed = [(o, p.stderr.strip().splitlines()[-1:]) for o, p in zip(orders, procs) if p.returncode]
+    assert not failed, "import orders of arrayad._ops's modules that fail:\n" + "\n".join(
+        f"  {o}: {err}" for o, err in failed)

@@ -50,7 +50,9 @@ def wheel(tmp_path_factory):
 
 def test_wheel_contents(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert any(re.fullmatch(r"arrayad/_core/_core\..*\.(so|pyd)", n) for n in names), names
+    for module in ("_base", "_arrays", "_interp", "_zeros", "_tape", "_core"):   # (setup.py)
+        assert any(re.fullmatch(rf"arrayad/_core/{module}\..*\.(so|pyd)", n) for n in names), names
+        assert f"arrayad/_core/{module}.pyx" in names
     for stub in ("arrayad/py.typed", "arrayad/__init__.pyi", "arrayad/special.pyi",
                  "arrayad/_core/_core.pyi"):
         assert stub in names

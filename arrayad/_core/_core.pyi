@@ -1,5 +1,6 @@
-# Type information for the Cython core, for editors and type checkers (the compiled module has
-# none). The public types are spelled out; the rest of the module is internal and typed as Any.
+# Type information for the Cython core (the names arrayad._core._core gathers from the core's
+# modules), for editors and type checkers (the compiled modules have none). The public types are
+# spelled out; the rest of the module is internal and typed as Any.
 # The methods of an array beyond the ones below (``sum``, ``reshape``, ``relu``, the in-place
 # ``add_``...) are looked up at run time from one table, so ``__getattr__`` stands for them.
 from typing import Any, Callable, Sequence

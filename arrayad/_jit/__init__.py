@@ -2,7 +2,8 @@
 
 NOTE [staging]
 --------------
-The staging transform is one more interpreter of the core (NOTE [interpreters] in ``_core.pyx``),
+The staging transform is one more interpreter of the core (NOTE [interpreters] in
+``_core/_interp.pyx``),
 written in Python: ``JitInterpreter.process`` records each primitive applied to its tracers as one
 instruction of a ``Program`` and computes the value one level down with ``bind``, as every
 interpreter does. So tracing runs the function once on the call's own values (the first call's

@@ -13,6 +13,8 @@ from .views import reshapes_without_copy, update_in_place
 
 
 METHODS = {}
+# (The loops below look their functions up on ``ops`` when called, not here: ``ops`` is complete
+# only once every op module is imported, NOTE [internal namespace].)
 
 
 def method(fn):
@@ -61,7 +63,7 @@ for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh
               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square",
               "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "conj", "isnan",
               "isinf", "isfinite", "negative", "positive"]:
-    METHODS[_name] = (lambda f: lambda self: f(self))(getattr(ops, _name))
+    METHODS[_name] = (lambda n: lambda self: getattr(ops, n)(self))(_name)
 # ``x.real`` and ``x.imag`` are properties in torch and NumPy (``__getattr__`` hands a property
 # its value through ``__get__``)
 METHODS["real"] = property(lambda self: ops.real(self), doc="``arrayad.real`` of this array.")
@@ -422,12 +424,12 @@ _in_place("uniform_", lambda x, a=0.0, b=1.0, generator=None: ops.rand(
     x.shape, dtype=x.dtype, device=x.device, generator=generator) * (b - a) + a)
 for _name in ["atan2", "hypot", "copysign", "logaddexp", "maximum", "minimum", "bitwise_and",
               "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor"]:
-    _in_place(_name + "_", (lambda f: lambda x, other: f(x, other))(getattr(ops, _name)))
+    _in_place(_name + "_", (lambda n: lambda x, other: getattr(ops, n)(x, other))(_name))
 for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
               "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square",
               "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "negative", "relu",
               "sigmoid", "logical_not", "bitwise_invert"]:
-    _in_place(_name + "_", (lambda f: lambda x: f(x))(getattr(ops, _name)))
+    _in_place(_name + "_", (lambda n: lambda x: getattr(ops, n)(x))(_name))
 METHODS["clip_"] = METHODS["clamp_"]
 
 

@@ -26,6 +26,7 @@ from .._core._core import bind, dtype_of, raw_value, shape_of
 from .._dtypes import to_backend
 from ._rules import (Declarations, constant_like, eye_like, is_complex, move_to_front, ndim_of,
                      normalize_axis, per_primitive, unbroadcast)
+from .elementwise import add, multiply, subtract
 from .linalg import matmul, tensordot, vecdot
 from .indexing import getitem, setitem
 from .manipulation import matrix_transpose, reshape_p
@@ -53,8 +54,10 @@ def _mT(x):
 
 # Rules mix values of different levels (primals of one transform, tangents or cotangents of
 # another, raw constants). They use the functions, never the operators: ``raw @ tracer`` calls
-# the raw array's operator first, and array-api-strict raises instead of deferring.
-mul, add, sub = ops.multiply, ops.add, ops.subtract
+# the raw array's operator first, and array-api-strict raises instead of deferring. (Imported
+# from their module, not read from ``ops`` here: ``ops`` is complete only once every op module
+# is imported, NOTE [internal namespace].)
+mul, sub = multiply, subtract
 
 
 def mm(*xs):

@@ -1,0 +1,417 @@
+# cython: language_level=3
+"""The interpreters of the transforms: reverse mode (``GradInterpreter``), forward mode
+(``JvpInterpreter``), batching (``BatchInterpreter``) and their tracers; the values a node of
+reverse mode keeps (NOTE [saved values]).
+
+NOTE [interpreters]
+-------------------
+Each transform is an ``Interpreter`` subclass; one instance is one call of the transform (one
+level). Its protocol, in the manner of Autodidax's ``Trace``:
+
+* ``with interp:`` puts it on the calling thread's stack (its ``level`` is its depth there) and,
+  on exit, takes it off and marks it dead;
+* ``interp.process(prim, args, params)`` applies a primitive to arguments of which at least one is
+  a tracer of ``interp``: it unwraps its own tracers one level down (``tracer.value``), calls
+  ``bind`` on the lower values (so outer transforms see the operation too), and wraps the result;
+* ``interp.lift(value)`` makes a value of a lower level a constant tracer of this one, which is
+  what in-place updates of arrays created inside a transform need.
+
+Every tracer has ``_interp`` (its interpreter) and ``value`` (the value one level down: an outer
+tracer, an eager ``Tensor`` or a raw backend array); ``raw_value`` goes all the way down. ``bind``
+picks the argument whose interpreter has the highest level; everything else is a constant to it,
+which is what prevents perturbation confusion (``grad(lambda x: grad(lambda y: x * y)(x))``). A
+tracer whose interpreter is dead escaped its transform and raises instead of computing garbage.
+Interpreters are compared by identity, so a later transform at the same depth is never confused
+with a dead one. The eager tape is the interpreter below all of them (``_process_eager``): it runs
+when the arguments hold ``Tensor``s and no tracer.
+
+A new transform (a staging tracer for ``jit``, say) is one more pair of classes: a ``Tracer``
+subclass with ``value`` and the properties ``shape``/``dtype``, and an ``Interpreter`` subclass
+overriding ``process`` (and ``lift`` if constants must become tracers); its Python entry point
+opens it with ``with`` and unwraps the outputs. ``bind`` and the other interpreters need no
+change: ``process`` is a virtual (cpdef) method, so the new class may even be written in Python.
+
+NOTE [everything inside is arrayad]
+-----------------------------------
+Inside a transformed function every value is an arrayad value of the transform's inputs' backend,
+so that library code written against the array API sees one namespace and operators never hand a
+tracer to a backend that refuses it (array-api-strict, torch):
+
+* an operation on a tracer of a level returns a tracer of that level, also when it is not
+  differentiable (``x > 0``, ``floor``, ``argsort``) or computes on constants of the level only:
+  a *constant* of the level (a ``GradTracer`` without a node, a ``DualTracer`` without a tangent,
+  a ``BatchTracer`` with ``bdim`` ``UNBATCHED``);
+* arrays created inside without an array argument (``zeros``, ``arange``, ``asarray([...])``, the
+  random functions) are made in the backend and on the device of the innermost transform's inputs
+  (its ``frame``: an input it was given, held only while it is open) and lifted to constants of
+  that level, as are the non-differentiated arguments; so writing a traced value into them
+  (``out = zeros(n); out[i] = x``) updates them functionally, under vmap too (an unbatched value of
+  the level becomes batched when a batched value is written into it).
+"""
+
+from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _open_transforms,
+                     _grad_enabled, _set_grad_enabled)
+from ._arrays cimport (Node, Tensor, Tracer, _bind, _share_result, _new_node, _is_inexact, dtype_of,
+                       shape_of, _alias)
+from ._arrays import leaf_node
+
+
+def in_transform():
+    """Whether a transform of ``arrayad.func`` is open in this context (forward_ad's dual levels
+    do not count: the eager tape works inside them, as in torch)."""
+    for f in _open_transforms():
+        if not (isinstance(f, JvpInterpreter) and (<JvpInterpreter>f).dual_level):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved values
+#
+# NOTE [saved values]
+# -------------------
+# A node of a transform's tape keeps what its VJP rule reads, not every input: exp keeps its
+# output, sin its input, add nothing, ``tanh(s) * 2`` keeps neither ``tanh(s)`` (the tanh node
+# keeps it) nor 2... An input no rule reads is replaced by a ``Meta`` that keeps its shape and
+# dtype (rules still sum broadcast dimensions away and check for complex values), and an output
+# no rule reads by None. This is what bounds the peak memory of ``grad`` by the values the
+# backward pass really needs. Eager nodes keep everything: ``backward(create_graph=True)``
+# recomputes their outputs from all the inputs; so do nodes of ``linearize``, which replays the
+# JVP rules (``GradInterpreter.keep_saved``).
+
+cdef object _meta(object v):
+    if v is None or _is_scalar(v):
+        return v
+    cdef Meta m = Meta.__new__(Meta)
+    m.shape = shape_of(v)
+    m.dtype = dtype_of(v)
+    return m
+
+
+cdef long _reads_mask(tuple reads, object edges):
+    """What the VJP rules of the arguments with an edge read, as one ``vjp_reads`` mask (bit 0:
+    the output, bit k: argument k-1); -1 (everything) where an argument has no declaration."""
+    cdef long mask = 0
+    cdef Py_ssize_t i, n = len(reads)
+    for i in range(len(edges)):
+        if edges[i] is not None:
+            if i >= n:
+                return -1
+            mask |= <long>reads[i]
+    return mask
+
+
+cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
+    """(inputs, output) a node keeps for the rules of the arguments with an edge."""
+    cdef long mask = _reads_mask(reads, edges)
+    cdef Py_ssize_t i
+    if mask == -1:
+        return vals, out
+    cdef list kept = list(vals)
+    for i in range(len(vals)):
+        if not (mask >> (i + 1)) & 1:
+            kept[i] = _meta(vals[i])
+    return tuple(kept), (out if mask & 1 else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The interpreters (NOTE [interpreters]); their base class is in _base.pyx
+
+# -- reverse mode (grad, vjp, jacrev, linearize)
+
+cdef class GradInterpreter(Interpreter):
+    """Records a tape of the primitives applied to its tracers (``GradTracer``: a value and the
+    node that made it). Opening it switches grad mode on; ``restore_grad_mode`` gives the caller's
+    back before the backward pass, which then records on the outer levels only if they want it."""
+
+    name = "grad"
+
+    def __init__(self, bint keep_saved=False):
+        # linearize replays the JVP rules, which read every input: its nodes keep everything
+        self.keep_saved = keep_saved
+
+    cdef void _enter(self, ThreadState st) except *:
+        self.prev_grad = _grad_enabled()
+        _set_grad_enabled(True)
+
+    cdef void _exit(self, ThreadState st) except *:
+        _set_grad_enabled(self.prev_grad)
+
+    def restore_grad_mode(self):
+        _set_grad_enabled(self.prev_grad)
+
+    def new_input(self, value):
+        """A differentiated input: a tracer of ``value`` with a fresh leaf node."""
+        if self.frame is None:
+            self.frame = value
+        return _new_grad_tracer(self, value, leaf_node(None), 0)
+
+    def output(self, x):
+        """(value one level down, edge or None) of a result of the traced function."""
+        if isinstance(x, GradTracer) and (<GradTracer>x)._interp is self:
+            # node None: a constant of this level (zeros_like & co. keep the level): no edge
+            if (<GradTracer>x)._node is None:
+                return (<GradTracer>x).value, None
+            return (<GradTracer>x).value, ((<GradTracer>x)._node, (<GradTracer>x)._idx)
+        return x, None
+
+    cpdef object lift(self, object value):
+        return _new_grad_tracer(self, value, None, 0)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef list vals = []
+        cdef list edges = []
+        cdef bint record = False
+        for a in args:
+            if isinstance(a, GradTracer) and (<GradTracer>a)._interp is self:
+                vals.append((<GradTracer>a).value)
+                if (<GradTracer>a)._node is None:   # a constant of this level
+                    edges.append(None)
+                else:
+                    edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
+                    record = True
+            else:
+                if isinstance(a, Tensor):   # NOTE [in-place after use]: keep it as it is now
+                    a = _alias(<Tensor>a)
+                vals.append(a)
+                edges.append(None)
+        cdef tuple tvals = tuple(vals)
+        out = _bind(prim, tvals, params)
+        if not (record and prim.differentiable and _grad_enabled()):
+            # a constant of this level (NOTE [everything inside is arrayad])
+            if prim.multiple_results:
+                return tuple([_new_grad_tracer(self, o, None, 0) for o in out])
+            return _new_grad_tracer(self, out, None, 0)
+        if prim.multiple_results:
+            node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
+            return tuple([_new_grad_tracer(self, o, node if _is_inexact(o) else None, i)
+                          for i, o in enumerate(out)])
+        if prim.vjp_reads is not None and not self.keep_saved:   # NOTE [saved values]
+            saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
+            node = _new_node(prim, saved, params, ans, tuple(edges), 1, False)
+        else:
+            node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
+        if prim.reuses is not None:
+            _share_result(prim, tvals[0], out, node)
+        return _new_grad_tracer(self, out, node, 0)
+
+
+cdef inline GradTracer _new_grad_tracer(Interpreter interp, object value, Node node, int idx):
+    cdef GradTracer t = GradTracer.__new__(GradTracer)
+    t._interp = interp
+    t.value = value
+    t._node = node
+    t._idx = idx
+    return t
+
+
+def new_grad_tracer(GradInterpreter interp not None, value, Node node, int idx=0):
+    return _new_grad_tracer(interp, value, node, idx)
+
+
+# -- forward mode (jvp, jacfwd, forward_ad)
+
+cdef class JvpInterpreter(Interpreter):
+    """Pushes tangents forward with the JVP rules (``DualTracer``: a value and its tangent).
+    ``dual_level``: one of ``autograd.forward_ad``'s levels, in which the eager tape keeps
+    working, rather than a ``func.jvp`` call."""
+
+    name = "jvp"
+
+    def __init__(self, bint dual_level=False):
+        self.dual_level = dual_level
+
+    def output(self, x):
+        """(value one level down, tangent or None) of a result of the traced function."""
+        if isinstance(x, DualTracer) and (<DualTracer>x)._interp is self:
+            return (<DualTracer>x).value, (<DualTracer>x).tangent
+        return x, None
+
+    cpdef object lift(self, object value):
+        return _new_dual(self, value, None)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef list primals = []
+        cdef list tangents = []
+        cdef bint any_tangent = False
+        for a in args:
+            if isinstance(a, DualTracer) and (<DualTracer>a)._interp is self:
+                primals.append((<DualTracer>a).value)
+                tangents.append((<DualTracer>a).tangent)
+                any_tangent = True
+            else:
+                primals.append(a)
+                tangents.append(None)
+        cdef tuple tprimals = tuple(primals)
+        out = _bind(prim, tprimals, params)
+        tout = None
+        if prim.differentiable:
+            for t in tangents:
+                if t is not None:   # (else only constants of this level: no tangent)
+                    tout = prim.jvp(tangents, out, *tprimals, **params)
+                    break
+        # (results without a tangent stay constants of this level: NOTE [everything inside is
+        # arrayad])
+        if prim.multiple_results:
+            if tout is None:
+                tout = (None,) * len(out)
+            return tuple([_new_dual(self, o, t) for o, t in zip(out, tout)])
+        return _new_dual(self, out, tout)
+
+
+cdef inline DualTracer _new_dual(Interpreter interp, object primal, object tangent):
+    cdef DualTracer t = DualTracer.__new__(DualTracer)
+    t._interp = interp
+    t.value = primal
+    t.tangent = tangent
+    return t
+
+
+def new_dual(JvpInterpreter interp not None, primal, tangent):
+    if interp.frame is None:
+        interp.frame = primal
+    return _new_dual(interp, primal, tangent)
+
+
+# -- batching (vmap)
+
+cdef bint _lined_up(list vals, list dims, int* out_dim):
+    """Whether an elementwise primitive can run on the batched values as they are: the batched
+    ones share one batch dim and one rank, and broadcasting from the right lines up the rest
+    (scalars anywhere; unbatched arrays of no higher rank when the batch dim leads)."""
+    cdef Py_ssize_t i
+    cdef int first = -1, rank = -1, n, max_unbatched = 0
+    for i in range(len(vals)):
+        a = vals[i]
+        d = dims[i]
+        if d is None:
+            if a is not None and not _is_scalar(a):
+                n = len(shape_of(a))
+                if n > max_unbatched:
+                    max_unbatched = n
+        else:
+            n = len(shape_of(a)) - 1
+            if first == -1:
+                first, rank = <int>d, n
+            elif <int>d != first or n != rank:
+                return False
+    if first == -1 or not (max_unbatched == 0 or (first == 0 and max_unbatched <= rank)):
+        return False
+    out_dim[0] = first
+    return True
+
+
+# The bdim of a BatchTracer whose value is not batched (NOTE [everything inside is arrayad])
+DEF UNBATCHED = -1
+
+
+cdef class BatchInterpreter(Interpreter):
+    """Runs primitives on whole batches (``BatchTracer``: a value with a batch dimension at
+    ``bdim``) with their batching rules. ``size`` is the batch size, ``randomness`` vmap's."""
+
+    name = "vmap"
+
+    def __init__(self, Py_ssize_t size, str randomness="error"):
+        self.size = size
+        self.randomness = randomness
+
+    def new_input(self, value, int bdim):
+        if self.frame is None:
+            self.frame = value
+        return _new_batch(self, value, bdim)
+
+    cpdef object lift(self, object value):
+        return _new_batch(self, value, UNBATCHED)
+
+    cpdef object process(self, Primitive prim, tuple args, dict params):
+        cdef int out_dim_c = 0
+        cdef bint batched = False
+        cdef list vals = []
+        cdef list dims = []
+        for a in args:
+            if isinstance(a, BatchTracer) and (<BatchTracer>a)._interp is self:
+                vals.append((<BatchTracer>a).value)
+                # (bdim < 0: a value of this level that is not batched, NOTE [everything
+                # inside is arrayad])
+                if (<BatchTracer>a).bdim >= 0:
+                    dims.append((<BatchTracer>a).bdim)
+                    batched = True
+                else:
+                    dims.append(None)
+            else:
+                vals.append(a)
+                dims.append(None)
+        rule = prim.batch
+        if not batched:   # only unbatched values of this level: one call for the whole batch
+            out, out_dim = _bind(prim, tuple(vals), params), None
+        elif prim.elementwise and _lined_up(vals, dims, &out_dim_c):
+            out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
+        elif rule is None:
+            out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
+        else:
+            out, out_dim = rule(vals, dims, **params)
+        if prim.multiple_results:
+            if not isinstance(out_dim, (tuple, list)):
+                out_dim = (out_dim,) * len(out)
+            return tuple([_new_batch(self, o, UNBATCHED if d is None else d)
+                          for o, d in zip(out, out_dim)])
+        return _new_batch(self, out, UNBATCHED if out_dim is None else out_dim)
+
+
+cdef BatchTracer _new_batch(Interpreter interp, object value, int bdim):
+    cdef BatchTracer t = BatchTracer.__new__(BatchTracer)
+    t._interp = interp
+    t.value = value
+    t.bdim = bdim
+    return t
+
+
+def new_batch(BatchInterpreter interp not None, value, int bdim):
+    return _new_batch(interp, value, bdim)
+
+
+cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
+    if other._interp is not self._interp:
+        raise _host.inplace_level_error(self, other)
+
+
+cdef class GradTracer(Tracer):
+    def __copy__(self):
+        return _new_grad_tracer(self._interp, self.value, self._node, self._idx)
+
+    def _replace(self, GradTracer other not None):
+        _check_same_interpreter(self, other)
+        self.value = other.value
+        self._node = other._node
+        self._idx = other._idx
+
+
+cdef class DualTracer(Tracer):
+    def __copy__(self):
+        return _new_dual(self._interp, self.value, self.tangent)
+
+    @property
+    def primal(self):
+        return self.value
+
+    def _replace(self, DualTracer other not None):
+        _check_same_interpreter(self, other)
+        self.value = other.value
+        self.tangent = other.tangent
+
+
+cdef class BatchTracer(Tracer):
+    def __copy__(self):
+        return _new_batch(self._interp, self.value, self.bdim)
+
+    @property
+    def shape(self):
+        s = shape_of(self.value)
+        if self.bdim < 0:
+            return s
+        return s[:self.bdim] + s[self.bdim + 1:]
+
+    def _replace(self, BatchTracer other not None):
+        _check_same_interpreter(self, other)
+        self.value = other.value
+        self.bdim = other.bdim

@@ -1,0 +1,17 @@
+# Declarations of _zeros.pyx that the other modules of the core cimport.
+from ._base cimport ThreadState
+
+
+cdef class _Mask:
+    cdef object make
+    cdef _Mask a, b
+    cdef object mask
+    cdef object get(self)
+
+
+cdef _Mask _both(_Mask a, _Mask b)
+cdef _Mask _mask_of(ThreadState st, object v)
+cdef object _mark(ThreadState st, object v, _Mask m)
+cdef void _unmark(ThreadState st, object v) except *
+cdef void _carry(ThreadState st, object src, object dst) except *
+cdef bint _writable_like(object g, object d)

@@ -172,6 +172,24 @@ def test_scikit_learn_sees_one_device_and_arrayad_names_the_backends():
                                                        gamma=0.5))
 
 
+def test_numpy_index_arrays_index_every_backend(eager):
+    # NumPy positions and masks are host data like lists (scikit-learn's cross-validation splits
+    # index torch-backed inputs with them): on every backend, eagerly and under grad
+    a = np.arange(12.0).reshape(4, 3)
+    x = eager.tensor(a)
+    rows, mask = np.array([3, 0, 0]), np.array([True, False, True, False])
+    for key in (rows, mask, (rows, Ellipsis), (slice(None), np.array([2, 0]))):
+        np.testing.assert_array_equal(to_numpy(x[key]), a[key])
+    want = np.zeros_like(a)
+    np.add.at(want, rows, 1.0)
+    np.testing.assert_allclose(to_numpy(grad(lambda t: ad.sum(t[rows]))(x)), want)
+    y = eager.tensor(a)
+    y[np.array([1, 2])] = 0.0
+    b = a.copy()
+    b[[1, 2]] = 0.0
+    np.testing.assert_array_equal(to_numpy(y), b)
+
+
 # -- integer results of traced values: constants of their level ---------------------------------
 def _runs(x):
     # each element repeated once or twice, by a count computed from x

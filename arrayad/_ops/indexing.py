@@ -19,7 +19,7 @@ import numbers
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of, structural_zeros, zeros_mask
-from ..backends import backend_of
+from ..backends import backend_of, can_stand_for
 from ._rules import (PY_SCALARS, Declarations, arange_like, constant_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axis, per_primitive,
                      unbroadcast)
@@ -64,6 +64,11 @@ def split_key(key, x=None):
         else:
             if isinstance(k, (list, tuple)):
                 k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ops.asarray(k)
+            elif type(k).__module__ == "numpy" and x is not None and k.dtype.kind in "iub" \
+                    and not can_stand_for(backend_of(k), backend_of(x)):
+                # NumPy positions or a NumPy mask indexing another backend's array: host data
+                # like a list (scikit-learn's cross-validation splits; torch takes them too)
+                k = constant_like(x, lambda xp, k=k: xp.asarray(k))
             elif type(k).__module__.split(".")[0] == "numpy" and hasattr(k, "shape") and \
                     not shape_of(k) and x is not None and dtype_of(k).kind in "iu":
                 # A NumPy 0-d integer array (e.g. from an int loop) indexing another backend.

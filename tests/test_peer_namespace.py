@@ -190,6 +190,24 @@ def test_numpy_index_arrays_index_every_backend(eager):
     np.testing.assert_array_equal(to_numpy(y), b)
 
 
+def test_python_numbers_written_into_arrays_of_another_kind(eager):
+    # x[i] = v casts v to x's dtype (NumPy's rule) on every backend, a Python float into
+    # integers too (array-api-strict itself refuses); x[i] += 1.1 on integers still raises
+    for dtype, v in ((np.int64, 1.1), (np.int64, -1.7), (np.int64, True), (np.bool_, 2),
+                     (np.float64, True)):
+        a = np.array([2, 4], dtype=dtype)
+        x = eager.tensor(a)
+        x[0] = v
+        a[0] = v
+        got = to_numpy(x)
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got, a)
+    x = eager.tensor(np.array([2, 4]))
+    with pytest.raises(TypeError):
+        x[0] += 1.1
+    np.testing.assert_array_equal(to_numpy(x), [2, 4])
+
+
 # -- integer results of traced values: constants of their level ---------------------------------
 def _runs(x):
     # each element repeated once or twice, by a count computed from x

@@ -211,13 +211,27 @@ def test_to_backend_array_gives_the_backend_array():
         grad(lambda v: ad.sum(ad.asarray(v.to_backend_array())))(np.ones(2))
 
 
-@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap"])
+@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap",
+                                  "da.map_blocks", "da.blockwise"])
 def test_dask_functions_on_tracers_are_refused_by_name(call):
     f = {"da.cumsum": lambda t: da.cumsum(t),
          "method map_blocks": lambda t: t.map_blocks(np.sin),
-         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1)}[call]
-    with pytest.raises(TypeError, match=r"is Dask's (?s:.*)to_backend_array"):
+         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1),
+         "da.map_blocks": lambda t: da.map_blocks(ad.sin, t),
+         "da.blockwise": lambda t: da.blockwise(ad.sin, "i", t, "i")}[call]
+    fix = r"is Dask's (?s:.*)arrayad.dask.map_blocks\(f, x\)(?s:.*)to_backend_array"
+    with pytest.raises(TypeError, match=fix):
         grad(lambda t: ad.sum(f(t)))(da.ones(6, chunks=3))
+    # eagerly too: Dask would run f once on the whole arrayad value, as one opaque block
+    with pytest.raises(TypeError, match=fix):
+        f(ad.asarray(da.ones(6, chunks=3)))
+    # on the raw Dask array, outside transforms, Dask's function is Dask's
+    t = ad.asarray(da.from_array(np.linspace(0.0, 1.0, 6), chunks=3))
+    if call == "da.map_blocks":
+        np.testing.assert_allclose(da.map_blocks(np.sin, t.to_backend_array()).compute(),
+                                   np.sin(np.linspace(0.0, 1.0, 6)))
+    # values of other backends have no Dask metadata (hasattr answers, no error)
+    assert not hasattr(ad.asarray(np.ones(3)), "_meta")
 
 
 # -- arrayad.dask.map_blocks -----------------------------------------------------------------------

@@ -12,10 +12,17 @@ derivatives are ``f``'s, block by block: the VJP maps ``f``'s VJP over the block
 cotangent and the inputs, the JVP maps ``f``'s JVP, and under ``vmap`` each block holds the
 whole batch and ``vmap(f)`` runs on it.
 
+``map_overlap(f, *arrays, depth=, boundary=)`` runs ``f`` on each block extended by ``depth``
+elements of its neighbours (or of the boundary: Dask's 'none', 'reflect', 'periodic', 'nearest'
+or a constant) and trims the result, as Dask's ``map_overlap``; it is built from differentiable
+pieces (padding, slices, rechunk, map_blocks), so its VJP adds each halo's cotangent back into
+the block it was read from.
+
 Dask functions that take a Dask array (``da.map_blocks``, ``da.map_overlap``, ``da.blockwise``,
-``da.cumsum``...) cannot see through an arrayad value: use arrayad's functions on it (they run
-on Dask chunk by chunk), or call the Dask function outside the transform on
-``x.to_backend_array()``.
+``da.cumsum``...) cannot see through an arrayad value: those that ask it for its Dask metadata
+(``da.map_blocks``, ``da.blockwise``) and the methods raise a TypeError naming the functions
+above; use them, arrayad's own functions (they run on Dask chunk by chunk), or call the Dask
+function outside the transform on ``x.to_backend_array()``.
 """
 
 from ._core._core import bind
@@ -248,10 +255,10 @@ def map_overlap(f, *arrays, depth, boundary="none"):
     Examples
     --------
     >>> import dask.array as da
-    >>> x = da.arange(6.0, chunks=3)
+    >>> x = da.arange(4.0, chunks=2)
     >>> smooth = lambda b: ad.concat([b[:1], (b[:-2] + b[1:-1] + b[2:]) / 3, b[-1:]])
-    >>> ad.dask.map_overlap(smooth, x, depth=1, boundary="nearest").to_backend_array().compute()
-    array([0.33333333, 1.        , 2.        , 3.        , 4.        , 4.66666667])
+    >>> ad.dask.map_overlap(smooth, x, depth=1, boundary="nearest").compute()
+    array([0.33333333, 1.        , 2.        , 2.66666667])
     """
     if not arrays:
         raise ValueError("arrayad.dask.map_overlap: give at least one array")
@@ -276,7 +283,10 @@ def map_overlap(f, *arrays, depth, boundary="none"):
                              f"than the axis ({shape[ax]}): the boundary has no values to give")
     first = next((c for c in map(_chunks_of, arrays) if c is not None), None)
     chunks = first if first is not None else tuple((n,) for n in shape)
-    layouts, ext = {}, list(arrays)
+    # (a rechunk to the chunks the arrays have: nothing forward; backward, the gradient made of
+    # the halos' and blocks' pieces comes back in the input's chunks)
+    layouts = {}
+    ext = [a if _chunks_of(a) is None else rechunk(a, chunks) for a in arrays]
     for ax, (d, b) in enumerate(zip(depths, bounds)):
         if d:
             for i, a in enumerate(ext):

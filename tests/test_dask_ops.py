@@ -367,7 +367,7 @@ def test_map_overlap_matches_dask_and_its_gradient_jax(boundary, depth):
         y = mo(x)
         g = grad(lambda v: ad.sum(ad.sin(mo(v)) * w))(x)
         _, t = jvp(mo, (x,), (da.from_array(w, chunks=5),))
-    assert y.chunks == x.chunks
+    assert y.chunks == x.chunks and g.chunks == x.chunks   # (the gradient in x's chunks)
     np.testing.assert_allclose(
         y.compute(), da.map_overlap(lambda b: _stencil(b, np), x, depth=depth,
                                     boundary=boundary).compute(), rtol=1e-14)

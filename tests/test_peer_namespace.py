@@ -323,3 +323,14 @@ def test_special_functions_of_integers_compute_in_floats(eager, fn, args):
     got = getattr(ad.special, fn)(*[eager.tensor(np.asarray(a)) for a in args])
     assert ad.isdtype(got.dtype, "real floating")
     np.testing.assert_allclose(to_numpy(got), want, rtol=1e-6, equal_nan=True)
+
+
+def test_moveaxis_out_of_range_says_which_axis_as_numpy(eager):
+    # SciPy's tests match NumPy's "source: axis 10 is out of bounds for array of dimension 1"
+    x = eager.tensor(np.ones(3))
+    for src, dst, which in ((10, -1, "source"), (0, 5, "destination")):
+        with pytest.raises(np.exceptions.AxisError) as want:
+            np.moveaxis(np.ones(3), src, dst)
+        with pytest.raises(IndexError, match=r"moveaxis: (?s:.*)" + str(want.value)):
+            ad.moveaxis(x, src, dst)
+        assert str(want.value).startswith(which)

@@ -211,13 +211,27 @@ def test_to_backend_array_gives_the_backend_array():
         grad(lambda v: ad.sum(ad.asarray(v.to_backend_array())))(np.ones(2))
 
 
-@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap"])
+@pytest.mark.parametrize("call", ["da.cumsum", "method map_blocks", "method map_overlap",
+                                  "da.map_blocks", "da.blockwise"])
 def test_dask_functions_on_tracers_are_refused_by_name(call):
     f = {"da.cumsum": lambda t: da.cumsum(t),
          "method map_blocks": lambda t: t.map_blocks(np.sin),
-         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1)}[call]
-    with pytest.raises(TypeError, match=r"is Dask's (?s:.*)to_backend_array"):
+         "method map_overlap": lambda t: t.map_overlap(np.sin, depth=1),
+         "da.map_blocks": lambda t: da.map_blocks(ad.sin, t),
+         "da.blockwise": lambda t: da.blockwise(ad.sin, "i", t, "i")}[call]
+    fix = r"is Dask's (?s:.*)arrayad.dask.map_blocks\(f, x\)(?s:.*)to_backend_array"
+    with pytest.raises(TypeError, match=fix):
         grad(lambda t: ad.sum(f(t)))(da.ones(6, chunks=3))
+    # eagerly too: Dask would run f once on the whole arrayad value, as one opaque block
+    with pytest.raises(TypeError, match=fix):
+        f(ad.asarray(da.ones(6, chunks=3)))
+    # on the raw Dask array, outside transforms, Dask's function is Dask's
+    t = ad.asarray(da.from_array(np.linspace(0.0, 1.0, 6), chunks=3))
+    if call == "da.map_blocks":
+        np.testing.assert_allclose(da.map_blocks(np.sin, t.to_backend_array()).compute(),
+                                   np.sin(np.linspace(0.0, 1.0, 6)))
+    # values of other backends have no Dask metadata (hasattr answers, no error)
+    assert not hasattr(ad.asarray(np.ones(3)), "_meta")
 
 
 # -- arrayad.dask.map_blocks -----------------------------------------------------------------------
@@ -293,3 +307,126 @@ def test_known_values_lapse_when_dask_writes_in_place():
     zeros[0] = 1.0
     total = ad.get_backend("dask").index_add(zeros, (np.array([1, 1]),), da.ones(2, chunks=2))
     np.testing.assert_array_equal(np.asarray(total), [1.0, 2.0, 0.0, 0.0])
+
+
+def test_map_blocks_gradient_when_the_cotangent_is_chunked_otherwise():
+    # the cotangent reaching map_blocks may be cut otherwise than its output (here by slices
+    # off a chunk boundary, joined again): the blocks of the VJP are the inputs', the cotangent
+    # cut like them
+    import arrayad.dask as add
+    xn = np.linspace(0.5, 3.0, 9)
+    x = da.from_array(xn, chunks=3)
+
+    def loss(a, blocks):
+        y = blocks(a)
+        return ad.sum(ad.sin(ad.concat([y[:2], y[2:]])) * ad.asarray(np.arange(9.0)))
+    with no_compute():
+        g = grad(loss)(x, lambda a: add.map_blocks(lambda b: ad.cumulative_sum(b), a))
+    ref = grad(loss)(xn, _per_block_cumsum)
+    np.testing.assert_allclose(g.compute(), ref, rtol=1e-12)
+
+
+def _per_block_cumsum(a):
+    return ad.concat([ad.cumulative_sum(a[s:s + 3]) for s in (0, 3, 6)])
+
+
+# -- arrayad.dask.map_overlap ----------------------------------------------------------------------
+def _stencil(b, xp):
+    # nonlinear, reads one neighbour each side; the block's edge elements are kept (trimmed off)
+    mid = (b[:-2] + 2.0 * b[1:-1] * b[2:]) / 3.0
+    return xp.concat([b[:1], mid, b[-1:]]) if xp is ad else xp.concatenate([b[:1], mid, b[-1:]])
+
+
+_JAX_MODES = {"reflect": "symmetric", "periodic": "wrap", "nearest": "edge"}
+
+
+def _jax_whole(v, depth, boundary, jnp):
+    # the reference: the stencil on the whole array padded as Dask pads it, then trimmed
+    if boundary == "none":
+        return _stencil(v, jnp)
+    if isinstance(boundary, float):
+        p = jnp.pad(v, depth, mode="constant", constant_values=boundary)
+    else:
+        p = jnp.pad(v, depth, mode=_JAX_MODES[boundary])
+    return _stencil(p, jnp)[depth:-depth]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@pytest.mark.parametrize("boundary", ["none", "reflect", "periodic", "nearest", 0.5])
+def test_map_overlap_matches_dask_and_its_gradient_jax(boundary, depth):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import arrayad.dask as add
+    jax.config.update("jax_enable_x64", True)
+    xn = np.linspace(0.1, 1.3, 10) ** 2
+    w = np.linspace(-1.0, 2.0, 10)
+    x = da.from_array(xn, chunks=((3, 4, 3),))     # (depth 4 reaches past a neighbour)
+    mo = lambda v: add.map_overlap(lambda b: _stencil(b, ad), v, depth=depth,  # noqa: E731
+                                   boundary=boundary)
+    with no_compute():
+        y = mo(x)
+        g = grad(lambda v: ad.sum(ad.sin(mo(v)) * w))(x)
+        _, t = jvp(mo, (x,), (da.from_array(w, chunks=5),))
+    assert y.chunks == x.chunks and g.chunks == x.chunks   # (the gradient in x's chunks)
+    np.testing.assert_allclose(
+        y.compute(), da.map_overlap(lambda b: _stencil(b, np), x, depth=depth,
+                                    boundary=boundary).compute(), rtol=1e-14)
+    ref = lambda v: jnp.sum(jnp.sin(_jax_whole(v, depth, boundary, jnp)) * w)  # noqa: E731
+    np.testing.assert_allclose(g.compute(), jax.grad(ref)(xn), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        t.compute(), jax.jvp(lambda v: _jax_whole(v, depth, boundary, jnp), (xn,), (w,))[1],
+        rtol=1e-12, atol=1e-14)
+
+
+def test_map_overlap_two_dimensional_under_vmap_and_central_differences():
+    import arrayad.dask as add
+
+    def lap(b):   # a nonlinear 5-point stencil; the block's border rows and columns are kept
+        inner = (b[:-2, 1:-1] + b[2:, 1:-1] + b[1:-1, :-2] * b[1:-1, 2:]) - 4.0 * b[1:-1, 1:-1]
+        return ad.concat([b[:1], ad.concat([b[1:-1, :1], inner, b[1:-1, -1:]], axis=1),
+                          b[-1:]], axis=0)
+
+    def lap_np(b):
+        out = b.copy()
+        out[1:-1, 1:-1] = (b[:-2, 1:-1] + b[2:, 1:-1] + b[1:-1, :-2] * b[1:-1, 2:]
+                           - 4.0 * b[1:-1, 1:-1])
+        return out
+
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal((5, 6))
+    x = da.from_array(xn, chunks=((2, 3), (3, 3)))
+    kw = dict(depth={0: 1, 1: 1}, boundary={0: "periodic", 1: "reflect"})
+    mo = lambda v: add.map_overlap(lap, v, **kw)  # noqa: E731
+    np.testing.assert_allclose(mo(x).compute(), da.map_overlap(lap_np, x, **kw).compute(),
+                               rtol=1e-14)
+    with no_compute():
+        g = grad(lambda v: ad.sum(mo(v) ** 2))(x)
+        rows = vmap(mo)(da.from_array(np.stack([xn, 2 * xn]), chunks=(1, 2, 3)))
+    loss = lambda v: float(  # noqa: E731
+        (da.map_overlap(lap_np, da.from_array(v, chunks=((2, 3), (3, 3))), **kw) ** 2)
+        .sum().compute())
+    eye = np.eye(30).reshape(30, 5, 6)
+    fd = np.array([(loss(xn + 1e-6 * e) - loss(xn - 1e-6 * e)) / 2e-6 for e in eye])
+    np.testing.assert_allclose(g.compute(), fd.reshape(5, 6), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        rows.compute(), np.stack([da.map_overlap(lap_np, da.from_array(v, chunks=((2, 3), (3, 3))),
+                                                 **kw).compute() for v in (xn, 2 * xn)]),
+        rtol=1e-14)
+
+
+def test_map_overlap_on_other_backends_is_one_block(backend):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import arrayad.dask as add
+    jax.config.update("jax_enable_x64", True)
+    xn = np.linspace(0.1, 1.3, 7) ** 2
+    g = grad(lambda v: ad.sum(ad.sin(add.map_overlap(lambda b: _stencil(b, ad), v, depth=2,
+                                                     boundary="reflect"))))(backend(xn))
+    ref = jax.grad(lambda v: jnp.sum(jnp.sin(_jax_whole(v, 2, "reflect", jnp))))(xn)
+    np.testing.assert_allclose(to_numpy(g), ref, rtol=1e-12)
+    with pytest.raises(ValueError, match="map_overlap: depth"):
+        add.map_overlap(lambda b: b, backend(xn), depth=-1)
+    with pytest.raises(ValueError, match="map_overlap: boundary"):
+        add.map_overlap(lambda b: b, backend(xn), depth=1, boundary="mirror")
+    with pytest.raises(ValueError, match="map_overlap: the arrays differ in shape"):
+        add.map_overlap(lambda a, b: a, backend(xn), backend(xn[:3]), depth=1)

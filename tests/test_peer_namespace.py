@@ -137,6 +137,77 @@ def test_numpy_arrays_meeting_torch_data_are_refused_by_name():
     assert "asarray" in str(e.value)
 
 
+def test_cpu_devices_of_two_backends_compare_equal(eager):
+    # the CPU is one device whichever backend's object names it: a NumPy-backed array's device
+    # equals every eager backend's CPU device, both ways round where that backend lets it
+    here = Backend("numpy").tensor(np.ones(3)).device
+    there = eager.tensor(np.ones(3)).device
+    assert here == there and not (here != there)
+    assert here == "cpu" and "cpu" == here and hash(here) == hash("cpu")
+    if eager.name != "array_api_strict":   # (its Device answers False to any other object)
+        assert there == here and not (there != here)
+    assert {here: 1}["cpu"] == 1
+    assert here != "cuda"
+    if "torch" in BACKENDS:
+        import torch
+        assert here != torch.device("meta")
+
+
+@pytest.mark.skipif("torch" not in BACKENDS, reason="torch not installed")
+def test_scikit_learn_sees_one_device_and_arrayad_names_the_backends():
+    # scikit-learn's device check compares the devices of its inputs with !=; a NumPy-backed and
+    # a torch-backed array are both on the CPU, so the error is arrayad's, naming both backends
+    # (before: scikit-learn's "Input arrays use different devices: cpu, cpu")
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.metrics.pairwise import rbf_kernel
+    x = Backend("torch").tensor(np.ones((3, 2)))
+    y = ad.asarray(np.ones((4, 2)))
+    with sklearn.config_context(array_api_dispatch=True):
+        for a, b in ((x, y), (y, x)):
+            with pytest.raises(TypeError, match=r"numpy and torch|torch and numpy"):
+                rbf_kernel(a, b)
+        # the same data on one backend: scikit-learn's result, checked against NumPy's
+        k = rbf_kernel(x, ad.asarray(y, device=x.device), gamma=0.5)
+    np.testing.assert_allclose(to_numpy(k), rbf_kernel(np.ones((3, 2)), np.ones((4, 2)),
+                                                       gamma=0.5))
+
+
+def test_numpy_index_arrays_index_every_backend(eager):
+    # NumPy positions and masks are host data like lists (scikit-learn's cross-validation splits
+    # index torch-backed inputs with them): on every backend, eagerly and under grad
+    a = np.arange(12.0).reshape(4, 3)
+    x = eager.tensor(a)
+    rows, mask = np.array([3, 0, 0]), np.array([True, False, True, False])
+    for key in (rows, mask, (rows, Ellipsis), (slice(None), np.array([2, 0]))):
+        np.testing.assert_array_equal(to_numpy(x[key]), a[key])
+    want = np.zeros_like(a)
+    np.add.at(want, rows, 1.0)
+    np.testing.assert_allclose(to_numpy(grad(lambda t: ad.sum(t[rows]))(x)), want)
+    y = eager.tensor(a)
+    y[np.array([1, 2])] = 0.0
+    b = a.copy()
+    b[[1, 2]] = 0.0
+    np.testing.assert_array_equal(to_numpy(y), b)
+
+
+def test_python_numbers_written_into_arrays_of_another_kind(eager):
+    # x[i] = v casts v to x's dtype (NumPy's rule) on every backend, a Python float into
+    # integers too (array-api-strict itself refuses); x[i] += 1.1 on integers still raises
+    for dtype, v in ((np.int64, 1.1), (np.int64, -1.7), (np.int64, True), (np.bool_, 2),
+                     (np.float64, True)):
+        a = np.array([2, 4], dtype=dtype)
+        x = eager.tensor(a)
+        x[0] = v
+        a[0] = v
+        got = to_numpy(x)
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got, a)
+    x = eager.tensor(np.array([2, 4]))
+    with pytest.raises(TypeError):
+        x[0] += 1.1
+    np.testing.assert_array_equal(to_numpy(x), [2, 4])
+
+
 # -- integer results of traced values: constants of their level ---------------------------------
 def _runs(x):
     # each element repeated once or twice, by a count computed from x
@@ -195,6 +266,27 @@ def test_nonzero_unique_searchsorted_under_grad_and_jvp(eager):
     np.testing.assert_allclose(float(to_numpy(t)), want.sum())
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_places_nans_and_infinities_as_numpy(eager, side):
+    # NaNs (last, after +inf) and infinities in the sorted array and among the values, with ties;
+    # torch's own binary search puts NaN values, and +inf with side='right', after x1's NaNs
+    rng = np.random.default_rng(3)
+    x = rng.integers(4, size=(3, 40)).astype(float)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    x[rng.random(x.shape) < 0.1] = np.inf
+    x[rng.random(x.shape) < 0.1] = -np.inf
+    x = np.sort(x, axis=-1)
+    v = np.stack([rng.permutation(np.r_[x[0], np.nan, np.inf, -np.inf, 1.5, 7.0])] * 3)
+    want = np.stack([np.searchsorted(x[i], v[i], side=side) for i in range(3)])
+    got = ad.searchsorted(eager.tensor(x[0]), eager.tensor(v[0]), side=side)
+    np.testing.assert_array_equal(to_numpy(got), want[0])
+    got = ad.searchsorted(eager.tensor(x[0]), float("nan"), side=side)
+    np.testing.assert_array_equal(to_numpy(got), np.searchsorted(x[0], np.nan, side=side))
+    # vmap over the sorted arrays (the batching rule counts instead of searching)
+    got = vmap(lambda a, b: ad.searchsorted(a, b, side=side))(eager.tensor(x), eager.tensor(v))
+    np.testing.assert_array_equal(to_numpy(got), want)
+
+
 def test_scipy_rankdata_under_grad(eager):
     a = np.array([3.0, 1.0, 2.0, 1.0, 5.0])
     x = eager.tensor(a)
@@ -231,3 +323,14 @@ def test_special_functions_of_integers_compute_in_floats(eager, fn, args):
     got = getattr(ad.special, fn)(*[eager.tensor(np.asarray(a)) for a in args])
     assert ad.isdtype(got.dtype, "real floating")
     np.testing.assert_allclose(to_numpy(got), want, rtol=1e-6, equal_nan=True)
+
+
+def test_moveaxis_out_of_range_says_which_axis_as_numpy(eager):
+    # SciPy's tests match NumPy's "source: axis 10 is out of bounds for array of dimension 1"
+    x = eager.tensor(np.ones(3))
+    for src, dst, which in ((10, -1, "source"), (0, 5, "destination")):
+        with pytest.raises(np.exceptions.AxisError) as want:
+            np.moveaxis(np.ones(3), src, dst)
+        with pytest.raises(IndexError, match=r"moveaxis: (?s:.*)" + str(want.value)):
+            ad.moveaxis(x, src, dst)
+        assert str(want.value).startswith(which)

@@ -407,10 +407,48 @@ def _repr(x):
 
 
 # -- devices ----------------------------------------------------------------------------------------
+def _is_the_cpu(device):
+    """Whether a device object of any backend is the host CPU: "cpu" (NumPy, Dask), torch's
+    ``device('cpu')``, array-api-strict's CPU_DEVICE, a JAX CPU device."""
+    if isinstance(device, str):
+        return device == "cpu"
+    root = type(device).__module__.partition(".")[0]
+    if root == "torch":
+        return device.type == "cpu"
+    if root == "array_api_strict":
+        import array_api_strict
+        return device == array_api_strict.Device("CPU_DEVICE")
+    if root in ("jax", "jaxlib"):
+        return getattr(device, "platform", None) == "cpu"
+    return False
+
+
+class CPU(str):
+    """The device of NumPy-backed (and Dask-backed) arrays: the string "cpu", which also equals
+    the other backends' objects for the CPU. Code that checks that its inputs share a device
+    (scikit-learn's ``device(*arrays)``: ``d1 != d2``) must not report "different devices: cpu,
+    cpu" for a NumPy-backed and a torch-backed array; whether the two can meet in one operation
+    is arrayad's to say, with an error naming both backends. (torch's ``device.__eq__`` defers to
+    this one; array-api-strict's Device answers False itself when it is on the left.)"""
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return _is_the_cpu(other) if not isinstance(other, str) else str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+_CPU = CPU("cpu")
+
+
 @decl.glue
 def _device_of(x):
     x = _core.raw_value(x)
-    return _core.backend_of(x).device_of(x)
+    d = _core.backend_of(x).device_of(x)
+    return _CPU if type(d) is str and d == "cpu" else d
 
 
 def _to_device_impl(xp, x, device, stream=None, backend=None):

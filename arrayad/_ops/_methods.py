@@ -339,14 +339,20 @@ def rechunk(self, chunks="auto"):
     return _chunks.rechunk(self, chunks)
 
 
+def _dask_refusal(subject, what):
+    return TypeError(
+        f"arrayad: {subject} cannot see through an arrayad {what}: its derivative "
+        f"would be lost. For da.map_blocks(f, x) use arrayad.dask.map_blocks(f, x), for "
+        f"da.map_overlap arrayad.dask.map_overlap(f, x, depth=..., boundary=...): both "
+        f"differentiate f written with arrayad, block by block. For the rest use arrayad's "
+        f"functions (they run on Dask chunk by chunk: ad.cumulative_sum, ad.diff, "
+        f"x.rechunk(...)), or call Dask outside the transform on x.to_backend_array().")
+
+
 def _dask_only(name):
     def refuse(self, *args, **kwargs):
-        raise TypeError(
-            f"arrayad: {name} is Dask's (called as a method, or by a Dask function such as "
-            f"da.cumsum or da.map_blocks) and cannot see through an arrayad {type(self).__name__}:"
-            f" its derivative would be lost. Use arrayad's functions on it (they run on Dask chunk"
-            f" by chunk: ad.cumulative_sum, ad.diff, x.rechunk(...)), or call Dask outside the "
-            f"transform on x.to_backend_array().")
+        raise _dask_refusal(f"{name} is Dask's (called as a method, or by a Dask function such "
+                            f"as da.cumsum) and", type(self).__name__)
     refuse.__name__ = name
     refuse.__doc__ = f"Refused: Dask's ``{name}`` does not differentiate arrayad values."
     return refuse
@@ -354,6 +360,22 @@ def _dask_only(name):
 
 for _name in ("map_blocks", "map_overlap", "blockwise"):
     METHODS[_name] = _dask_only(_name)
+
+
+def _dask_meta(self):
+    # Dask's functions (da.map_blocks, da.blockwise, da.from_array...) ask every array-like
+    # argument for its ``_meta``: for an arrayad value on Dask that is where a Dask function
+    # meets it, and would otherwise run f once on the whole value as one opaque block (or fail
+    # inside Dask's dtype inference). Other backends' values have no _meta (AttributeError).
+    from ..backends import backend_of
+    if backend_of(self).name != "dask":
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '_meta'")
+    raise _dask_refusal("a Dask function (da.map_blocks, da.blockwise...) is Dask's and",
+                        type(self).__name__)
+
+
+METHODS["_meta"] = property(_dask_meta, doc="Refused on Dask: Dask's functions do not "
+                                            "differentiate arrayad values.")
 
 
 @method

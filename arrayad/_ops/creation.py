@@ -221,8 +221,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             obj = ops.astype(obj, dtype, copy=bool(copy))
         elif copy:
             obj = bind(_copy_p, obj)
-        if device is not None and device != obj.device:
-            obj = ops._to_device(obj, device, None)
+        if device is not None:   # (another backend's device moves obj even where it is the
+            obj = ops._to_device(obj, device, None)   # same CPU: _to_device asks the backend)
         return obj
     if isinstance(obj, (list, tuple)) and _contains_arrays(obj):
         out = ops.stack([asarray(o) for o in obj])

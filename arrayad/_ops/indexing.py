@@ -19,7 +19,8 @@ import numbers
 from ._namespace import ops
 
 from .._core._core import bind, dtype_of, shape_of, structural_zeros, zeros_mask
-from ..backends import backend_of
+from .._dtypes import from_backend
+from ..backends import backend_of, can_stand_for
 from ._rules import (PY_SCALARS, Declarations, arange_like, constant_like,
                      materialize_batch, move_to_front, ndim_of, normalize_axis, per_primitive,
                      unbroadcast)
@@ -64,6 +65,11 @@ def split_key(key, x=None):
         else:
             if isinstance(k, (list, tuple)):
                 k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ops.asarray(k)
+            elif type(k).__module__ == "numpy" and x is not None and k.dtype.kind in "iub" \
+                    and not can_stand_for(backend_of(k), backend_of(x)):
+                # NumPy positions or a NumPy mask indexing another backend's array: host data
+                # like a list (scikit-learn's cross-validation splits; torch takes them too)
+                k = constant_like(x, lambda xp, k=k: xp.asarray(k))
             elif type(k).__module__.split(".")[0] == "numpy" and hasattr(k, "shape") and \
                     not shape_of(k) and x is not None and dtype_of(k).kind in "iu":
                 # A NumPy 0-d integer array (e.g. from an int loop) indexing another backend.
@@ -300,6 +306,19 @@ def _cast_value(xp, v, like):
     return xp.astype(v, like.dtype) if v.dtype != like.dtype else v
 
 
+def _written_value(xp, v, like):
+    """The value of ``x[key] = v`` in the dtype of ``x`` (NumPy's rule), a real Python number of
+    another kind too: 1.1 written into integers is 1 on every backend (array-api-strict refuses
+    a float scalar with an integer array). A complex number into a real array stays the
+    backend's error. (Not for index_add: ``x[i] += 1.1`` on integers raises, as in NumPy.)"""
+    if isinstance(v, PY_SCALARS) and not isinstance(v, complex):
+        kind = from_backend(like.dtype).kind
+        if kind != "b" if isinstance(v, bool) else \
+                kind not in "iufc" if isinstance(v, int) else kind not in "fc":
+            return xp.astype(xp.asarray(v, device=backend_of(like).device_of(like)), like.dtype)
+    return _cast_value(xp, v, like)
+
+
 def _index_add_impl(xp, base, v, *idx, key):
     return backend_of(base).index_add(base, fill_key(key, idx), _cast_value(xp, v, base))
 
@@ -405,7 +424,7 @@ index_add_p = decl.primitive(
 
 # -- setitem (functional) --------------------------------------------------------------------------
 def _setitem_impl(xp, x, v, *idx, key):
-    return backend_of(x).index_set(x, fill_key(key, idx), _cast_value(xp, v, x))
+    return backend_of(x).index_set(x, fill_key(key, idx), _written_value(xp, v, x))
 
 
 def _setitem_jvp(tangents, ans, x, v, *idx, key):

@@ -242,6 +242,11 @@ def moveaxis(x, source, destination, /):
     nd = ndim_of(x)
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    for name, axes in (("source", src), ("destination", dst)):
+        for a in axes:
+            if not -nd <= a < max(nd, 1):   # (NumPy's words: SciPy's tests match them)
+                raise IndexError(f"moveaxis: {name}: axis {a} is out of bounds for array of "
+                                 f"dimension {nd}")
     src = [normalize_axis(a, nd) for a in src]
     dst = [normalize_axis(a, nd) for a in dst]
     order = [a for a in range(nd) if a not in src]

@@ -296,7 +296,22 @@ def _searchsorted_impl(xp, x1, x2, *sorter, side="left"):
     kw = {"side": side}
     if sorter:
         kw["sorter"] = sorter[0]
-    return xp.searchsorted(x1, x2, **kw)
+    if backend_of(x1).name == "numpy" or not xp.isdtype(x1.dtype, "real floating"):
+        return xp.searchsorted(x1, x2, **kw)
+    # NaNs: the standard leaves their place unspecified; arrayad gives NumPy's answer on every
+    # backend, NaN after +inf (where every backend's sort puts it). torch's binary search does
+    # not: it puts a NaN value, and +inf with side='right', after the NaNs of x1. So x1's NaNs
+    # become +inf for the search, and the values NaN and +inf are placed here.
+    nans = xp.isnan(x1)
+    x1 = xp.where(nans, xp.full_like(x1, float("inf")), x1)
+    out = xp.searchsorted(x1, x2, **kw)
+    if not xp.isdtype(x2.dtype, "real floating"):
+        return out
+    numbers = xp.zeros_like(out) + (x1.shape[-1] - xp.sum(xp.astype(nans, out.dtype)))
+    if side == "left":                  # a NaN goes after every number of x1
+        return xp.where(xp.isnan(x2), numbers, out)
+    out = xp.where(x2 == float("inf"), numbers, out)    # +inf after the numbers, before NaNs
+    return xp.where(xp.isnan(x2), xp.full_like(out, x1.shape[-1]), out)
 
 
 def _searchsorted_batch(args, dims, side="left"):
@@ -315,7 +330,11 @@ def _searchsorted_batch(args, dims, side="left"):
     flat = ops.reshape(v, (size, -1, 1))
     below = (ops.expand_dims(s, axis=1) < flat) if side == "left" else \
         (ops.expand_dims(s, axis=1) <= flat)
-    counts = ops.sum(ops.astype(below, ops.int64), axis=-1)
+    counts = ops.sum(ops.astype(below, ops.int64), axis=-1)               # (B, M)
+    if dtype_of(v).kind == "f":     # a NaN value goes after the numbers of x1 (as unbatched)
+        numbers = ops.sum(ops.astype(~ops.isnan(s), ops.int64), axis=-1, keepdims=True)
+        after = numbers if side == "left" else ops.full_like(numbers, shape_of(s)[1])
+        counts = ops.where(ops.isnan(flat[..., 0]), after, counts)
     return ops.reshape(counts, vshape), 0
 
 

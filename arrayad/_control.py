@@ -166,7 +166,27 @@ class _Body:
 def _trace(api, fname, fn, leaves):
     """Trace ``fn`` (flat leaves -> flat list of array leaves) on ``leaves`` (values of any
     level: only their shapes, dtypes and, for the trace, their values matter). Returns
-    (body, closure values)."""
+    (body, closure values).
+
+    A body that is one ``checkpoint`` call and nothing else is traced again with that call
+    inlined: every rule that reverse-differentiates a body (scan's, switch's) keeps only the
+    body's inputs and recomputes the body in the backward pass, which is all that the
+    checkpoint asks for. Kept as a primitive, it would run a third time in the backward pass
+    and call the user's function operation by operation at every step, instead of the body's
+    replay (measured on a 10,000-step RK4 scan: 3x the time of the scan alone, the same peak
+    memory). A checkpoint of part of a body stays: it lowers the backward pass's peak within
+    one step."""
+    from ._custom import _inline_whole_checkpoint
+    with _inline_whole_checkpoint(False):
+        body, closure = _trace_once(api, fname, fn, leaves)
+    eqns = body.prog.eqns
+    if len(eqns) == 1 and getattr(eqns[0].params.get("spec"), "kind", None) == "checkpoint":
+        with _inline_whole_checkpoint(True):
+            body, closure = _trace_once(api, fname, fn, leaves)
+    return body, closure
+
+
+def _trace_once(api, fname, fn, leaves):
     vals = [x._value if isinstance(x, Tensor) else x for x in leaves]
     backend = None
     with _BodyInterpreter(api, fname) as interp:

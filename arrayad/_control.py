@@ -261,6 +261,15 @@ def _fname(f):
     return getattr(f, "__name__", type(f).__name__)
 
 
+def _uncheckpointed(fn):
+    """``fun`` for a loop's body or a branch given as ``checkpoint(fun)`` (``scan(checkpoint(step),
+    ...)``, JAX's way of keeping only the carry per step): the reverse rules of every loop and
+    branch already keep only the body's inputs and recompute it (``_trace`` says what the
+    checkpoint would cost); the same holds for a body that is one checkpoint call."""
+    from ._custom import _Checkpointed
+    return fn.fun if isinstance(fn, _Checkpointed) else fn
+
+
 # ---------------------------------------------------------------------------------------------
 # scan
 
@@ -596,6 +605,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     >>> carry, ys
     (array(6.), array([0., 1., 3., 6.]))
     """
+    f = _uncheckpointed(f)
     fname = _fname(f)
     if not callable(f):
         raise TypeError(f"scan: f must be a function f(carry, x) -> (carry, y), got "
@@ -714,6 +724,7 @@ def map(f, xs):
     >>> ad.func.map(lambda x: x ** 2, np.arange(3.0))
     array([0., 1., 4.])
     """
+    f = _uncheckpointed(f)
     return scan(lambda c, x: (c, f(x)), (), xs)[1]
 
 
@@ -755,6 +766,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     >>> ad.func.fori_loop(0, 4, lambda i, x: x * 2.0, np.array(1.0))
     array(16.)
     """
+    body_fun = _uncheckpointed(body_fun)
     fname = _fname(body_fun)
     leaves = tree_flatten(init_val)[0]
     like = next((x for x in leaves if _is_array(x)), None)
@@ -921,6 +933,7 @@ def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
     >>> ad.func.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, np.array(1.0))
     array(16.)
     """
+    cond_fun, body_fun = _uncheckpointed(cond_fun), _uncheckpointed(body_fun)
     fname = _fname(body_fun)
     for fn, nm in ((cond_fun, "cond_fun"), (body_fun, "body_fun")):
         if not callable(fn):
@@ -1156,7 +1169,7 @@ def switch(index, branches, *operands):
     >>> ad.func.switch(1, [lambda x: x + 1.0, lambda x: x * 10.0], np.array(2.0))
     array(20.)
     """
-    branches = list(branches)
+    branches = [_uncheckpointed(b) for b in branches]
     if not branches or not all(callable(b) for b in branches):
         raise TypeError("switch: branches must be a non-empty sequence of functions.")
     return _switch_call("switch", index, branches, operands)
@@ -1234,6 +1247,7 @@ def cond(pred, true_fn, false_fn, *operands, **kwargs):
                             f"operands positionally (JAX: cond(pred, t, f, *operands)) or as "
                             f"operands=(...) (torch.cond), not both.")
         operands = tuple(kwargs["operands"])
+    true_fn, false_fn = _uncheckpointed(true_fn), _uncheckpointed(false_fn)
     for fn, nm in ((true_fn, "true_fn"), (false_fn, "false_fn")):
         if not callable(fn):
             raise TypeError(f"cond: {nm} must be a function, got {type(fn).__name__}.")

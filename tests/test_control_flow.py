@@ -5,6 +5,8 @@ A table of cases drives the tests: each case is written once against a namespace
 (``xp``: array functions, ``L``: the control-flow functions), so it runs on arrayad
 (``ad``, ``ad.func``), on JAX (``jnp``, ``jax.lax``) and on a plain-Python reference (``_Loops``).
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -361,6 +363,21 @@ def test_checkpoint_of_a_whole_step_runs_as_the_step():
     _close(F.grad(f_whole)(P), jax.grad(g_whole)(jnp.asarray(P)))
     assert runs["whole"] <= 4           # traced (twice), never run per step
     assert "checkpoint" not in " ".join(ad.jit(F.grad(f_whole)).lower(P).primitive_names())
+    # checkpoint(step) given to scan itself (JAX's spelling), reading p from a closure: no
+    # warning (the loop's closure is differentiated as usual), nothing run per step
+    runs["whole"] = 0
+
+    def f_given(p):
+        c, ys = F.scan(F.checkpoint(lambda c, x: step(c, x, p)), p, xs)
+        return ad.sum(c) + ad.sum(ys ** 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _close(F.grad(f_given)(P), jax.grad(g_whole)(jnp.asarray(P)))
+        _close(F.grad(lambda p: ad.sum(F.fori_loop(0, 5, F.checkpoint(
+            lambda i, c: ad.sin(c) * p), p)))(P),
+            jax.grad(lambda p: jnp.sum(lax.fori_loop(0, 5, jax.checkpoint(
+                lambda i, c: jnp.sin(c) * p), p)))(jnp.asarray(P)))
+    assert runs["whole"] <= 2
     _close(F.grad(f_part)(P), jax.grad(g_part)(jnp.asarray(P)))
     assert runs["part"] >= len(xs)      # a checkpoint primitive, run at each step
 

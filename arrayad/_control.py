@@ -583,7 +583,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     reverse : bool, optional
         Run from the last element to the first (ys keep the order of xs).
     unroll : int or bool, optional
-        Accepted for JAX compatibility; the loop is not unrolled.
+        Steps of ``f`` per iteration of the loop (True: every step in one iteration, as in
+        JAX); the result is the same. Under transforms and ``jit`` each iteration replays
+        ``unroll`` steps, which saves a little bookkeeping per step on small states at the cost
+        of a longer trace.
 
     Returns
     -------
@@ -693,10 +696,57 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         return [_as_array_leaf(c, like) for c in cl] + [_as_array_leaf(y, like) for y in yl
                                                         if y is not None]
     body.__name__ = fname
-    carry, ys, _ = _scan_bind("scan", fname, body, [], c_leaves, x_leaves, length, reverse)
+    k = _unroll_steps(unroll, length, fname)
+    if k > 1:
+        carry, ys = _scan_unrolled(fname, body, c_leaves, x_leaves, length, reverse, k)
+    else:
+        carry, ys, _ = _scan_bind("scan", fname, body, [], c_leaves, x_leaves, length, reverse)
     it = iter(ys)
     y = tree_unflatten([next(it) if m else None for m in y_info["mask"]], y_info["spec"])
     return tree_unflatten(carry, c_spec), y
+
+
+def _unroll_steps(unroll, length, fname):
+    """Steps per iteration of the loop for ``scan``'s ``unroll`` (JAX's: True is every step)."""
+    if unroll is True:
+        return max(length, 1)
+    if unroll is False:
+        return 1
+    if not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"scan({fname}): unroll must be a positive int or a bool (True: every "
+                         f"step in one iteration), got {unroll!r}.")
+    return min(unroll, max(length, 1))
+
+
+def _scan_unrolled(fname, body, carry, xs, length, reverse, k):
+    """``scan`` with ``k`` steps of ``body`` per iteration of the loop: one scan over the
+    ``length // k`` groups of ``k`` elements (xs reshaped to (groups, k, ...)), then one over
+    the ``length % k`` left (the first elements when ``reverse``). The same steps in the same
+    order: only the loop's iterations are fewer, its body larger (its replay skips a loop
+    iteration's bookkeeping per step, and its passes see k steps at once)."""
+    ops = _ops()
+    groups, rest = divmod(length, k)
+    nc = len(carry)
+    split = rest if reverse else groups * k
+    main = [x[split:, ...] if reverse else x[:split, ...] for x in xs]
+    left = [x[:split, ...] if reverse else x[split:, ...] for x in xs]
+    main = [ops.reshape(x, (groups, k) + tuple(_core.shape_of(x)[1:])) for x in main]
+
+    def k_steps(*a):
+        c, xk = list(a[:nc]), a[nc:]
+        ys = [None] * k
+        for j in (range(k - 1, -1, -1) if reverse else range(k)):
+            out = body(*c, *[x[j, ...] for x in xk])
+            c, ys[j] = out[:nc], out[nc:]
+        return list(c) + [ops.stack(col) for col in zip(*ys)]
+    k_steps.__name__ = fname
+    c, ys_main, _ = _scan_bind("scan", fname, k_steps, [], carry, main, groups, reverse)
+    ys_main = [ops.reshape(y, (groups * k,) + tuple(_core.shape_of(y)[2:])) for y in ys_main]
+    if not rest:
+        return c, ys_main
+    c, ys_left, _ = _scan_bind("scan", fname, body, [], c, left, rest, reverse)
+    pairs = zip(ys_left, ys_main) if reverse else zip(ys_main, ys_left)
+    return c, [ops.concat([a, b], axis=0) for a, b in pairs]
 
 
 def map(f, xs):

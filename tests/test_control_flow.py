@@ -382,6 +382,39 @@ def test_checkpoint_of_a_whole_step_runs_as_the_step():
     assert runs["part"] >= len(xs)      # a checkpoint primitive, run at each step
 
 
+@pytest.mark.parametrize("unroll", [2, 3, True])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_scan_unroll_same_steps_fewer_iterations(unroll, reverse):
+    xs = np.linspace(-1.0, 1.0, 3 * 40).reshape(40, 3)   # 40 steps: 40 % 3 are left over
+
+    def f(p, unroll=unroll):
+        c, ys = F.scan(lambda c, x: (ad.sin(c) * p + x * c, ad.sum(c * x)), p, xs,
+                       reverse=reverse, unroll=unroll)
+        return ad.sum(c) + ad.sum(ys ** 2)
+
+    def g(p):
+        c, ys = lax.scan(lambda c, x: (jnp.sin(c) * p + x * c, jnp.sum(c * x)), p,
+                         jnp.asarray(xs), reverse=reverse, unroll=unroll)
+        return jnp.sum(c) + jnp.sum(ys ** 2)
+    jp = jnp.asarray(P)
+    _close(f(P), g(jp))
+    _close(F.grad(f)(P), jax.grad(g)(jp))
+    _close(F.jacfwd(f)(P), jax.jacfwd(g)(jp))
+    _close(ad.jit(F.grad(f))(P), jax.grad(g)(jp))
+    ps = np.stack([P, -P])
+    _close(F.vmap(f)(ps), jax.vmap(g)(jnp.asarray(ps)))
+    # the loop runs fewer iterations of a larger body (every step when unroll=True)
+    prog = ad.jit(f).lower(P)
+    lengths = sorted(e.params["length"] for e in prog.eqns if e.prim.name == "scan")
+    k = 40 if unroll is True else unroll
+    assert lengths == sorted([40 // k] + ([40 % k] if 40 % k else []))
+
+
+def test_scan_unroll_must_be_positive():
+    with pytest.raises(ValueError, match="unroll must be a positive int"):
+        F.grad(lambda p: ad.sum(F.scan(lambda c, x: (c * x, None), p, XS, unroll=0)[0]))(P)
+
+
 # -- while_loop --------------------------------------------------------------------------------
 
 def test_vmap_while_loop_64_lanes_equals_separate_runs():

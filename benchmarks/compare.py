@@ -815,7 +815,7 @@ def rk4_memory_section(data):
             t0 = time.perf_counter()
             g(th, y0)
             cells[name] = (time.perf_counter() - t0, traced_peak_mb(lambda: g(th, y0)))
-        for k, (what, fmt) in enumerate([("peak MB", "{:.2f}"), ("time s", "{:.2f}")]):
+        for k, (what, fmt) in enumerate([("time s", "{:.2f}"), ("peak MB", "{:.2f}")]):
             row = [f"{n:,}", what]
             for a, b in [("scan", "scan_c"), ("loop", "loop_c")]:
                 if a in cells:

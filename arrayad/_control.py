@@ -19,6 +19,11 @@ and every order of transforms composes (hessian of a scan is a scan of scans of 
   transform or the eager tape may need it; the backward is a reverse scan of the body's pullback
   that recomputes each step's forward from its saved carry. ``while_loop`` has no VJP (its trip
   count is known at run time only), as in JAX; ``fori_loop`` with Python int bounds is a scan.
+* ``checkpoint``: as every VJP above keeps only a body's inputs and recomputes the body, a
+  body given as ``checkpoint(f)`` (or traced into one checkpoint call) runs as ``f``; a
+  checkpoint of part of a body stays a primitive (``_trace``).
+* ``scan(unroll=k)``: a scan of ``k`` steps per iteration over xs reshaped to (n // k, k, ...),
+  then a scan of the ``n % k`` steps left (``_scan_unrolled``): the same steps in order.
 * ``switch``: the branch the index selects runs; its JVP/VJP are switches of the branches'
   pushforwards/pullbacks; a batched index runs every branch and selects with ``where``; a
   batched ``while_loop`` runs until every lane is done and freezes the finished lanes.

@@ -57,6 +57,12 @@ def _func():
     return sys.modules["arrayad.func"]
 
 
+def _custom():
+    """The checkpoint's module (loaded by arrayad's __init__; looked up, not imported: it
+    imports the transforms, which import this module)."""
+    return sys.modules["arrayad._custom"]
+
+
 def _is_array(x):
     return isinstance(x, Array) or (not isinstance(x, (bool, int, float, complex, str,
                                                        type(None), tuple, list, dict, slice))
@@ -181,12 +187,12 @@ def _trace(api, fname, fn, leaves):
     replay (measured on a 10,000-step RK4 scan: 3x the time of the scan alone, the same peak
     memory). A checkpoint of part of a body stays: it lowers the backward pass's peak within
     one step."""
-    from ._custom import _inline_whole_checkpoint
-    with _inline_whole_checkpoint(False):
+    inline = _custom()._inline_whole_checkpoint
+    with inline(False):
         body, closure = _trace_once(api, fname, fn, leaves)
     eqns = body.prog.eqns
     if len(eqns) == 1 and getattr(eqns[0].params.get("spec"), "kind", None) == "checkpoint":
-        with _inline_whole_checkpoint(True):
+        with inline(True):
             body, closure = _trace_once(api, fname, fn, leaves)
     return body, closure
 
@@ -271,8 +277,7 @@ def _uncheckpointed(fn):
     ...)``, JAX's way of keeping only the carry per step): the reverse rules of every loop and
     branch already keep only the body's inputs and recompute it (``_trace`` says what the
     checkpoint would cost); the same holds for a body that is one checkpoint call."""
-    from ._custom import _Checkpointed
-    return fn.fun if isinstance(fn, _Checkpointed) else fn
+    return fn.fun if isinstance(fn, _custom()._Checkpointed) else fn
 
 
 # ---------------------------------------------------------------------------------------------

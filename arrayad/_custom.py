@@ -38,6 +38,7 @@ outputs and residuals made of them are taken back to their raw values (``_consta
 
 import functools
 import inspect
+import threading
 import types
 import warnings
 
@@ -823,6 +824,27 @@ class _hook:
         return False
 
 
+_INLINE = threading.local()   # .on: a loop's or branch's body is being traced again (see below)
+
+
+class _inline_whole_checkpoint:
+    """``with _inline_whole_checkpoint(on):`` while a loop's or a branch's body is traced:
+    ``on`` when the body is one checkpoint call, which then runs inline (its recomputation is
+    the one the body's own VJP does; ``_trace`` in the control-flow module says why). Each
+    trace sets its own value, so a body nested in the block is traced with its own."""
+
+    def __init__(self, on):
+        self.on = on
+
+    def __enter__(self):
+        self.prev = getattr(_INLINE, "on", False)
+        _INLINE.on = self.on
+
+    def __exit__(self, *exc):
+        _INLINE.on = self.prev
+        return False
+
+
 class _CkptCall(_Spec):
     kind = "checkpoint"
     closure_fix = ("checkpoint(f)(x, params) with f(x, params), rather than checkpoint(lambda x: "
@@ -919,6 +941,11 @@ class _Checkpointed:
         name = _name(self.fun)
         if self.policy is checkpoint_policies.everything_saveable:
             return self.fun(*args, **kwargs)   # (everything kept: the ordinary tape)
+        if getattr(_INLINE, "on", False):
+            # (the whole body of a loop or a branch, which recomputes it anyway; a checkpoint
+            # inside the block still counts)
+            with _inline_whole_checkpoint(False):
+                return self.fun(*args, **kwargs)
         st = _positions(self.static_argnums, len(args), "static_argnums", name)
         fixed = {i: args[i] for i in st}
         _refuse_traced(fixed.values(), "checkpoint", name,

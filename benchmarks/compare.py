@@ -558,6 +558,30 @@ def _rk4_cell(lib, d):
     raise NotApplicable("a 10,000-step Python loop on its tape: not timed")
 
 
+def rk4_loss_scan_ckpt(xp, scan, checkpoint, th, y0):
+    # checkpoint on every step: JAX's way of keeping only the carry per step
+    step = checkpoint(lambda y, _: (_rk4_step(xp, th, y), None))
+    y, _ = scan(step, y0, None, length=RK4_STEPS)
+    return xp.sum(y ** 2)
+
+
+def _rk4_ckpt_cell(lib, d):
+    th, y0 = d["rk4_th"], d["rk4_y0"]
+    if lib in ("arrayad", "arrayad.jit"):
+        g = adf.grad(lambda t, y: rk4_loss_scan_ckpt(AD_NS, adf.scan, adf.checkpoint, t, y))
+        if lib == "arrayad.jit":
+            g = ad.jit(g)
+        return lambda: g(th, y0)
+    if lib in ("jax", "jax.jit"):
+        g = jax.grad(lambda t, y: rk4_loss_scan_ckpt(jnp, jax.lax.scan, jax.checkpoint, t, y))
+        if lib == "jax.jit":
+            g = jax.jit(g)
+        return _jax_call(g, to_jax(th), to_jax(y0))
+    if lib == "torch.func":
+        raise NotApplicable("torch.utils.checkpoint does not run under torch.func transforms")
+    raise NotApplicable("a 10,000-step Python loop on its tape: not timed")
+
+
 WORKLOADS = [
     Workload("chain16", "grad of elementwise chain, n=16", _floor_chain("x16"), _chain_grad_cell("x16")),
     Workload("chain4k", "grad of elementwise chain, n=4096", _floor_chain("x4k"), _chain_grad_cell("x4k")),
@@ -573,6 +597,8 @@ WORKLOADS = [
     Workload("vmap_jacfwd", "vmap(jacfwd(chain_vec)), 64 x 16", _floor_vj, _vmap_jacfwd_cell),
     Workload("rk4_scan", "grad of a 10,000-step RK4 scan, 4 states (torch.func: unrolled loop)",
              _floor_rk4, _rk4_cell, heavy=True),
+    Workload("rk4_scan_ckpt", "rk4_scan with checkpoint on every step (jax.checkpoint for JAX)",
+             _floor_rk4, _rk4_ckpt_cell, heavy=True),
 ]
 WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 
@@ -778,6 +804,54 @@ def memory_section(data, libs):
     return (head, rows), (leak_head, leak_rows)
 
 
+RK4_MEMORY_STEPS = (1_000, RK4_STEPS)   # the Python loops at the first only (see below)
+
+
+def rk4_memory_section(data):
+    """Markdown-ready (head, rows): arrayad's grad of the RK4 workload, peak traced memory and
+    time of one call, for scan and for the Python loop on the tape, each with and without
+    checkpoint on every step. The loops run 1,000 steps only: at 10,000 steps under tracemalloc
+    they take minutes (their memory grows in proportion to the steps)."""
+    th, y0 = data["rk4_th"], data["rk4_y0"]
+    step = lambda t, y: _rk4_step(AD_NS, t, y)  # noqa: E731
+    cstep = adf.checkpoint(step)
+
+    def scan_loss(t, y, n, ckpt):
+        f = lambda c, _: (_rk4_step(AD_NS, t, c), None)  # noqa: E731
+        c, _ = adf.scan(adf.checkpoint(f) if ckpt else f, y, None, length=n)
+        return AD_NS.sum(c ** 2)
+
+    def loop_loss(t, y, n, ckpt):
+        for _ in range(n):
+            y = cstep(t, y) if ckpt else step(t, y)
+        return AD_NS.sum(y ** 2)
+    head = ["steps", "measure", "scan", "scan + checkpoint", "ckpt / scan", "Python loop",
+            "loop + checkpoint", "ckpt / loop"]
+    rows = []
+    for n in RK4_MEMORY_STEPS:
+        cells = {}
+        for name, fn, ckpt in [("scan", scan_loss, False), ("scan_c", scan_loss, True),
+                               ("loop", loop_loss, False), ("loop_c", loop_loss, True)]:
+            if name.startswith("loop") and n > RK4_MEMORY_STEPS[0]:
+                continue
+            g = adf.grad(lambda t, y: fn(t, y, n, ckpt))
+            g(th, y0)
+            gc.collect()
+            t0 = time.perf_counter()
+            g(th, y0)
+            cells[name] = (time.perf_counter() - t0, traced_peak_mb(lambda: g(th, y0)))
+        for k, (what, fmt) in enumerate([("time s", "{:.2f}"), ("peak MB", "{:.2f}")]):
+            row = [f"{n:,}", what]
+            for a, b in [("scan", "scan_c"), ("loop", "loop_c")]:
+                if a in cells:
+                    row += [fmt.format(cells[a][k]), fmt.format(cells[b][k]),
+                            f"{cells[b][k] / cells[a][k]:.2f}x"]
+                else:
+                    row += ["-", "-", "-"]
+            rows.append(row)
+    return head, rows
+
+
 # ---------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------
@@ -882,7 +956,7 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
     return notes
 
 
-def write_markdown(path, tables, notes, args, ref_libs, memory=None):
+def write_markdown(path, tables, notes, args, ref_libs, memory=None, rk4_memory=None):
     (head, rows), (rhead, rrows) = tables
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines = [
@@ -924,6 +998,13 @@ def write_markdown(path, tables, notes, args, ref_libs, memory=None):
             lines += ["Growth over 10,000 calls after a warm-up of 200 (a leaked tape node or "
                       "level frame per call would show as thousands of objects):", "",
                       md_table(lhead, lrows), ""]
+    if rk4_memory is not None:
+        lines += ["## Memory of the RK4 gradient, with and without checkpoint", "",
+                  "arrayad's `grad` of the `rk4_scan` workload: peak traced memory and time of "
+                  "one call (wall clock, single thread), for `scan` and for the Python loop on "
+                  "the tape, each without and with `checkpoint` on every step. The loops run "
+                  "1,000 steps only (their memory grows in proportion to the steps).", "",
+                  md_table(*rk4_memory), ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     text = "\n".join(lines)
@@ -982,7 +1063,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer/shorter measurements (smoke run)")
     p.add_argument("--only", default=None, help="comma-separated workloads (default: all): "
-                   + ",".join(WORKLOAD_NAMES + ["memory"]))
+                   + ",".join(WORKLOAD_NAMES + ["memory", "rk4_memory"]))
     p.add_argument("--libs", default=None,
                    help="comma-separated libraries (default: all installed): numpy,arrayad,torch,autograd,jax,jax.jit,mygrad")
     p.add_argument("--markdown", metavar="PATH", help="write the tables as Markdown to PATH")
@@ -1010,14 +1091,15 @@ def main(argv=None):
 
     if args.only:
         names = [s.strip() for s in args.only.split(",") if s.strip()]
-        bad = [n for n in names if n not in WORKLOAD_NAMES + ["memory"]]
+        bad = [n for n in names if n not in WORKLOAD_NAMES + ["memory", "rk4_memory"]]
         if bad:
             sys.exit(f"unknown workload(s): {', '.join(bad)}; choose from {', '.join(WORKLOAD_NAMES)}")
         workloads = [w for w in WORKLOADS if w.name in names]
         with_memory = "memory" in names
+        with_rk4_memory = "rk4_memory" in names
     else:
         workloads = list(WORKLOADS)
-        with_memory = True
+        with_memory = with_rk4_memory = True
 
     if args.libs:
         wanted = []
@@ -1090,6 +1172,11 @@ def main(argv=None):
         print("[memory] peak of grad on chain1m; growth over 10,000 calls", file=sys.stderr,
               flush=True)
         memory = memory_section(data, libs)
+    rk4_memory = None
+    if with_rk4_memory and "arrayad" in libs:
+        print("[rk4_memory] grad of rk4_scan with and without checkpoint", file=sys.stderr,
+              flush=True)
+        rk4_memory = rk4_memory_section(data)
     elapsed = time.perf_counter() - t_start
 
     tables = build_tables(results, workloads, libs)
@@ -1116,6 +1203,11 @@ def main(argv=None):
         print(text_table(*memory[0]))
         if memory[1][1]:
             print(text_table(*memory[1]))
+    if rk4_memory is not None:
+        print()
+        print("RK4 gradient, arrayad: peak traced MB and time of one call, with and without "
+              "checkpoint on every step")
+        print(text_table(*rk4_memory))
     if notes:
         print()
         print("Notes:")
@@ -1124,7 +1216,7 @@ def main(argv=None):
     print(f"\ntotal benchmark time: {elapsed:.1f} s")
 
     if args.markdown:
-        write_markdown(args.markdown, tables, notes, args, ref_libs, memory)
+        write_markdown(args.markdown, tables, notes, args, ref_libs, memory, rk4_memory)
         print(f"wrote {args.markdown}")
     if args.plot:
         try:

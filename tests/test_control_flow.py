@@ -5,6 +5,8 @@ A table of cases drives the tests: each case is written once against a namespace
 (``xp``: array functions, ``L``: the control-flow functions), so it runs on arrayad
 (``ad``, ``ad.func``), on JAX (``jnp``, ``jax.lax``) and on a plain-Python reference (``_Loops``).
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -130,10 +132,35 @@ def fori_dynamic(xp, L, p, xs):
     return xp.sum(L.fori_loop(xp.asarray(0), n, lambda i, c: xp.sin(c) + p, p))
 
 
+def _checkpoint(L):
+    """The checkpoint of the namespace pair's library (the plain reference keeps everything)."""
+    return {lax: jax.checkpoint, F: F.checkpoint}.get(L, lambda f: f)
+
+
+def scan_checkpoint_step(xp, L, p, xs):
+    # the whole step checkpointed (JAX's way of keeping only the carry per step)
+    step = _checkpoint(L)(lambda c, x, p: (xp.sin(c) * p + x * c, xp.cos(c) * x))
+    c, ys = L.scan(lambda c, x: step(c, x, p), p, xs)
+    return xp.sum(c) + xp.sum(ys ** 2)
+
+
+def scan_checkpoint_part(xp, L, p, xs):
+    # a checkpoint inside the step, with work around it
+    block = _checkpoint(L)(lambda c, p: xp.tanh(c * p) * xp.cos(c))
+    c, ys = L.scan(lambda c, x: (block(c * 0.9 + x, p) + 0.1 * c, xp.sum(c * x)), p, xs)
+    return xp.sum(c) + xp.sum(ys ** 2)
+
+
+def cond_checkpoint_branch(xp, L, p, xs):
+    br = _checkpoint(L)(lambda a: xp.sin(a) * xp.exp(a))
+    return xp.sum(L.cond(xp.sum(p) < 1.0, br, lambda a: a ** 3, p))
+
+
 CASES = [(scan_carry, True), (scan_reverse, True), (scan_pytree, True),
          (scan_closure_only, True), (fori_static, True), (cond_true, True),
          (cond_false, True), (switch3, True), (map_case, True), (scan_nested, True),
-         (while_case, False), (fori_dynamic, False)]
+         (scan_checkpoint_step, True), (scan_checkpoint_part, True),
+         (cond_checkpoint_branch, True), (while_case, False), (fori_dynamic, False)]
 REV = [c for c, ok in CASES if ok]
 ALL = [c for c, _ in CASES]
 ids = lambda c: c.__name__  # noqa: E731
@@ -300,6 +327,92 @@ def test_jit_while_refusal_points_to_while_loop():
     g = ad.jit(lambda x: F.while_loop(lambda x: ad.sum(x) < 10.0, lambda x: x * 2.0, x))
     _close(g(np.ones(2)), [8.0, 8.0])
     _close(g(np.full(2, 3.0)), [6.0, 6.0])   # (the replay loops on the new value)
+
+
+def test_checkpoint_of_a_whole_step_runs_as_the_step():
+    # The scan's gradient keeps only the carries and recomputes each step: a checkpoint of the
+    # whole step adds nothing, so it is not run (or recomputed) per step; one of part of the
+    # step still is (it lowers the peak within one step of the backward pass).
+    runs = {"whole": 0, "part": 0}
+
+    def step(c, x, p):
+        runs["whole"] += 1
+        return ad.sin(c) * p + x * c, ad.cos(c) * x
+
+    def block(c, p):
+        runs["part"] += 1
+        return ad.tanh(c * p)
+    whole, part = F.checkpoint(step), F.checkpoint(block)
+    xs = np.linspace(-1.0, 1.0, 120).reshape(40, 3)
+    jxs = jnp.asarray(xs)
+
+    def f_whole(p):
+        c, ys = F.scan(lambda c, x: whole(c, x, p), p, xs)
+        return ad.sum(c) + ad.sum(ys ** 2)
+
+    def f_part(p):
+        return ad.sum(F.scan(lambda c, x: (part(c + x, p) * 0.5 + c, None), p, xs)[0])
+
+    def g_whole(p):
+        c, ys = lax.scan(lambda c, x: (jnp.sin(c) * p + x * c, jnp.cos(c) * x), p, jxs)
+        return jnp.sum(c) + jnp.sum(ys ** 2)
+
+    def g_part(p):
+        return jnp.sum(lax.scan(lambda c, x: (jnp.tanh((c + x) * p) * 0.5 + c, None), p,
+                                jxs)[0])
+    _close(F.grad(f_whole)(P), jax.grad(g_whole)(jnp.asarray(P)))
+    assert runs["whole"] <= 4           # traced (twice), never run per step
+    assert "checkpoint" not in " ".join(ad.jit(F.grad(f_whole)).lower(P).primitive_names())
+    # checkpoint(step) given to scan itself (JAX's spelling), reading p from a closure: no
+    # warning (the loop's closure is differentiated as usual), nothing run per step
+    runs["whole"] = 0
+
+    def f_given(p):
+        c, ys = F.scan(F.checkpoint(lambda c, x: step(c, x, p)), p, xs)
+        return ad.sum(c) + ad.sum(ys ** 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _close(F.grad(f_given)(P), jax.grad(g_whole)(jnp.asarray(P)))
+        _close(F.grad(lambda p: ad.sum(F.fori_loop(0, 5, F.checkpoint(
+            lambda i, c: ad.sin(c) * p), p)))(P),
+            jax.grad(lambda p: jnp.sum(lax.fori_loop(0, 5, jax.checkpoint(
+                lambda i, c: jnp.sin(c) * p), p)))(jnp.asarray(P)))
+    assert runs["whole"] <= 2
+    _close(F.grad(f_part)(P), jax.grad(g_part)(jnp.asarray(P)))
+    assert runs["part"] >= len(xs)      # a checkpoint primitive, run at each step
+
+
+@pytest.mark.parametrize("unroll", [2, 3, True])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_scan_unroll_same_steps_fewer_iterations(unroll, reverse):
+    xs = np.linspace(-1.0, 1.0, 3 * 40).reshape(40, 3)   # 40 steps: 40 % 3 are left over
+
+    def f(p, unroll=unroll):
+        c, ys = F.scan(lambda c, x: (ad.sin(c) * p + x * c, ad.sum(c * x)), p, xs,
+                       reverse=reverse, unroll=unroll)
+        return ad.sum(c) + ad.sum(ys ** 2)
+
+    def g(p):
+        c, ys = lax.scan(lambda c, x: (jnp.sin(c) * p + x * c, jnp.sum(c * x)), p,
+                         jnp.asarray(xs), reverse=reverse, unroll=unroll)
+        return jnp.sum(c) + jnp.sum(ys ** 2)
+    jp = jnp.asarray(P)
+    _close(f(P), g(jp))
+    _close(F.grad(f)(P), jax.grad(g)(jp))
+    _close(F.jacfwd(f)(P), jax.jacfwd(g)(jp))
+    _close(ad.jit(F.grad(f))(P), jax.grad(g)(jp))
+    ps = np.stack([P, -P])
+    _close(F.vmap(f)(ps), jax.vmap(g)(jnp.asarray(ps)))
+    # the loop runs fewer iterations of a larger body (every step when unroll=True)
+    prog = ad.jit(f).lower(P)
+    lengths = sorted(e.params["length"] for e in prog.eqns if e.prim.name == "scan")
+    k = 40 if unroll is True else unroll
+    assert lengths == sorted([40 // k] + ([40 % k] if 40 % k else []))
+
+
+def test_scan_unroll_must_be_positive():
+    with pytest.raises(ValueError, match="unroll must be a positive int"):
+        F.grad(lambda p: ad.sum(F.scan(lambda c, x: (c * x, None), p, XS, unroll=0)[0]))(P)
 
 
 # -- while_loop --------------------------------------------------------------------------------

@@ -334,3 +334,36 @@ def test_moveaxis_out_of_range_says_which_axis_as_numpy(eager):
         with pytest.raises(IndexError, match=r"moveaxis: (?s:.*)" + str(want.value)):
             ad.moveaxis(x, src, dst)
         assert str(want.value).startswith(which)
+
+
+@pytest.mark.parametrize("shape, mask_ndim", [((7,), 1), ((5, 3), 1), ((4, 3), 2), ((2, 3, 4), 2)])
+def test_masked_writes_of_one_value_per_selected_element(eager, shape, mask_ndim):
+    # x[mask] = v with an array v (SciPy's cubature writes half of 200,000 elements this way):
+    # each selected position takes its own row of v, in order; the gradient reaches x where the
+    # mask is False and v's rows where it is True
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=shape)
+    m = rng.random(shape[:mask_ndim]) > 0.4
+    vals = rng.normal(size=(int(m.sum()),) + shape[mask_ndim:])
+    want = a.copy()
+    want[m] = vals
+    x, mask, v = eager.tensor(a), eager.tensor(m), eager.tensor(vals)
+    x[mask] = v
+    np.testing.assert_array_equal(to_numpy(x), want)
+    w = rng.normal(size=shape)
+
+    def f(t, u):
+        t = t * 1.0
+        t[mask] = u
+        return ad.sum(t * eager.tensor(w))
+    gx, gv = grad(f, argnums=(0, 1))(eager.tensor(a), v)
+    np.testing.assert_allclose(to_numpy(gx), np.where(
+        m.reshape(m.shape + (1,) * (len(shape) - mask_ndim)), 0.0, w))
+    np.testing.assert_allclose(to_numpy(gv), w[m])
+    if len(shape) > mask_ndim:      # one row for every selected element
+        row = rng.normal(size=shape[mask_ndim:])
+        y = eager.tensor(a)
+        y[mask] = eager.tensor(row)
+        want = a.copy()
+        want[m] = row
+        np.testing.assert_array_equal(to_numpy(y), want)

@@ -115,6 +115,8 @@ class Backend:
         if mask is not None and (isinstance(v, (int, float, complex, bool)) or v.ndim == 0):
             m = xp.reshape(mask, tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
             return xp.where(m, xp.asarray(v, dtype=x.dtype), x)
+        if mask is not None:
+            return self._masked_set(x, mask, v)
         n, pos = self._positions(x, key)
         k = _numel(pos)
         if k == 0:
@@ -126,6 +128,23 @@ class Backend:
         last = xp.max(xp.where(onehot, order, xp.zeros_like(order)), axis=0)
         new = xp.take(vals, xp.clip(last - 1, 0, k - 1), axis=0)
         return xp.reshape(xp.where(last > 0, new, xp.reshape(x, (n,))), x.shape)
+
+    def _masked_set(self, x, mask, v):
+        """``x[mask] = v`` with one value (row) per selected position: the selected positions'
+        running count picks each one's value, O(n) (the one-hot matrix below is O(n * k), which
+        a mask selecting many of many elements cannot afford)."""
+        xp = self.xp
+        rest = tuple(x.shape[mask.ndim:])
+        flat = xp.reshape(mask, (-1,))
+        order = xp.cumulative_sum(xp.astype(flat, xp.int64)) - 1   # each selected one's row
+        k = int(order[-1]) + 1 if flat.shape[0] else 0
+        if k == 0:
+            return xp.asarray(x, copy=True)
+        vals = xp.broadcast_to(xp.asarray(v, dtype=x.dtype), (k,) + rest)
+        new = xp.take(vals, xp.clip(order, 0, k - 1), axis=0)
+        rows = xp.reshape(x, (flat.shape[0],) + rest)
+        m = xp.reshape(flat, (flat.shape[0],) + (1,) * len(rest))
+        return xp.reshape(xp.where(m, new, rows), x.shape)
 
     def index_add(self, base, key, v):
         """A copy of ``base`` with ``v`` added at ``key``; repeated indices accumulate."""

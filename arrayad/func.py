@@ -18,8 +18,8 @@ from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter,
                           Tensor, dtype_of, interpreters, new_dual, owned, run_backward, shape_of,
                           topological_order)
 from ._ops import ops
-from ._pytree import (broadcast_prefix, register_dataclass, register_pytree_node, tree_flatten,
-                      tree_map, tree_unflatten)
+from ._pytree import (LEAF, _node_of, broadcast_prefix, register_dataclass, register_pytree_node,
+                      tree_flatten, tree_map, tree_unflatten)
 from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
                        set_rng_state)
 from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
@@ -39,6 +39,13 @@ __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize"
 def _is_array(x):
     return isinstance(x, Array) or (not isinstance(x, (bool, int, float, complex, str, type(None)))
                                     and hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _is_bare_array(x):
+    """Whether ``x`` is one array that is a leaf of the pytrees (what ``tree_flatten`` would
+    give back as it is, and ``_as_array`` pass unchanged): the transforms skip their pytree work
+    for it."""
+    return (isinstance(x, Array) or _is_array(x)) and _node_of(x) is None
 
 
 def _as_array(x, api, what="Thing passed to transform API"):
@@ -217,6 +224,10 @@ class _Input:
 def _wrap_grad_inputs(interp, tree, api):
     """Tracers for the leaves of ``tree`` (None leaves stay None), their spec, and the
     ``_Input`` record of each."""
+    if _is_bare_array(tree):   # (grad(f)(x), the common call: no pytree work)
+        _check_float(tree, api, "primal")
+        t = interp.new_input(tree)
+        return [t], LEAF, [_Input(t._node, tree)]
     leaves, spec = tree_flatten(tree)
     tracers, inputs = [], []
     for x in leaves:
@@ -244,9 +255,12 @@ class _ReverseTrace:
         # (spread: primals is the tuple of func's arguments; else func's one argument)
         with GradInterpreter(keep_saved) as interp:
             tracers, self.in_spec, self.inputs = _wrap_grad_inputs(interp, primals, api)
-            tree = tree_unflatten(tracers, self.in_spec)
+            tree = tracers[0] if self.in_spec is LEAF else tree_unflatten(tracers, self.in_spec)
             self.out, aux = _split_aux(func(*tree) if spread else func(tree), has_aux, api)
-            leaves, self.out_spec = tree_flatten(self.out)
+            if isinstance(self.out, Array) and _node_of(self.out) is None:   # (no pytree work)
+                leaves, self.out_spec = [self.out], LEAF
+            else:
+                leaves, self.out_spec = tree_flatten(self.out)
             self.outs = [interp.output(o) for o in leaves]
             self.aux = tree_map(lambda a: interp.output(a)[0], aux) if has_aux else None
 
@@ -367,12 +381,18 @@ def grad_and_value(func, argnums=0, has_aux=False):
         nums = nums_by_nargs.get(len(args))
         if nums is None:
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
-        native = _Native.of_args(args)
+        if single and len(args) == 1 and not kwargs and _is_bare_array(args[0]):
+            # grad(f)(x): f is called with the tracer of x alone, as _replace would
+            native = _Native(args)
+            trace = _ReverseTrace(func, args[0], api, has_aux, spread=False)
+        else:
+            native = _Native.of_args(args)
 
-        def partial(diff):
-            return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
+            def partial(diff):
+                return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
 
-        trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux, spread=False)
+            trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux,
+                                  spread=False)
         out = trace.out
         if not isinstance(out, Array) and not _is_array(out):
             raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
@@ -390,9 +410,14 @@ def grad_and_value(func, argnums=0, has_aux=False):
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
         grads = [_owned(g) for g in grads]
-        g = tree_unflatten(grads, trace.in_spec)
-        if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
-            g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
+        if trace.in_spec is LEAF:
+            g = grads[0]
+            if native.mode == "tensor" or native.mode == "raw" and isinstance(g, Tensor):
+                g = native(g)    # (= native.tree(g) of a leaf)
+        else:
+            g = tree_unflatten(grads, trace.in_spec)
+            if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
+                g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
         value = native(value)
         if has_aux:
             return g, (value, native.tree(trace.aux))

@@ -14,23 +14,12 @@ from arrayad._jit.replay import compile_replay, writes_into
 from arrayad.func import grad, make_program
 
 from conftest import to_numpy
+from reference import chain, chain_np
 
 
 @pytest.fixture(autouse=True)
 def checked_passes(monkeypatch):
     monkeypatch.setattr(passes, "CHECK", True)
-
-
-def chain(x):
-    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
-    y = ad.tanh(s) * 2 - s / 3
-    return ad.sum(ad.log(1 + y * y))
-
-
-def chain_np(x):
-    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
-    y = np.tanh(s) * 2 - s / 3
-    return np.sum(np.log(1 + y * y))
 
 
 def chain_grad_np(x):   # (by hand, for an independent reference)

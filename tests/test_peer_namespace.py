@@ -367,3 +367,23 @@ def test_masked_writes_of_one_value_per_selected_element(eager, shape, mask_ndim
         want = a.copy()
         want[m] = row
         np.testing.assert_array_equal(to_numpy(y), want)
+
+
+def test_writes_stay_on_array_api_strict_devices():
+    # array-api-strict has several devices whose arrays never mix (SciPy's device tests use
+    # them): a write by mask, by positions or of one value keeps the array's own device
+    xs = pytest.importorskip("array_api_strict")
+    for d in xs.__array_namespace_info__().devices():
+        if not xs.__array_namespace_info__().default_dtypes(device=d)["real floating"] \
+                == xs.float64:
+            continue
+        with ad.backend("array_api_strict"):
+            x = ad.asarray([1.0, 2.0, 3.0], device=d)
+            mask = ad.asarray([True, False, True], device=d)
+            x[mask] = 5.0
+            x[mask] = ad.asarray([7.0, 8.0], device=d)
+            x[ad.asarray([2, 0], device=d)] = ad.asarray([9.0, 10.0], device=d)
+            g = grad(lambda t: ad.sum(t[ad.asarray([0, 0], device=d)]))(x)
+        assert x.device == d and g.device == d
+        np.testing.assert_array_equal(to_numpy(x), [10.0, 2.0, 9.0])
+        np.testing.assert_array_equal(to_numpy(g), [2.0, 0.0, 0.0])

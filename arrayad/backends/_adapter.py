@@ -114,17 +114,19 @@ class Backend:
         mask = _sole_mask(key, x)
         if mask is not None and (isinstance(v, (int, float, complex, bool)) or v.ndim == 0):
             m = xp.reshape(mask, tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
-            return xp.where(m, xp.asarray(v, dtype=x.dtype), x)
+            return xp.where(m, xp.asarray(v, dtype=x.dtype, device=self.device_of(x)), x)
         if mask is not None:
             return self._masked_set(x, mask, v)
         n, pos = self._positions(x, key)
         k = _numel(pos)
         if k == 0:
             return xp.asarray(x, copy=True)
-        vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=x.dtype), pos.shape), (k,))
-        onehot = xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n), (1, n))
+        dev = self.device_of(x)   # (array-api-strict has several devices, which never mix)
+        vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=x.dtype, device=dev), pos.shape),
+                          (k,))
+        onehot = xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n, device=dev), (1, n))
         # the last writer of each position: the largest 1-based occurrence number, 0 for none
-        order = xp.reshape(xp.arange(1, k + 1), (k, 1))
+        order = xp.reshape(xp.arange(1, k + 1, device=dev), (k, 1))
         last = xp.max(xp.where(onehot, order, xp.zeros_like(order)), axis=0)
         new = xp.take(vals, xp.clip(last - 1, 0, k - 1), axis=0)
         return xp.reshape(xp.where(last > 0, new, xp.reshape(x, (n,))), x.shape)
@@ -140,7 +142,7 @@ class Backend:
         k = int(order[-1]) + 1 if flat.shape[0] else 0
         if k == 0:
             return xp.asarray(x, copy=True)
-        vals = xp.broadcast_to(xp.asarray(v, dtype=x.dtype), (k,) + rest)
+        vals = xp.broadcast_to(xp.asarray(v, dtype=x.dtype, device=self.device_of(x)), (k,) + rest)
         new = xp.take(vals, xp.clip(order, 0, k - 1), axis=0)
         rows = xp.reshape(x, (flat.shape[0],) + rest)
         m = xp.reshape(flat, (flat.shape[0],) + (1,) * len(rest))
@@ -160,14 +162,18 @@ class Backend:
         k = _numel(pos)
         if k == 0:
             return xp.asarray(base, copy=True)
-        vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=base.dtype), pos.shape), (1, k))
-        onehot = xp.astype(xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n), (1, n)), base.dtype)
+        dev = self.device_of(base)
+        vals = xp.reshape(xp.broadcast_to(xp.asarray(v, dtype=base.dtype, device=dev), pos.shape),
+                          (1, k))
+        onehot = xp.astype(xp.reshape(pos, (k, 1)) == xp.reshape(xp.arange(n, device=dev), (1, n)),
+                           base.dtype)
         return base + xp.reshape(vals @ onehot, base.shape)
 
     def _positions(self, x, key):
         """(number of elements of x, flat positions selected by key, shaped like x[key])."""
         n = _numel(x)
-        return n, self.getitem(self.xp.reshape(self.xp.arange(n), x.shape), key)
+        flat = self.xp.arange(n, device=self.device_of(x))
+        return n, self.getitem(self.xp.reshape(flat, x.shape), key)
 
     # -- set functions (torch lacks unique_all)
     def unique_all(self, x):

@@ -37,7 +37,7 @@ import sys
 from .._core import _core
 from .._core._core import Array, Interpreter, Tensor, Tracer, bind
 from .._ops._rules import facts
-from .._pytree import tree_flatten, tree_unflatten
+from .._pytree import _node_of, tree_flatten, tree_unflatten
 from ..backends import backend_of, default_backend, get_rng_state
 from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
 from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
@@ -522,8 +522,8 @@ class _Jitted:
                             mode = "tensor"
                     else:
                         mode = "bind"
-                elif not _is_array(a):
-                    break
+                elif not _is_array(a) or _node_of(a) is not None:
+                    break   # (a registered pytree node may have a shape and a dtype too)
                 keys.append(_leaf_key(a))
             else:
                 sig = _Signature()

@@ -387,3 +387,14 @@ def test_writes_stay_on_array_api_strict_devices():
         assert x.device == d and g.device == d
         np.testing.assert_array_equal(to_numpy(x), [10.0, 2.0, 9.0])
         np.testing.assert_array_equal(to_numpy(g), [2.0, 0.0, 0.0])
+
+
+def test_format_specs_on_every_backend(eager):
+    # f"{x:.3f}" of a one-element array (SciPy's tests format results this way) on every
+    # backend, array-api-strict's arrays having no item() of their own; under vmap a lane's
+    # value is not one number, and the error says so
+    assert f"{eager.tensor(np.array(2.5)):.3f}" == "2.500"
+    assert f"{eager.tensor(np.array([7], dtype=np.int64)):4d}" == "   7"
+    assert f"{eager.tensor(np.array(1.0)):}" == str(eager.tensor(np.array(1.0)))
+    with pytest.raises(Exception, match="format"):
+        vmap(lambda t: (f"{t:.2f}", t)[1])(eager.tensor(np.array([1.0, 2.0])))

@@ -13,6 +13,7 @@ from arrayad.func import (grad, hessian, jacfwd, jacrev, jvp, make_program, vjp,
 from arrayad.testing import check_grads
 
 from conftest import Backend, to_numpy
+from reference import chain, chain_vec
 
 JIT_BACKENDS = ["numpy", "array_api_strict"] + (
     ["torch"] if importlib.util.find_spec("torch") is not None else [])
@@ -28,16 +29,6 @@ def checked_passes(monkeypatch):
 @pytest.fixture(params=JIT_BACKENDS)
 def be(request):
     return Backend(request.param)
-
-
-def chain_vec(x):
-    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
-    y = ad.tanh(s) * 2 - s / 3
-    return ad.log(1 + y * y)
-
-
-def chain(x):
-    return ad.sum(chain_vec(x))
 
 
 def mlp(w1, w2, x):

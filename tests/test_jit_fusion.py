@@ -18,6 +18,7 @@ from arrayad.func import grad, jvp, make_program, vjp, vmap
 from arrayad.testing import check_grads
 
 from conftest import Backend, to_numpy
+from reference import chain, chain_vec, chain_vec_np
 
 import opdb
 
@@ -43,22 +44,6 @@ def kernel_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
     monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
     monkeypatch.setattr(fusion, "ENABLED", True)   # (opt-in: ARRAYAD_JIT_FUSE=1)
-
-
-def chain_vec(x):
-    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)
-    y = ad.tanh(s) * 2 - s / 3
-    return ad.log(1 + y * y)
-
-
-def chain(x):
-    return ad.sum(chain_vec(x))
-
-
-def chain_vec_np(x):
-    s = np.sin(x) * np.cos(x) + np.exp(-x * x)
-    y = np.tanh(s) * 2 - s / 3
-    return np.log(1 + y * y)
 
 
 def chain_vec_grad_np(x):   # (d chain_vec / dx elementwise, by hand)

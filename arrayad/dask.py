@@ -89,6 +89,18 @@ map_blocks_p.jvp = _blocks_jvp
 map_blocks_p.batch = _blocks_batch
 
 
+def _one_shape(api, arrays):
+    """The one shape of ``arrays`` (blockwise functions take arrays of one shape), else an
+    error that says what to do."""
+    if not arrays:
+        raise ValueError(f"{api}: give at least one array")
+    shapes = {tuple(shape_of(a)) for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"{api}: the arrays differ in shape ({sorted(shapes)}); give arrays of "
+                         f"one shape (broadcast_to them first).")
+    return shapes.pop()
+
+
 def map_blocks(f, *arrays):
     """``f`` on each block of ``arrays`` (Dask's ``map_blocks``), differentiably.
 
@@ -122,12 +134,7 @@ def map_blocks(f, *arrays):
     >>> g.compute()
     array([ 0.,  2.,  4.,  6.,  8., 10.])
     """
-    if not arrays:
-        raise ValueError("arrayad.dask.map_blocks: give at least one array")
-    shapes = {tuple(shape_of(a)) for a in arrays}
-    if len(shapes) > 1:
-        raise ValueError(f"arrayad.dask.map_blocks: the arrays differ in shape ({sorted(shapes)}); "
-                         f"give arrays of one shape (broadcast_to them first).")
+    _one_shape("arrayad.dask.map_blocks", arrays)
     return bind(map_blocks_p, *arrays, f=f)
 
 
@@ -260,13 +267,7 @@ def map_overlap(f, *arrays, depth, boundary="none"):
     >>> ad.dask.map_overlap(smooth, x, depth=1, boundary="nearest").compute()
     array([0.33333333, 1.        , 2.        , 2.66666667])
     """
-    if not arrays:
-        raise ValueError("arrayad.dask.map_overlap: give at least one array")
-    shapes = {tuple(shape_of(a)) for a in arrays}
-    if len(shapes) > 1:
-        raise ValueError(f"arrayad.dask.map_overlap: the arrays differ in shape "
-                         f"({sorted(shapes)}); give arrays of one shape (broadcast_to them first).")
-    shape = shapes.pop()
+    shape = _one_shape("arrayad.dask.map_overlap", arrays)
     nd = len(shape)
     depths = _per_axis(depth, nd, "depth")
     bounds = _per_axis(boundary, nd, "boundary")

@@ -110,9 +110,13 @@ except Exception as exc:
 # Column order of the tables.  "mygrad" only has an eager16 cell.
 ALL_LIBS = ["numpy-fwd", "arrayad", "arrayad.jit", "torch.func", "autograd", "jax", "jax.jit",
             "mygrad", "arrayad.jit-fused"]
-# (measured only when asked for with --libs: the jit's replay with elementwise fusion, which is
-# opt-in, turned on)
-OPT_IN_LIBS = ["arrayad.jit-fused"]
+# "arrayad.jit-fused": the jit's replay with its elementwise fusion (opt-in for users) turned on and
+# compiled at the first call, measured on the workloads where it can apply (``Workload.fused``).
+try:
+    import numba  # noqa: F401
+except Exception as exc:
+    IMPORT_NOTES["arrayad.jit-fused"] = f"numba not installed ({type(exc).__name__})"
+OPT_IN_LIBS = []
 LIB_ALIASES = {
     "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
     "arrayad": "arrayad", "ad": "arrayad",
@@ -301,11 +305,7 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
         fn = ad.jit(make_fn(adf, AD_NS))
         return lambda: fn(*np_args)
     if lib == "arrayad.jit-fused":
-        from arrayad._jit import fusion
-        fn = ad.jit(make_fn(adf, AD_NS))
-        with fusion.turned(True):   # (the program is staged, and its replay made, fused)
-            fn(*np_args)
-        return lambda: fn(*np_args)
+        return _fused_run(ad.jit(make_fn(adf, AD_NS)), np_args)
     if lib == "torch.func":
         fn = make_fn(tfunc, torch)
         args = [to_torch(a) for a in np_args]
@@ -318,13 +318,36 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
     raise NotApplicable(n_a_reason or "no equivalent")
 
 
+def _fused_run(fn, args):
+    """A call of the jitted ``fn`` whose first call stages its program fused and compiles it at
+    once (so that the cell's first call counts the compilation), the later calls replaying it."""
+    from arrayad._jit import fusion
+
+    staged = []
+
+    def run():
+        if staged:
+            return fn(*args)
+        with fusion.turned(True, fuse_after=0):
+            out = fn(*args)
+        staged.append(True)
+        return out
+
+    return run
+
+
 class Workload:
-    def __init__(self, name, desc, floor, cells, heavy=False):
+    def __init__(self, name, desc, floor, cells, heavy=False, fused=False):
         self.name = name
         self.desc = desc
         self.floor = floor  # data -> zero-arg callable (NumPy forward)
         self.cells = cells  # (lib, data) -> zero-arg callable
         self.heavy = heavy
+        self.fused = fused  # measure the arrayad.jit-fused column (large elementwise programs)
+
+
+# (why the fused column is empty elsewhere: one note for all of them)
+FUSED_NA = "fusion is measured on the large elementwise chains only"
 
 
 def _chain_grad_cell(key):
@@ -584,9 +607,12 @@ def _rk4_ckpt_cell(lib, d):
 
 WORKLOADS = [
     Workload("chain16", "grad of elementwise chain, n=16", _floor_chain("x16"), _chain_grad_cell("x16")),
-    Workload("chain4k", "grad of elementwise chain, n=4096", _floor_chain("x4k"), _chain_grad_cell("x4k")),
-    Workload("chain64k", "grad of elementwise chain, n=65536", _floor_chain("x64k"), _chain_grad_cell("x64k")),
-    Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"), heavy=True),
+    Workload("chain4k", "grad of elementwise chain, n=4096", _floor_chain("x4k"), _chain_grad_cell("x4k"),
+             fused=True),
+    Workload("chain64k", "grad of elementwise chain, n=65536", _floor_chain("x64k"),
+             _chain_grad_cell("x64k"), fused=True),
+    Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"),
+             heavy=True, fused=True),
     Workload("eager16", "eager x.grad after f(x).backward(), n=16", _floor_chain("x16"), _eager16_cell),
     Workload("mlp", "grad wrt (w1, w2) of 2-layer MLP MSE, batch 64", _floor_mlp, _mlp_cell),
     Workload("jacrev", "jacrev of tanh(W@x+b), 128x128", _floor_layer, _jac_cell("jacrev")),
@@ -692,9 +718,16 @@ class Prepared:
         self.samples = []
 
 
+# A cell whose first call takes longer than this many seconds is measured by one more call (the
+# unrolled 10,000-step loops take minutes per call; their ratios are not close calls).
+SLOW_CALL = 10.0
+
+
 def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
     """A ``Prepared`` cell (warmed up, checked against the reference, calibrated), or a finished
     ``Cell`` for one that cannot be timed (n/a, error, mismatch)."""
+    if lib == "arrayad.jit-fused" and not w.fused:
+        return Cell(text="n/a", detail=FUSED_NA)
     try:
         if lib == "numpy-fwd":
             run = w.floor(data)
@@ -710,6 +743,9 @@ def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
                     return Cell(text="MISMATCH", detail=why)
             else:
                 to_numpy_tree(result)
+        if first_call > SLOW_CALL:  # a call of many seconds: one more call is its measurement
+            return Prepared(run, 1, 1, verified=(ref is not None or lib == "numpy-fwd"),
+                            first_call=first_call)
         if first_call > 1.0:  # very slow cell: keep its total time bounded
             repeats = min(repeats, 3)
         else:
@@ -771,7 +807,8 @@ def growth_over_calls(run, calls):
 
 
 def memory_section(data, libs):
-    """Markdown-ready lines: peak memory of grad on the 1M chain, and the leak check."""
+    """Peak memory of grad on the 1M chain per library, and the leak check: ``{"peaks": {lib: MB},
+    "leaks": [(what, objects gained, traced MB gained)]}``."""
     x = data["x1m"]
     runs = {"numpy-fwd": lambda: chain(np, x)}
     if "arrayad" in libs:
@@ -781,26 +818,28 @@ def memory_section(data, libs):
         gj = ad.jit(ad.func.grad(bind(chain, AD_NS)))
         runs["arrayad.jit"] = lambda: gj(x)
     if "arrayad.jit-fused" in libs:
-        from arrayad._jit import fusion
-        gf = ad.jit(ad.func.grad(bind(chain, AD_NS)))
-        with fusion.turned(True):
-            gf(x)
-        runs["arrayad.jit-fused"] = lambda: gf(x)
+        runs["arrayad.jit-fused"] = _fused_run(ad.jit(ad.func.grad(bind(chain, AD_NS))), [x])
     if "autograd" in libs:
         ga = autograd.grad(bind(chain, anp))
         runs["autograd"] = lambda: ga(x)
     peaks = {lib: traced_peak_mb(run) for lib, run in runs.items()}
-    head = ["measure"] + list(peaks)
-    rows = [["peak MB, grad of chain1m (input 8 MB)"] + [f"{v:.1f}" for v in peaks.values()]]
-    leak_head, leak_rows = ["arrayad, 10,000 calls of", "objects gained", "traced MB gained"], []
+    leaks = []
     if "arrayad" in libs:
         x16, X = data["x16"], data["vj_X"]
         g16 = ad.func.grad(bind(chain, AD_NS))
         vg = ad.func.vmap(ad.func.grad(bind(chain, AD_NS)))
         for name, run in [("grad(chain16)", lambda: g16(x16)),
                           ("vmap(grad(chain)) over 64 x 16", lambda: vg(X))]:
-            objs, mb = growth_over_calls(run, LEAK_CALLS)
-            leak_rows.append([name, str(objs), f"{mb:.3f}"])
+            leaks.append((name,) + growth_over_calls(run, LEAK_CALLS))
+    return {"peaks": peaks, "leaks": leaks}
+
+
+def memory_tables(mem):
+    peaks = mem["peaks"]
+    head = ["measure"] + list(peaks)
+    rows = [["peak MB, grad of chain1m (input 8 MB)"] + [f"{v:.1f}" for v in peaks.values()]]
+    leak_head = ["arrayad, 10,000 calls of", "objects gained", "traced MB gained"]
+    leak_rows = [[name, str(objs), f"{mb:.3f}"] for name, objs, mb in mem["leaks"]]
     return (head, rows), (leak_head, leak_rows)
 
 
@@ -808,10 +847,10 @@ RK4_MEMORY_STEPS = (1_000, RK4_STEPS)   # the Python loops at the first only (se
 
 
 def rk4_memory_section(data):
-    """Markdown-ready (head, rows): arrayad's grad of the RK4 workload, peak traced memory and
-    time of one call, for scan and for the Python loop on the tape, each with and without
-    checkpoint on every step. The loops run 1,000 steps only: at 10,000 steps under tracemalloc
-    they take minutes (their memory grows in proportion to the steps)."""
+    """arrayad's grad of the RK4 workload, for scan and for the Python loop on the tape, each
+    without and with checkpoint on every step: ``{steps: {"scan"|"scan_c"|"loop"|"loop_c":
+    (seconds of one call, peak traced MB)}}``. The loops run 1,000 steps only: at 10,000 steps
+    under tracemalloc they take minutes (their memory grows in proportion to the steps)."""
     th, y0 = data["rk4_th"], data["rk4_y0"]
     step = lambda t, y: _rk4_step(AD_NS, t, y)  # noqa: E731
     cstep = adf.checkpoint(step)
@@ -825,11 +864,9 @@ def rk4_memory_section(data):
         for _ in range(n):
             y = cstep(t, y) if ckpt else step(t, y)
         return AD_NS.sum(y ** 2)
-    head = ["steps", "measure", "scan", "scan + checkpoint", "ckpt / scan", "Python loop",
-            "loop + checkpoint", "ckpt / loop"]
-    rows = []
+    out = {}
     for n in RK4_MEMORY_STEPS:
-        cells = {}
+        cells = out[n] = {}
         for name, fn, ckpt in [("scan", scan_loss, False), ("scan_c", scan_loss, True),
                                ("loop", loop_loss, False), ("loop_c", loop_loss, True)]:
             if name.startswith("loop") and n > RK4_MEMORY_STEPS[0]:
@@ -840,6 +877,14 @@ def rk4_memory_section(data):
             t0 = time.perf_counter()
             g(th, y0)
             cells[name] = (time.perf_counter() - t0, traced_peak_mb(lambda: g(th, y0)))
+    return out
+
+
+def rk4_memory_table(rk4):
+    head = ["steps", "measure", "scan", "scan + checkpoint", "ckpt / scan", "Python loop",
+            "loop + checkpoint", "ckpt / loop"]
+    rows = []
+    for n, cells in rk4.items():
         for k, (what, fmt) in enumerate([("time s", "{:.2f}"), ("peak MB", "{:.2f}")]):
             row = [f"{n:,}", what]
             for a, b in [("scan", "scan_c"), ("loop", "loop_c")]:
@@ -940,6 +985,236 @@ def thread_settings():
     return s
 
 
+# ---------------------------------------------------------------------------
+# Goals: each is computed from this run's cells, so the tables of goals on the performance page
+# can never quote another run's figures.
+# ---------------------------------------------------------------------------
+
+
+class Measured:
+    """What one run measured, for the goals: the timed cells and the extra sections."""
+
+    def __init__(self, results, memory=None, rk4=None, fused_cached_ms=None):
+        self.results, self.memory, self.rk4 = results, memory, rk4
+        self.fused_cached_ms = fused_cached_ms
+
+    def us(self, workload, lib):
+        c = self.results.get(workload, {}).get(lib)
+        return c.us if c is not None else None
+
+    def ratio(self, workload, lib, over):
+        a, b = self.us(workload, lib), self.us(workload, over)
+        return a / b if a is not None and b is not None else None
+
+    def first_call_ms(self, workload, lib):
+        c = self.results.get(workload, {}).get(lib)
+        return c.first_call * 1e3 if c is not None and c.first_call is not None else None
+
+
+def ratio_goal(text, workload, lib, over, limit):
+    """``lib``'s time on ``workload`` over ``over``'s <= ``limit``."""
+    def value(m):
+        r = m.ratio(workload, lib, over)
+        return None if r is None else (f"{r:.2f}x", r, limit)
+    return text, value
+
+
+def first_call_goal(text, workload, lib, limit_ms, beside=None):
+    def value(m):
+        ms = m.first_call_ms(workload, lib)
+        if ms is None:
+            return None
+        other = m.first_call_ms(workload, beside) if beside else None
+        shown = _ms(ms) + (f" ({beside}: {_ms(other)})" if other is not None else "")
+        return shown, ms, limit_ms
+    return text, value
+
+
+def _ms(ms):
+    return f"{ms / 1e3:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
+def _jit_never_slower(m):
+    ratios = [m.ratio(w, "arrayad.jit", "arrayad") for w in m.results]
+    ratios = [r for r in ratios if r is not None]
+    if not ratios:
+        return None
+    return f"{min(ratios):.2f}x-{max(ratios):.2f}x", max(ratios), 1.0
+
+
+def _peak_goal(lib, over):
+    def value(m):
+        peaks = (m.memory or {}).get("peaks", {})
+        if lib not in peaks or over not in peaks:
+            return None
+        return f"{peaks[lib]:.0f} MB vs {peaks[over]:.0f} MB", peaks[lib], peaks[over]
+    return value
+
+
+def _no_leaks(m):
+    leaks = (m.memory or {}).get("leaks")
+    if not leaks:
+        return None
+    objs = max(abs(o) for _, o, _ in leaks)
+    mb = max(abs(b) for _, _, b in leaks)
+    # (a leaked node or frame per call would be 10,000 objects; a few are the interpreter's caches)
+    return (" and ".join(f"{o} objects" for _, o, _ in leaks) + f", {mb:+.3f} MB traced",
+            objs, 100)
+
+
+def _fused_cached(m):
+    ms = m.fused_cached_ms
+    return None if ms is None else (_ms(ms), ms, 10.0)
+
+
+def _rk4_ckpt(k, limit):
+    """The Python loop's gradient with checkpoint on every step over without it: time (k=0) or
+    peak memory (k=1)."""
+    def value(m):
+        cells = (m.rk4 or {}).get(RK4_MEMORY_STEPS[0], {})
+        if "loop" not in cells:
+            return None
+        r = cells["loop_c"][k] / cells["loop"][k]
+        return f"{r:.2f}x", r, limit
+    return value
+
+
+GOALS = {
+    "arrayad": [
+        ratio_goal("`grad`, 16-element chain: <= 4x the NumPy forward", "chain16", "arrayad",
+                   "numpy-fwd", 4),
+        ratio_goal("... and <= 0.2x torch.func", "chain16", "arrayad", "torch.func", 0.2),
+        ratio_goal("eager backward, 16 elements: <= 4x the NumPy forward", "eager16", "arrayad",
+                   "numpy-fwd", 4),
+        ratio_goal("... and <= 0.5x torch's eager backward", "eager16", "arrayad", "torch.func",
+                   0.5),
+        ratio_goal("`grad`, 1,000,000 elements: <= 1.6x the NumPy forward", "chain1m", "arrayad",
+                   "numpy-fwd", 1.6),
+        ratio_goal("MLP `grad`: <= 2.5x the NumPy forward", "mlp", "arrayad", "numpy-fwd", 2.5),
+        ratio_goal("... and <= 1x torch.func", "mlp", "arrayad", "torch.func", 1),
+        ratio_goal("`jacrev`: <= 0.5x torch.func", "jacrev", "arrayad", "torch.func", 0.5),
+        ratio_goal("... and <= 1.5x `jax.jit(jax.jacrev)`", "jacrev", "arrayad", "jax.jit", 1.5),
+        ratio_goal("`jacfwd`: <= 0.5x torch.func", "jacfwd", "arrayad", "torch.func", 0.5),
+        ratio_goal("`hessian`, 16-element chain: <= 0.08x torch.func", "hessian16", "arrayad",
+                   "torch.func", 0.08),
+        ratio_goal("per-sample gradients: <= 1x torch.func", "per_sample_grads", "arrayad",
+                   "torch.func", 1),
+        ratio_goal("... and <= 3x the batched NumPy forward", "per_sample_grads", "arrayad",
+                   "numpy-fwd", 3),
+        ratio_goal("`vmap` forward: <= 1.2x the hand-batched NumPy forward", "vmap_fwd",
+                   "arrayad", "numpy-fwd", 1.2),
+        ratio_goal("`vmap(jacfwd)`: <= 0.25x torch.func", "vmap_jacfwd", "arrayad", "torch.func",
+                   0.25),
+        ("peak memory of `grad` on 1M elements <= HIPS autograd's", _peak_goal("arrayad",
+                                                                             "autograd")),
+        ("10,000 calls of `grad` and `vmap(grad)` leak nothing", _no_leaks),
+    ],
+    "jit": [
+        ratio_goal("`jit(grad)`, 16-element chain / NumPy forward: <= 2x", "chain16",
+                   "arrayad.jit", "numpy-fwd", 2),
+        ratio_goal("`jit(hessian)`, 16-element chain / `jax.jit`: <= 3x", "hessian16",
+                   "arrayad.jit", "jax.jit", 3),
+        ratio_goal("`jit(vmap(jacfwd))` / `jax.jit`: <= 1.5x", "vmap_jacfwd", "arrayad.jit",
+                   "jax.jit", 1.5),
+        ratio_goal("`jit(jacrev)`, 128 / `jax.jit`: <= 1x", "jacrev", "arrayad.jit", "jax.jit", 1),
+        ratio_goal("`jit(jacfwd)`, 128 / `jax.jit`: <= 1x", "jacfwd", "arrayad.jit", "jax.jit", 1),
+        ratio_goal("`jit(grad)` of the MLP / `jax.jit`: <= 1.1x", "mlp", "arrayad.jit", "jax.jit",
+                   1.1),
+        ratio_goal("`jit(grad)`, 10^6-element chain / NumPy forward: <= 1x", "chain1m",
+                   "arrayad.jit", "numpy-fwd", 1),
+        first_call_goal("first call of `jit(grad(chain16))` (trace, passes, compilation, one "
+                        "run): <= 10 ms", "chain16", "arrayad.jit", 10, beside="jax.jit"),
+        ("jitted never slower than un-jitted (`arrayad.jit / arrayad`, every workload)",
+         _jit_never_slower),
+    ],
+    "fusion": [
+        ratio_goal("`jit(grad)` with fusion, 10^6-element chain / NumPy forward: <= 0.4x",
+                   "chain1m", "arrayad.jit-fused", "numpy-fwd", 0.4),
+        ratio_goal("... at 65,536 elements / `jax.jit`: <= 1.2x", "chain64k",
+                   "arrayad.jit-fused", "jax.jit", 1.2),
+        ratio_goal("... at 4,096 elements / `jax.jit`: <= 1x", "chain4k", "arrayad.jit-fused",
+                   "jax.jit", 1),
+        first_call_goal("first call of `jit(grad(chain))` with fusion, 65,536 elements (numba "
+                        "compiling): <= 300 ms", "chain64k", "arrayad.jit-fused", 300,
+                        beside="jax.jit"),
+        ("... the same in a new process, its kernel in the on-disk cache: <= 10 ms",
+         _fused_cached),
+        ("peak memory of `jit(grad)` on the 10^6 chain, fused <= unfused",
+         _peak_goal("arrayad.jit-fused", "arrayad.jit")),
+    ],
+    "control flow": [
+        ratio_goal("`jit(grad)` of the 10,000-step RK4 `scan` / `jax.jit(jax.grad)` of "
+                   "`lax.scan`: <= 2x", "rk4_scan", "arrayad.jit", "jax.jit", 2),
+        ratio_goal("`grad` of the RK4 `scan` / torch.func's unrolled loop: <= 1x", "rk4_scan",
+                   "arrayad", "torch.func", 1),
+        first_call_goal("first call of `jit(grad)` of the RK4 `scan` (trace, build, one run): "
+                        "<= 0.5 s", "rk4_scan", "arrayad.jit", 500, beside="jax.jit"),
+        ("peak memory of the Python loop's `grad` with `checkpoint` on every step / without: "
+         "<= 0.25x", _rk4_ckpt(1, 0.25)),
+        ("... and its time: <= 2.5x", _rk4_ckpt(0, 2.5)),
+    ],
+}
+
+
+def goal_tables(measured):
+    """{section: (head, rows)} of the goals this run measured: the value and whether it is met
+    ("at the edge": missed by less than 5%)."""
+    out = {}
+    for section, goals in GOALS.items():
+        rows = []
+        for text, value in goals:
+            v = value(measured)
+            if v is None:
+                continue
+            shown, got, limit = v
+            met = "yes" if got <= limit else "no (at the edge)" if got <= 1.05 * limit else "no"
+            rows.append([text, shown, met])
+        if rows:
+            out[section] = (["goal", "this run", "met?"], rows)
+    return out
+
+
+def fusion_table(measured):
+    """``jit(grad)`` of the chain over the NumPy forward, unfused, fused and ``jax.jit``."""
+    rows = []
+    for w, n in [("chain4k", "4,096"), ("chain64k", "65,536"), ("chain1m", "1,000,000")]:
+        cells = [measured.ratio(w, lib, "numpy-fwd")
+                 for lib in ("arrayad.jit", "arrayad.jit-fused", "jax.jit")]
+        if cells[1] is None:
+            continue
+        rows.append([n] + [f"{r:.2f}x" if r is not None else "-" for r in cells])
+    return ["n", "unfused replay", "fused", "jax.jit"], rows
+
+
+def fused_first_call_cached_ms():
+    """The first call of ``jit(grad(chain))`` with fusion on 65,536 elements in a new process
+    whose kernels are in the on-disk cache (this run compiled them): what a user's second
+    session pays, numba's import and start included."""
+    import subprocess
+
+    code = (
+        "import sys, time; sys.path.insert(0, %r)\n"
+        "import numpy as np, arrayad as ad\n"
+        "from arrayad._jit import fusion\n"
+        "x = np.random.default_rng(0).standard_normal(65536)\n"
+        "def chain(x):\n"
+        "    s = ad.sin(x) * ad.cos(x) + ad.exp(-x * x)\n"
+        "    y = ad.tanh(s) * 2 - s / 3\n"
+        "    return ad.sum(ad.log(1 + y * y))\n"
+        "g = ad.jit(ad.func.grad(chain))\n"
+        "t0 = time.perf_counter()\n"
+        "with fusion.turned(True, fuse_after=0):\n"
+        "    g(x)\n"
+        "print(time.perf_counter() - t0)\n" % _REPO_ROOT)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300, env=dict(os.environ), check=True)
+        return float(out.stdout.split()[-1]) * 1e3
+    except Exception as exc:
+        print(f"[fused first call from the cache] failed: {short_exc(exc, 200)}", file=sys.stderr)
+        return None
+
+
 def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
     notes = []
     for lib in skipped_libs:
@@ -948,17 +1223,25 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
         r = results[w.name]
         for lib in libs:
             c = r.get(lib)
-            if c is not None and c.us is None and c.detail:
+            if c is not None and c.us is None and c.detail and c.detail != FUSED_NA:
                 notes.append(f"{w.name} / {lib}: {c.text.split(':')[0]} - {c.detail}")
+    if "arrayad.jit-fused" in libs:
+        notes.append("arrayad.jit-fused: `arrayad.jit` with its elementwise fusion turned on "
+                     "(opt-in: `ARRAYAD_JIT_FUSE=1`) and compiled at the first call, numba's "
+                     f"kernels in a new on-disk cache; {FUSED_NA}")
     unverified = [w.name for w in workloads if ref_libs.get(w.name) is None]
     if unverified:
         notes.append("* = not verified, no reference result for: " + ", ".join(unverified))
     return notes
 
 
-def write_markdown(path, tables, notes, args, ref_libs, memory=None, rk4_memory=None):
+def markdown_parts(tables, notes, args, ref_libs, memory=None, rk4=None, goals=None,
+                   fusion=None):
+    """The run as Markdown, in named parts: "" (the run: its settings, times, ratios, memory,
+    notes), "goals <section>", "fusion", "rk4 memory"."""
     (head, rows), (rhead, rrows) = tables
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    stamp = f"From the benchmark run of {now} (single thread; its settings are given with it)."
     lines = [
         "# arrayad side-by-side benchmark",
         "",
@@ -989,7 +1272,7 @@ def write_markdown(path, tables, notes, args, ref_libs, memory=None, rk4_memory=
         "",
     ]
     if memory is not None:
-        (mhead, mrows), (lhead, lrows) = memory
+        (mhead, mrows), (lhead, lrows) = memory_tables(memory)
         lines += ["## Memory", "",
                   "Peak of the memory traced by `tracemalloc` during one call (NumPy reports its "
                   "buffers to it; torch and JAX allocate outside it, so they have no column).", "",
@@ -998,25 +1281,58 @@ def write_markdown(path, tables, notes, args, ref_libs, memory=None, rk4_memory=
             lines += ["Growth over 10,000 calls after a warm-up of 200 (a leaked tape node or "
                       "level frame per call would show as thousands of objects):", "",
                       md_table(lhead, lrows), ""]
-    if rk4_memory is not None:
-        lines += ["## Memory of the RK4 gradient, with and without checkpoint", "",
-                  "arrayad's `grad` of the `rk4_scan` workload: peak traced memory and time of "
-                  "one call (wall clock, single thread), for `scan` and for the Python loop on "
-                  "the tape, each without and with `checkpoint` on every step. The loops run "
-                  "1,000 steps only (their memory grows in proportion to the steps).", "",
-                  md_table(*rk4_memory), ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    text = "\n".join(lines)
-    # A page with the markers keeps its hand-written parts: only the part between them is replaced
-    # (docs/performance.md is regenerated this way).
-    begin, end = "<!-- BEGIN GENERATED BY benchmarks/compare.py -->", "<!-- END GENERATED -->"
-    if os.path.exists(path):
-        with open(path) as fh:
-            old = fh.read()
-        if begin in old and end in old:
-            text = (old[:old.index(begin) + len(begin)] + "\n" + text.replace("# arrayad side-by-side",
-                    "## arrayad side-by-side", 1).replace("\n## ", "\n### ") + "\n" + old[old.index(end):])
+    parts = {"": "\n".join(lines)}
+    for section, table in (goals or {}).items():
+        parts[f"goals {section}"] = "\n".join([stamp, "", md_table(*table), ""])
+    if fusion is not None and fusion[1]:
+        parts["fusion"] = "\n".join([
+            stamp + " `jit(grad)` of the chain relative to NumPy's forward pass of the same "
+            "work (medians); the fused column compiled its loops at the first call:", "",
+            md_table(*fusion), ""])
+    if rk4 is not None:
+        parts["rk4 memory"] = "\n".join([
+            stamp + " arrayad's `grad` of the `rk4_scan` workload: peak traced memory and "
+            "time of one call (wall clock), for `scan` and for the Python loop on the tape, each "
+            "without and with `checkpoint` on every step. The loops run 1,000 steps only (their "
+            "memory grows in proportion to the steps).", "",
+            md_table(*rk4_memory_table(rk4)), ""])
+    return parts
+
+
+BEGIN, END = "<!-- BEGIN GENERATED BY benchmarks/compare.py", "<!-- END GENERATED -->"
+
+
+def write_markdown(path, parts):
+    """Write the run to ``path``. A page with markers keeps its hand-written parts: the block
+    after ``<!-- BEGIN GENERATED BY benchmarks/compare.py -->`` is replaced by the run, the one
+    after ``<!-- BEGIN GENERATED BY benchmarks/compare.py: goals jit -->`` by that part, and so
+    on (docs/performance.md is regenerated this way); any other file gets the whole run."""
+    old = open(path).read() if os.path.exists(path) else ""
+    if BEGIN not in old:
+        text = parts[""] + "".join(f"\n## {name}\n\n{part}" for name, part in parts.items()
+                                   if name)
+    else:
+        text, pos = "", 0
+        while True:
+            i = old.find(BEGIN, pos)
+            if i < 0:
+                break
+            j = old.index("-->", i) + 3
+            k = old.index(END, j)
+            name = old[i + len(BEGIN):j - 3].strip().lstrip(":").strip()
+            part = parts.get(name)
+            if part is None:
+                print(f"warning: {path}: the block {name or 'of the run'!r} is not in this run "
+                      "and stays as it was", file=sys.stderr)
+                part = old[j:k].strip("\n")
+            elif not name:
+                part = part.replace("# arrayad side-by-side", "## arrayad side-by-side", 1)
+                part = part.replace("\n## ", "\n### ")
+            text += old[pos:j] + "\n" + part.rstrip("\n") + "\n"
+            pos = k
+        text += old[pos:]
     with open(path, "w") as fh:
         fh.write(text)
 
@@ -1126,6 +1442,11 @@ def main(argv=None):
     print(f"mode: {'quick' if args.quick else 'full'}, >= {args.min_time:g} s per measurement, "
           f"median of {args.repeats}", flush=True)
 
+    if "arrayad.jit-fused" in libs and "ARRAYAD_CACHE_DIR" not in os.environ:
+        # (a new cache: the fused first calls count numba's compilation, not an earlier run's)
+        import tempfile
+        os.environ["ARRAYAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")
+
     data = make_data()
     results = {}
     ref_libs = {}
@@ -1177,7 +1498,16 @@ def main(argv=None):
         print("[rk4_memory] grad of rk4_scan with and without checkpoint", file=sys.stderr,
               flush=True)
         rk4_memory = rk4_memory_section(data)
+    fused_cached = None
+    fused64k = results.get("chain64k", {}).get("arrayad.jit-fused")
+    if fused64k is not None and fused64k.us is not None:
+        print("[fused first call] a new process, kernels in the on-disk cache", file=sys.stderr,
+              flush=True)
+        fused_cached = fused_first_call_cached_ms()
     elapsed = time.perf_counter() - t_start
+    measured = Measured(results, memory, rk4_memory, fused_cached)
+    goals = goal_tables(measured)
+    fusion = fusion_table(measured)
 
     tables = build_tables(results, workloads, libs)
     notes = notes_lines(results, workloads, libs, skipped, ref_libs)
@@ -1200,14 +1530,23 @@ def main(argv=None):
     if memory is not None:
         print()
         print("Memory (tracemalloc peak of one call, MB)")
-        print(text_table(*memory[0]))
-        if memory[1][1]:
-            print(text_table(*memory[1]))
+        mem_tables = memory_tables(memory)
+        print(text_table(*mem_tables[0]))
+        if mem_tables[1][1]:
+            print(text_table(*mem_tables[1]))
     if rk4_memory is not None:
         print()
         print("RK4 gradient, arrayad: peak traced MB and time of one call, with and without "
               "checkpoint on every step")
-        print(text_table(*rk4_memory))
+        print(text_table(*rk4_memory_table(rk4_memory)))
+    if fusion[1]:
+        print()
+        print("jit(grad) of the chain / NumPy forward, unfused and fused")
+        print(text_table(*fusion))
+    for section, table in goals.items():
+        print()
+        print(f"Goals: {section}")
+        print(text_table(*table))
     if notes:
         print()
         print("Notes:")
@@ -1216,7 +1555,8 @@ def main(argv=None):
     print(f"\ntotal benchmark time: {elapsed:.1f} s")
 
     if args.markdown:
-        write_markdown(args.markdown, tables, notes, args, ref_libs, memory, rk4_memory)
+        write_markdown(args.markdown, markdown_parts(tables, notes, args, ref_libs, memory,
+                                                     rk4_memory, goals, fusion))
         print(f"wrote {args.markdown}")
     if args.plot:
         try:

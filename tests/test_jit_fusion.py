@@ -282,6 +282,13 @@ def test_a_program_is_lowered_once_its_replays_took_long_enough(monkeypatch, ker
         j = ad.jit(grad(chain))
         j(x)
         assert not fusion.wanted(j.lower(x))
+    # (turned(..., fuse_after=0): compiled when staged, within the block only)
+    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
+    with fusion.turned(True, fuse_after=0):
+        j = ad.jit(grad(chain))
+        j(x)
+        assert executable(j.lower(x)).fused is not None
+    assert fusion.FUSE_AFTER == 3600.0
 
 
 def test_small_arrays_are_not_fused():

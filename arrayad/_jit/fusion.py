@@ -173,15 +173,19 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 
 
 @contextlib.contextmanager
-def turned(on):
+def turned(on, fuse_after=None):
     """Programs staged in this block replay fused (``on``) or unfused, whatever
-    ``ARRAYAD_JIT_FUSE`` says (for comparisons)."""
-    global ENABLED
-    saved, ENABLED = ENABLED, bool(on)
+    ``ARRAYAD_JIT_FUSE`` says (for comparisons); ``fuse_after``, if given, replaces
+    ``FUSE_AFTER`` for them (0: compiled when staged)."""
+    global ENABLED, FUSE_AFTER
+    saved = ENABLED, FUSE_AFTER
+    ENABLED = bool(on)
+    if fuse_after is not None:
+        FUSE_AFTER = float(fuse_after)
     try:
         yield
     finally:
-        ENABLED = saved
+        ENABLED, FUSE_AFTER = saved
 
 
 def register_lowerer(backend_name, lower, wanted=None):

@@ -149,7 +149,8 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}   # backend name -> (lower, wanted); NumPy's: lower_numba.py registers itself
+LOWERERS = {}   # backend name -> (lower, wanted, at_once); lower_numba.py (NumPy) and
+# lower_dask.py register themselves
 # Fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, the replay is the
 # unfused one, with no compiler imported or run. Why not on by default: measured in one process
 # with the benchmarks' imports (torch, JAX) it was slower than the unfused replay at 65,536
@@ -184,11 +185,13 @@ def turned(on):
         ENABLED = saved
 
 
-def register_lowerer(backend_name, lower, wanted=None):
+def register_lowerer(backend_name, lower, wanted=None, at_once=False):
     """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
     (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
-    would fuse anything (cheap: imports no compiler)."""
-    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True))
+    would fuse anything (cheap: imports no compiler). ``at_once``: lower a program when it is
+    staged, not after ``FUSE_AFTER`` seconds of replays (for a backend whose replay's time does
+    not measure its work: Dask's builds a graph)."""
+    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True), at_once)
 
 
 def _lowerer(prog):
@@ -201,6 +204,13 @@ def wanted(prog):
     """Whether the lowerer of ``prog``'s backend would fuse some of it."""
     lw = _lowerer(prog)
     return lw is not None and lw[1](prog)
+
+
+def at_once(prog):
+    """Whether ``prog`` is lowered when it is staged (``FUSE_AFTER`` is 0, or its backend's
+    lowerer asks for it)."""
+    lw = _lowerer(prog)
+    return FUSE_AFTER <= 0 or (lw is not None and lw[2])
 
 
 def lower_program(prog):

@@ -56,14 +56,14 @@ def _size(shape):
     return n
 
 
-def accept(e):
-    """Whether the numba lowerer compiles ``e``: a known float operation of one dtype, on
-    operands of the result's shape or 0-d, with a large enough result."""
+def compilable(e):
+    """Whether numba's loop can compute ``e``: a known float operation of one dtype, on
+    operands of the result's shape or 0-d, whatever its size (the Dask lowerer's test)."""
     out = e.outs[0]
     name = e.prim.xp_name or e.prim.name
     if name not in (_BINARY if len(e.ins) == 2 else _UNARY if len(e.ins) == 1 else ()):
         return False
-    if getattr(out.dtype, "name", None) not in _FLOATS or _size(out.shape) < MIN_ELEMENTS:
+    if getattr(out.dtype, "name", None) not in _FLOATS:
         return False
     for a in e.ins:
         if hasattr(a, "shape"):
@@ -72,6 +72,11 @@ def accept(e):
         elif type(a.value) not in (int, float):
             return False
     return True
+
+
+def accept(e):
+    """Whether the numba lowerer compiles ``e``: ``compilable``, with a large enough result."""
+    return _size(e.outs[0].shape) >= MIN_ELEMENTS and compilable(e)
 
 
 def _source(sub, fname):

@@ -319,7 +319,7 @@ class Executable:
         if lower and prog.cacheable:
             fusion = _fusion()
             if fusion.wanted(prog):
-                if fusion.FUSE_AFTER <= 0:
+                if fusion.at_once(prog):
                     self.lower()
                 else:   # (NOTE [when to compile])
                     self.replay = self._timed(self.replay, fusion.FUSE_AFTER)

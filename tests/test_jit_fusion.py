@@ -310,3 +310,21 @@ def test_groups_are_split_at_max_group():
     for _ in range(25):
         want = np.sin(want) * 1.5
     np.testing.assert_allclose(compile_replay(fused)(x), want, rtol=1e-12)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+def test_numba_kernels_take_read_only_inputs(kernel_cache):
+    # (a read-only array, a broadcast view: the loop's inputs are typed read-only; before, numba
+    # found no matching signature for them)
+    from arrayad._jit import lower_numba
+    x = np.random.default_rng(10).standard_normal(lower_numba.MIN_ELEMENTS)
+    x.flags.writeable = False
+    j = ad.jit(grad(chain))
+    for _ in range(2):
+        np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    assert executable(j.lower(x)).fused is not None
+    c = np.broadcast_to(np.float64(0.3), x.shape)
+    jf = ad.jit(lambda x, c: ad.sin(x) * c + ad.exp(c))
+    for _ in range(2):
+        np.testing.assert_allclose(jf(x, c), np.sin(x) * 0.3 + np.exp(0.3), rtol=1e-13)
+    assert executable(jf.lower(x, c)).fused is not None

@@ -44,18 +44,19 @@ class _ChunkKernel:
     """A fused group on NumPy blocks: ``kernel(*blocks)`` returns its output block (a tuple of
     them for several outputs)."""
 
-    def __init__(self, sub, numpy_backend):
+    def __init__(self, sub, numpy_backend, scalar_in):
         self.n_out = len(sub.outs)
         self.dtypes = [np.dtype(v.dtype.name) for v in sub.outs]
-        # where an input's staged shape is 0-d, its block is 0-d too (the numba loop reads it
-        # as one element); the others are whole blocks of the output's shape
-        self.scalar_in = [v.shape == () for v in sub.in_vars]
+        # ``scalar_in``: the inputs given 0-d (their staged shape, or a lazy broadcast's source),
+        # which the numba loop reads as one element; the others are whole blocks of the
+        # output's shape
+        self.scalar_in = scalar_in
         prog = Program(sub.name, sub.in_vars, {}, sub.eqns, sub.outs, None, sub.out_spec,
                        numpy_backend)
         # (no out= buffers: a block of a lazy broadcast's source is smaller than the
         # intermediate values its staged shape promises, so none may be written into)
         self.replay = compile_replay(prog, flat=True, plan=plan_memory(prog))
-        self.source = (lower_numba._source(sub, "kernel")
+        self.source = (lower_numba._source(sub, "kernel", scalar_in)
                        if lower_numba.available() and all(map(lower_numba.compilable, sub.eqns))
                        else None)
         self._loop = None
@@ -98,12 +99,14 @@ def make_kernel(sub):
     from ..backends import get_backend
     from ..backends.dask import _source
 
-    chunk_kernel = _ChunkKernel(sub, get_backend("numpy"))
+    numpy_backend = get_backend("numpy")
+    chunk_kernels = {}   # which inputs are 0-d -> _ChunkKernel
     # (the layer's name: the group's text and its inputs' names, so that the same group on the
     # same arrays is the same layer, as Dask names its own operations)
     key = hashlib.sha1(str(sub).encode()).hexdigest()[:16]
     shape = tuple(sub.outs[0].shape)
-    metas = [np.empty((0,) * len(shape), dt) for dt in chunk_kernel.dtypes]
+    dtypes = [np.dtype(v.dtype.name) for v in sub.outs]
+    metas = [np.empty((0,) * len(shape), dt) for dt in dtypes]
     out_ind = tuple(range(len(shape)))[::-1]
 
     def layer_args(arrays):
@@ -122,15 +125,20 @@ def make_kernel(sub):
         args = [_source(a) for a in raw]
         if np.broadcast_shapes(*(np.shape(a) for a in args)) != shape:
             args = list(raw)
+        scalar_in = tuple(np.ndim(a) == 0 for a in args)
+        chunk_kernel = chunk_kernels.get(scalar_in)
+        if chunk_kernel is None:
+            chunk_kernel = chunk_kernels[scalar_in] = _ChunkKernel(sub, numpy_backend,
+                                                                   scalar_in)
         name = f"fused-{key}-{tokenize(*args)}"
         out = da.blockwise(chunk_kernel, out_ind, *layer_args(args), name=name,
-                           dtype=chunk_kernel.dtypes[0], meta=metas[0], align_arrays=True)
-        if chunk_kernel.n_out == 1:
+                           dtype=dtypes[0], meta=metas[0], align_arrays=True)
+        if len(dtypes) == 1:
             return (out,)
         # (the tuple layer's meta is the first output's: nothing reads it as an array)
         return tuple(da.map_blocks(operator.getitem, out, i, name=f"{name}-{i}", dtype=dt,
                                    meta=m)
-                     for i, (dt, m) in enumerate(zip(chunk_kernel.dtypes, metas)))
+                     for i, (dt, m) in enumerate(zip(dtypes, metas)))
 
     return kernel, None
 

@@ -149,8 +149,8 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}   # backend name -> (lower, wanted, at_once); lower_numba.py (NumPy) and
-# lower_dask.py register themselves
+LOWERERS = {}   # backend name -> (lower, wanted, after); lower_numba.py (NumPy), lower_dask.py
+# and lower_torch.py register themselves
 # Fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, the replay is the
 # unfused one, with no compiler imported or run. Why not on by default: measured in one process
 # with the benchmarks' imports (torch, JAX) it was slower than the unfused replay at 65,536
@@ -185,13 +185,15 @@ def turned(on):
         ENABLED = saved
 
 
-def register_lowerer(backend_name, lower, wanted=None, at_once=False):
+def register_lowerer(backend_name, lower, wanted=None, after=None):
     """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
     (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
-    would fuse anything (cheap: imports no compiler). ``at_once``: lower a program when it is
-    staged, not after ``FUSE_AFTER`` seconds of replays (for a backend whose replay's time does
-    not measure its work: Dask's builds a graph)."""
-    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True), at_once)
+    would fuse anything (cheap: imports no compiler). ``after()``: the seconds of unfused
+    replays after which a program is lowered (NOTE [when to compile]), read when it is staged;
+    by default ``FUSE_AFTER``. Dask's is 0 (its replay builds a graph: its time does not measure
+    the work), torch.compile's is longer (its compiler takes seconds)."""
+    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True),
+                              after or (lambda: FUSE_AFTER))
 
 
 def _lowerer(prog):
@@ -206,11 +208,10 @@ def wanted(prog):
     return lw is not None and lw[1](prog)
 
 
-def at_once(prog):
-    """Whether ``prog`` is lowered when it is staged (``FUSE_AFTER`` is 0, or its backend's
-    lowerer asks for it)."""
+def budget(prog):
+    """The seconds of unfused replays after which ``prog`` is lowered (0: when it is staged)."""
     lw = _lowerer(prog)
-    return FUSE_AFTER <= 0 or (lw is not None and lw[2])
+    return FUSE_AFTER if lw is None else lw[2]()
 
 
 def lower_program(prog):

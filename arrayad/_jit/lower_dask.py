@@ -155,4 +155,4 @@ def lower(prog):
     return fuse_elementwise(prog, fusible, make_kernel)
 
 
-register_lowerer("dask", lower, wanted, at_once=True)
+register_lowerer("dask", lower, wanted, after=lambda: 0.0)   # (when staged: the NOTE above)

@@ -19,7 +19,10 @@ is the lowerer's kernel, or the sub-program's replay where there is none.
 
 Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
 outer transforms bind the unfused one. A lowerer is an optional extra: without it (numba not
-installed, a backend without one) the replay is the unfused one, and results are the same.
+installed, a backend without one) the replay is the unfused one, and results are the same. The
+lowerers: NumPy's numba loops (``lower_numba.py``), Dask's one blockwise layer per group running
+those loops or the group's NumPy replay per block (``lower_dask.py``), torch's ``torch.compile``
+of the group's replay (``lower_torch.py``).
 """
 
 import collections
@@ -170,7 +173,11 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 # unfused and counts its time, and once that reaches ``FUSE_AFTER`` seconds (the rent-or-buy
 # rule: at most about twice the better of never and always compiling) the program is lowered
 # and the replay switches to the fused one. A function called a few times never waits for a
-# compiler; one called in a loop compiles once it is hot.
+# compiler; one called in a loop compiles once it is hot. The budget is the lowerer's
+# (``register_lowerer``'s ``after``): ``FUSE_AFTER`` for numba; for torch.compile, whose
+# compilation takes 6-40 s, ``lower_torch.COMPILE_AFTER`` (20 s); for Dask 0, at once: its
+# replay builds a graph, so its time says nothing of the work fusion saves, and without numba
+# its lowering compiles nothing.
 
 
 @contextlib.contextmanager

@@ -317,3 +317,106 @@ def test_groups_are_split_at_max_group():
     for _ in range(25):
         want = np.sin(want) * 1.5
     np.testing.assert_allclose(compile_replay(fused)(x), want, rtol=1e-12)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is an optional extra")
+def test_numba_kernels_take_read_only_inputs(kernel_cache):
+    # (a read-only array, a broadcast view: the loop's inputs are typed read-only; before, numba
+    # found no matching signature for them)
+    from arrayad._jit import lower_numba
+    x = np.random.default_rng(10).standard_normal(lower_numba.MIN_ELEMENTS)
+    x.flags.writeable = False
+    j = ad.jit(grad(chain))
+    for _ in range(2):
+        np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    assert executable(j.lower(x)).fused is not None
+    c = np.broadcast_to(np.float64(0.3), x.shape)
+    jf = ad.jit(lambda x, c: ad.sin(x) * c + ad.exp(c))
+    for _ in range(2):
+        np.testing.assert_allclose(jf(x, c), np.sin(x) * 0.3 + np.exp(0.3), rtol=1e-13)
+    assert executable(jf.lower(x, c)).fused is not None
+
+
+# -- torch.compile of fused groups on torch tensors (lower_torch.py) ---------------------------
+
+TORCH_COMPILE = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture
+def torch_compiled(monkeypatch):
+    """Fusion on; torch-backed programs compiled when staged (each group compiles once, for
+    seconds: these tests compile five)."""
+    from arrayad._jit import fusion, lower_torch
+    monkeypatch.setattr(fusion, "ENABLED", True)
+    monkeypatch.setattr(lower_torch, "COMPILE_AFTER", 0.0)
+    return lower_torch
+
+
+@pytest.mark.skipif(not TORCH_COMPILE, reason="torch is an optional extra")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_compile_gives_the_unfused_results_and_dtype(dtype, torch_compiled):
+    import torch
+    xn = np.random.default_rng(11).standard_normal(256).astype(dtype)
+    x = torch.asarray(xn)
+    j = ad.jit(grad(chain))
+    j(x)
+    got = j(x)
+    exe = executable(j.lower(x))
+    assert exe.fused is not None and _fused_names(exe.fused)
+    want = compile_replay(exe.prog)(x)
+    assert got.dtype == want.dtype == getattr(torch, dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_numpy(got), chain_vec_grad_np(xn.astype(np.float64)),
+                               rtol=10 * tol, atol=10 * tol)
+
+
+@pytest.mark.skipif(not TORCH_COMPILE, reason="torch is an optional extra")
+def test_torch_compiled_groups_under_grad_and_vmap(torch_compiled):
+    import torch
+    xn = np.random.default_rng(12).standard_normal(128)
+    x = torch.asarray(xn)
+    prog = make_program(chain_vec)(x)
+    fused = torch_compiled.lower(prog)
+    assert fused is not None and _fused_names(fused)
+    f = compile_replay(fused, bound=True)   # (binds the fused primitive: its compiled impl)
+    np.testing.assert_allclose(to_numpy(f(x)), chain_vec_np(xn), rtol=1e-13)
+    # its VJP and batching rules: jitted programs of the sub-program, compiled in turn
+    np.testing.assert_allclose(to_numpy(grad(lambda x: ad.sum(f(x)))(x)), chain_vec_grad_np(xn),
+                               rtol=1e-10, atol=1e-13)
+    xsn = np.random.default_rng(13).standard_normal((3, 128))
+    np.testing.assert_allclose(to_numpy(vmap(f)(torch.asarray(xsn))), chain_vec_np(xsn),
+                               rtol=1e-13)
+
+
+def test_torch_programs_wait_before_compiling(monkeypatch):
+    # (a compiler that takes seconds: lowered after COMPILE_AFTER seconds of replays)
+    torch = pytest.importorskip("torch")
+    from arrayad._jit import fusion, lower_torch
+    monkeypatch.setattr(fusion, "ENABLED", True)
+    x = torch.asarray(np.random.default_rng(14).standard_normal(4096))
+    j = ad.jit(grad(chain))
+    j(x)
+    prog = j.lower(x)
+    assert fusion.wanted(prog) and fusion.budget(prog) == lower_torch.COMPILE_AFTER > 1
+    j(x)
+    assert executable(prog).fused is None
+
+
+def test_a_torch_compile_failure_leaves_the_unfused_replay(torch_compiled, monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    def broken(fn, **options):   # (what a machine without a C++ compiler gets)
+        def run(*args):
+            raise RuntimeError("no C++ compiler")
+        return run
+    monkeypatch.setattr(torch, "compile", broken)
+    xn = np.random.default_rng(15).standard_normal(64)
+    x = torch.asarray(xn)
+    j = ad.jit(grad(chain))
+    j(x)
+    assert executable(j.lower(x)).fused is not None
+    with pytest.warns(RuntimeWarning, match="torch.compile of a fused group failed"):
+        got = j(x)
+    np.testing.assert_allclose(to_numpy(got), chain_vec_grad_np(xn), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(to_numpy(j(x)), chain_vec_grad_np(xn), rtol=1e-10, atol=1e-13)

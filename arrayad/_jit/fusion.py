@@ -19,7 +19,10 @@ is the lowerer's kernel, or the sub-program's replay where there is none.
 
 Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
 outer transforms bind the unfused one. A lowerer is an optional extra: without it (numba not
-installed, a backend without one) the replay is the unfused one, and results are the same.
+installed, a backend without one) the replay is the unfused one, and results are the same. The
+lowerers: NumPy's numba loops (``lower_numba.py``), Dask's one blockwise layer per group running
+those loops or the group's NumPy replay per block (``lower_dask.py``), torch's ``torch.compile``
+of the group's replay (``lower_torch.py``).
 """
 
 import collections
@@ -149,7 +152,8 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}   # backend name -> (lower, wanted); NumPy's: lower_numba.py registers itself
+LOWERERS = {}   # backend name -> (lower, wanted, after); lower_numba.py (NumPy), lower_dask.py
+# and lower_torch.py register themselves
 # Fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, the replay is the
 # unfused one, with no compiler imported or run. Why not on by default: measured in one process
 # with the benchmarks' imports (torch, JAX) it was slower than the unfused replay at 65,536
@@ -169,7 +173,11 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 # unfused and counts its time, and once that reaches ``FUSE_AFTER`` seconds (the rent-or-buy
 # rule: at most about twice the better of never and always compiling) the program is lowered
 # and the replay switches to the fused one. A function called a few times never waits for a
-# compiler; one called in a loop compiles once it is hot.
+# compiler; one called in a loop compiles once it is hot. The budget is the lowerer's
+# (``register_lowerer``'s ``after``): ``FUSE_AFTER`` for numba; for torch.compile, whose
+# compilation takes 6-40 s, ``lower_torch.COMPILE_AFTER`` (20 s); for Dask 0, at once: its
+# replay builds a graph, so its time says nothing of the work fusion saves, and without numba
+# its lowering compiles nothing.
 
 
 @contextlib.contextmanager
@@ -188,11 +196,15 @@ def turned(on, fuse_after=None):
         ENABLED, FUSE_AFTER = saved
 
 
-def register_lowerer(backend_name, lower, wanted=None):
+def register_lowerer(backend_name, lower, wanted=None, after=None):
     """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
     (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
-    would fuse anything (cheap: imports no compiler)."""
-    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True))
+    would fuse anything (cheap: imports no compiler). ``after()``: the seconds of unfused
+    replays after which a program is lowered (NOTE [when to compile]), read when it is staged;
+    by default ``FUSE_AFTER``. Dask's is 0 (its replay builds a graph: its time does not measure
+    the work), torch.compile's is longer (its compiler takes seconds)."""
+    LOWERERS[backend_name] = (lower, wanted or (lambda prog: True),
+                              after or (lambda: FUSE_AFTER))
 
 
 def _lowerer(prog):
@@ -205,6 +217,12 @@ def wanted(prog):
     """Whether the lowerer of ``prog``'s backend would fuse some of it."""
     lw = _lowerer(prog)
     return lw is not None and lw[1](prog)
+
+
+def budget(prog):
+    """The seconds of unfused replays after which ``prog`` is lowered (0: when it is staged)."""
+    lw = _lowerer(prog)
+    return FUSE_AFTER if lw is None else lw[2]()
 
 
 def lower_program(prog):

@@ -56,14 +56,14 @@ def _size(shape):
     return n
 
 
-def accept(e):
-    """Whether the numba lowerer compiles ``e``: a known float operation of one dtype, on
-    operands of the result's shape or 0-d, with a large enough result."""
+def compilable(e):
+    """Whether numba's loop can compute ``e``: a known float operation of one dtype, on
+    operands of the result's shape or 0-d, whatever its size (the Dask lowerer's test)."""
     out = e.outs[0]
     name = e.prim.xp_name or e.prim.name
     if name not in (_BINARY if len(e.ins) == 2 else _UNARY if len(e.ins) == 1 else ()):
         return False
-    if getattr(out.dtype, "name", None) not in _FLOATS or _size(out.shape) < MIN_ELEMENTS:
+    if getattr(out.dtype, "name", None) not in _FLOATS:
         return False
     for a in e.ins:
         if hasattr(a, "shape"):
@@ -74,16 +74,24 @@ def accept(e):
     return True
 
 
-def _source(sub, fname):
+def accept(e):
+    """Whether the numba lowerer compiles ``e``: ``compilable``, with a large enough result."""
+    return _size(e.outs[0].shape) >= MIN_ELEMENTS and compilable(e)
+
+
+def _source(sub, fname, scalar=None):
     """The numba source of the sub-program ``sub``: ``fname(n, a0, ..., o0, ...)`` over flat
-    arrays (a 0-d input as an array of one element)."""
+    arrays (a 0-d input as an array of one element; ``scalar``: which inputs are given so, by
+    default the 0-d ones)."""
     dt = sub.outs[0].dtype.name
     names = {}
     head, body = [], []
     params = []
-    for i, v in enumerate(sub.in_vars):
+    if scalar is None:
+        scalar = [v.shape == () for v in sub.in_vars]
+    for i, (v, one) in enumerate(zip(sub.in_vars, scalar)):
         params.append(f"a{i}")
-        if v.shape == ():
+        if one:
             head.append(f"    s{i} = a{i}[0]")
             names[v] = f"s{i}"
         else:
@@ -105,8 +113,12 @@ def _source(sub, fname):
         params.append(f"o{j}")
         body.append(f"        o{j}[i] = {names[v]}")
     # (the signature given: compiled when the program is lowered, at its first call, not at
-    # the first replay; every array argument flat and C-contiguous)
-    sig = f"void(intp, {', '.join([dt + '[::1]'] * len(params))})"
+    # the first replay; every array argument flat and C-contiguous; the inputs read-only, so
+    # that read-only arrays are taken as they are: a broadcast view, a block of a Dask array
+    # made from a NumPy one; writable ones convert to that type)
+    n_in = len(sub.in_vars)
+    sig = "void(intp, {})".format(", ".join(
+        [f"Array({dt}, 1, 'C', readonly=True)"] * n_in + [dt + "[::1]"] * (len(params) - n_in)))
     lines = ["import numpy as np", "import numba", "",
              "", f"@numba.njit({sig!r}, cache=True, error_model='numpy', nogil=True)",
              f"def {fname}(n, {', '.join(params)}):"] + head + [

@@ -319,10 +319,11 @@ class Executable:
         if lower and prog.cacheable:
             fusion = _fusion()
             if fusion.wanted(prog):
-                if fusion.FUSE_AFTER <= 0:
+                budget = fusion.budget(prog)
+                if budget <= 0:
                     self.lower()
                 else:   # (NOTE [when to compile])
-                    self.replay = self._timed(self.replay, fusion.FUSE_AFTER)
+                    self.replay = self._timed(self.replay, budget)
 
     def _timed(self, unfused, budget):
         """``unfused``, counting its time; lowers the program once it reaches ``budget``."""

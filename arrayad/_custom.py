@@ -132,6 +132,7 @@ class _RulePrimitive(Primitive):
         self.vjp = g._vjp_rule
         self.jvp = g._jvp_rule
         self.batch = g._batch_rule
+        self.batch_axis = True   # (the batching rule is told the vmap's randomness)
 
 
 def _positions(nums, n, what, fname):
@@ -237,12 +238,8 @@ class _Spec:
         u = _glue()._unwrap
         return tuple(u(o, raw) for o in outs)
 
-    def batch(self, args, dims):
-        g = _glue()
-        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
-        b = g._Batched(self, dims, size, g._randomness(args, size))
-        outs = bind(self.prim, *args, spec=b)
-        return outs, (0,) * len(outs)
+    def batch(self, args, dims, size, randomness):
+        return _glue()._Batched(self, dims, size, randomness).bind(args)
 
     def float_positions(self, vals):
         is_float = _glue()._is_float
@@ -331,7 +328,7 @@ class _VjpCall(_Spec):
             return last[1]
         return self.run_fwd(args)[1]   # at the level of args (outer transforms record it)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         g = _glue()
         res = self.residuals(args)
         raw = g._no_tensor(args, gs)
@@ -589,7 +586,7 @@ class _JvpCall(_Spec):
                 outs.append(g._unwrap(t, raw))
         return tuple(outs)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         """The transpose of the rule's tangent map (linear in the tangents) applied to ``gs``,
         as the VJP of that map at zero tangents."""
         from . import func
@@ -889,7 +886,7 @@ class _CkptCall(_Spec):
             if rng is not None:
                 set_rng_state(now)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         from . import func
         g = _glue()
         fl = self.float_positions(args)

@@ -374,7 +374,7 @@ class _Record:
     """One run of ``forward`` (or of the ``vmap`` staticmethod): its ctx and the structure of its
     output. Per call, so never in the primitive's params (NOTE [Function as a primitive])."""
 
-    __slots__ = ("ctx", "out_tuple", "out_layout", "nondiff", "dirty")
+    __slots__ = ("ctx", "out_tuple", "out_layout", "nondiff", "dirty", "site", "raws")
 
     def rebuild(self, outs, fill_const=True):
         it = iter(outs)
@@ -383,63 +383,62 @@ class _Record:
 
 
 class _Outs(tuple):
-    """What impl returns: the outputs, with the ``record`` of the forward that made them and the
-    ``raws`` it ran on. The core keeps a tuple subclass as it is, so the tape node keeps this
-    object as its output (``ans``) and that node's rules reuse the ctx (the cheap eager path)."""
+    """What impl returns: the outputs, with the ``record`` of the forward that made them (whose
+    ``site`` and ``raws`` say which call, on which raw arrays). The core keeps a tuple subclass
+    as it is, so the tape node keeps this object as its output (``ans``) and that node's rules
+    reuse the ctx (the cheap eager path)."""
 
 
-class _Frame:
-    """An ``apply`` in progress: the rule that runs ``forward`` for it (impl, or the batching
-    rule with the ``vmap`` staticmethod) leaves the record here, where ``apply`` reads the
-    structure of the output (a tuple? which outputs are constants, non-differentiable, dirty?)."""
+class _Calls(threading.local):
+    """Each thread's ``apply`` calls in progress, innermost last, as frames ``[site, record]``:
+    the rule that runs ``forward`` for the call (impl, or the batching rule with the ``vmap``
+    staticmethod) leaves its record there, where ``apply`` reads the structure of the output (a
+    tuple? which outputs are constants, non-differentiable, dirty?)."""
 
-    __slots__ = ("site", "record")
-
-    def __init__(self, site):
-        self.site = site
-        self.record = None
+    def __init__(self):
+        self.stack = []
 
 
-_calls = threading.local()
-
-
-def _frames():
-    stack = getattr(_calls, "stack", None)
-    if stack is None:
-        stack = _calls.stack = []
-    return stack
+_calls = _Calls()
 
 
 def _report(site, rec):
     """Hand ``rec`` to the ``apply`` of ``site`` if it is the one in progress (a rule run later,
-    by a backward pass, has no frame: the record stays with the rule)."""
-    stack = _frames()
+    by a backward pass, finds no frame of its call: the record stays with the rule)."""
+    stack = _calls.stack
     if stack:
         top = stack[-1]
-        if top.site is site and top.record is None:
-            top.record = rec
+        if top[0] is site and top[1] is None:
+            top[1] = rec
 
 
 class _Site:
     """The params of one ``apply`` (NOTE [Function as a primitive]): immutable, hashed by
     identity, so that jit may stage, copy and compare them and replay them from several threads;
-    what a run of forward makes (ctx, the output's structure) is a ``_Record``, never kept here."""
+    what a run of forward makes (ctx, the output's structure) is a ``_Record``, never kept here.
 
-    __slots__ = ("info", "prim", "layout", "kwargs", "needs", "explicit")
+    Its fields: ``info`` (the class's), ``layout`` (forward's positional inputs: _T or the
+    constant), ``kwargs`` (read-only), ``needs`` (needs_input_grad), ``explicit`` (NOTE
+    [explicit tangents]); one tuple, which the rules unpack (a call makes one such object)."""
+
+    __slots__ = ("_fields",)
 
     def __init__(self, info, layout, kwargs, needs, explicit=False):
-        init = object.__setattr__
-        init(self, "info", info)
-        init(self, "prim", info.prim)
-        init(self, "layout", layout)       # forward's positional inputs: _T or the constant
-        init(self, "kwargs", types.MappingProxyType(kwargs) if kwargs else _NO_KWARGS)
-        init(self, "needs", needs)         # needs_input_grad
-        init(self, "explicit", explicit)   # NOTE [explicit tangents]
+        object.__setattr__(self, "_fields", (
+            info, layout, types.MappingProxyType(kwargs) if kwargs else _NO_KWARGS, needs,
+            explicit))
 
     def __setattr__(self, name, value):
         raise AttributeError(f"the params of a bound {self.info.name} are immutable")
 
     __delattr__ = __setattr__
+
+    info = property(lambda self: self._fields[0])
+    layout = property(lambda self: self._fields[1])
+    kwargs = property(lambda self: self._fields[2])
+    needs = property(lambda self: self._fields[3])
+    explicit = property(lambda self: self._fields[4])
+    prim = property(lambda self: self._fields[0].prim)
 
     def __repr__(self):
         return f"<{self.info.name} call>"
@@ -447,20 +446,25 @@ class _Site:
     # -- running the user's methods
     def assemble(self, vals, fill=None):
         it = iter(vals)
-        return tuple(next(it) if e is _T else (e if fill is None else fill) for e in self.layout)
+        return tuple(next(it) if e is _T else (e if fill is None else fill)
+                     for e in self._fields[1])
 
     def run_forward(self, vals):
         """(record, output tensors) of ``forward`` run on ``vals``, with a fresh ctx."""
-        info = self.info
+        info, layout, kwargs, needs, _ = self._fields
         ctx = FunctionCtx()
-        ctx.needs_input_grad = self.needs
+        ctx.needs_input_grad = needs
         vals = [_prep(v) for v in vals]
-        full = self.assemble(vals)
+        if len(vals) == len(layout):   # (tensors only)
+            full = tuple(vals)
+        else:
+            it = iter(vals)
+            full = tuple(next(it) if e is _T else e for e in layout)
         if info.style2:
-            out = info.cls.forward(*full, **self.kwargs)
+            out = info.cls.forward(*full, **kwargs)
             info.cls.setup_context(ctx, full, out)
         else:
-            out = info.cls.forward(ctx, *full, **self.kwargs)
+            out = info.cls.forward(ctx, *full, **kwargs)
         ctx._phase = None
         return self.record(out, ctx, vals)
 
@@ -479,9 +483,11 @@ class _Site:
                 layout.append(o)
         rec.out_layout = layout
         rec.nondiff = rec.dirty = ()
-        if ctx is not None:
+        rec.site = rec.raws = None
+        if ctx is not None and ctx._non_differentiable:
             marked = ctx._non_differentiable
             rec.nondiff = tuple(i for i, o in enumerate(tensors) if any(o is m for m in marked))
+        if ctx is not None and ctx._dirty:
             dirty = []
             for d in ctx._dirty:
                 k = next((k for k, v in enumerate(vals) if v is d), None)
@@ -506,24 +512,26 @@ class _Site:
         """The record whose ctx backward/jvp get at the level of ``args`` (NOTE [Function as a
         primitive]): impl's, kept with its outputs, when ``args`` are the raw arrays impl ran on;
         else that of ``forward`` run again on ``args``."""
-        if type(ans) is _Outs and ans.site is self:
-            raws = ans.raws
-            if len(raws) == len(args) and all(a is b for a, b in zip(args, raws)):
-                return ans.record
+        if type(ans) is _Outs:
+            rec = ans.record
+            raws = rec.raws
+            if rec.site is self and len(raws) == len(args) and \
+                    all(a is b for a, b in zip(args, raws)):
+                return rec
         return self.run_forward(args)[0]
 
     # -- the rules
     def impl(self, raws):
         with _NoGrad():
             rec, outs = self.run_forward(raws)
-        res = _Outs(_fix_scalar(_unwrap(o)) for o in outs)
-        res.site = self
+        rec.site = self
+        rec.raws = raws
+        res = _Outs([_fix_scalar(_unwrap(o)) for o in outs])
         res.record = rec
-        res.raws = raws
         return res
 
     def vjp(self, gs, args, ans=None):
-        info = self.info
+        info, layout = self._fields[:2]
         raw = _no_tensor(args, gs)
         rec = self.record_for(args, ans)
         ctx = rec.ctx
@@ -536,7 +544,7 @@ class _Site:
             res = info.backward(ctx, *grads)
         finally:
             ctx._phase = None
-        n = len(self.layout)
+        n = len(layout)
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) < n or any(r is not None for r in res[n:]):
@@ -544,7 +552,7 @@ class _Site:
                 f"function {info.name}Backward returned an incorrect number of gradients "
                 f"(expected {n}, got {len(res)})")
         cts = []
-        for i, (e, r) in enumerate(zip(self.layout, res)):
+        for i, (e, r) in enumerate(zip(layout, res)):
             if e is not _T:
                 continue
             arg = args[len(cts)]
@@ -703,12 +711,11 @@ class _Batched:
     __slots__ = ("inner", "prim", "dims", "size", "randomness")
 
     def __init__(self, inner, dims, size, randomness):
-        init = object.__setattr__
-        init(self, "inner", inner)
-        init(self, "prim", inner.prim)
-        init(self, "dims", tuple(dims))
-        init(self, "size", size)
-        init(self, "randomness", randomness)
+        object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, "prim", inner.prim)
+        object.__setattr__(self, "dims", tuple(dims))
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "randomness", randomness)
 
     def __setattr__(self, name, value):
         raise AttributeError("the params of a bound batched call are immutable")
@@ -935,14 +942,14 @@ def _apply(info, full, kw, explicit=False):
             layout.append(a)
             needs.append(False)
     site = _Site(info, tuple(layout), kw, tuple(needs), explicit)
-    frame = _Frame(site)
-    stack = _frames()
+    frame = [site, None]   # (_Calls)
+    stack = _calls.stack
     stack.append(frame)
     try:
         res = bind(info.prim, *tensors, spec=site)
     finally:
         stack.pop()
-    rec = frame.record
+    rec = frame[1]
     if rec is None:   # (every interpreter runs forward or the vmap staticmethod within bind)
         raise RuntimeError(f"{info.name}.apply(): no rule of the call ran forward; please report "
                            f"this as a bug of arrayad")

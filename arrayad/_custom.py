@@ -8,7 +8,10 @@ Each decorated function gets one ``Primitive`` whose rules are the glue of ``aut
 ``spec`` in the params; NOTE [Function as a primitive]). A call flattens its differentiable
 arguments into leaves, binds the primitive on the array leaves with a spec that holds the rest
 (the pytree structure, the non-array leaves, the nondiff/static arguments), and rebuilds the
-output pytree. The three spec classes say what each decorator means:
+output pytree. (Unlike autograd.Function's immutable ``_Site``, a spec here still keeps what its
+first run made: the output's pytree, custom_vjp's residuals, checkpoint's kept results and random
+state, which its rules need at every level, not only on the node whose output carries it.) The
+three spec classes say what each decorator means:
 
 * custom_vjp: impl runs ``fwd`` (``fun`` when nothing differentiates in reverse mode) and keeps
   the residuals for this call; vjp runs ``bwd``; jvp refuses with JAX's error.
@@ -19,7 +22,8 @@ output pytree. The three spec classes say what each decorator means:
   ``jvp`` of ``fun``. A policy may keep some results of the first run (NOTE [saving policy]).
 
 vmap is ``autograd.Function``'s ``_Batched`` (as ``generate_vmap_rule``): the spec's forward, vjp
-and jvp run under ``vmap``. Every rule computes at the level of its inputs (raw arrays, or tracers
+and jvp run under ``vmap``, with the randomness of the vmap being batched, which the batching
+interpreter hands to the rule (the primitive has ``batch_axis``). Every rule computes at the level of its inputs (raw arrays, or tracers
 of outer transforms), so what it computes is recorded by the outer transforms: ``hessian``,
 ``grad(grad)``, ``jacrev``, ``vmap(grad)``, the eager tape and ``jit`` (the primitive is one
 instruction; its rules stage their work into the program) all compose.

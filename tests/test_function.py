@@ -748,6 +748,24 @@ def test_params_of_a_bound_function_are_immutable_and_hashable(backend):
     _function_params(eqn.params)
 
 
+def test_the_engine_calls_primitives_only():
+    # No node carries its own backward (once_differentiable is a primitive now): a node made by
+    # hand around another object is refused by name, not called.
+    import types
+    from arrayad._core import _core
+
+    class Hook:
+        name = "hook"
+
+        def custom_backward(self, node, g, create_graph):
+            return (g,)
+
+    t = ad.Tensor(np.ones(2))
+    t._node = _core.Node(Hook(), (), {}, None, (), 1, True)
+    with pytest.raises(TypeError, match="not a Primitive"):
+        ad.sum(t).backward()
+
+
 def test_jitted_function_replayed_from_threads(backend):
     # One staged program (one set of params) replayed at once: each run keeps its own ctx.
     import concurrent.futures

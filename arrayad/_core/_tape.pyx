@@ -264,6 +264,11 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     cdef tuple args = node.inputs
     cdef Py_ssize_t i
     ans = node.ans
+    if not isinstance(node.prim, Primitive):
+        # (every operation, autograd.Function's included, is a Primitive with its rules: the
+        # engine has no other kind of node to call)
+        raise TypeError(f"arrayad: the tape node {node.name()} holds {type(node.prim).__name__}, "
+                        f"not a Primitive; record operations with bind()")
     _check_not_updated(node)   # NOTE [in-place after use]
     if node.n_outputs > 1:
         for i in range(node.n_outputs):

@@ -8,7 +8,10 @@ Each decorated function gets one ``Primitive`` whose rules are the glue of ``aut
 ``spec`` in the params; NOTE [Function as a primitive]). A call flattens its differentiable
 arguments into leaves, binds the primitive on the array leaves with a spec that holds the rest
 (the pytree structure, the non-array leaves, the nondiff/static arguments), and rebuilds the
-output pytree. The three spec classes say what each decorator means:
+output pytree. (Unlike autograd.Function's immutable ``_Site``, a spec here still keeps what its
+first run made: the output's pytree, custom_vjp's residuals, checkpoint's kept results and random
+state, which its rules need at every level, not only on the node whose output carries it.) The
+three spec classes say what each decorator means:
 
 * custom_vjp: impl runs ``fwd`` (``fun`` when nothing differentiates in reverse mode) and keeps
   the residuals for this call; vjp runs ``bwd``; jvp refuses with JAX's error.
@@ -19,7 +22,8 @@ output pytree. The three spec classes say what each decorator means:
   ``jvp`` of ``fun``. A policy may keep some results of the first run (NOTE [saving policy]).
 
 vmap is ``autograd.Function``'s ``_Batched`` (as ``generate_vmap_rule``): the spec's forward, vjp
-and jvp run under ``vmap``. Every rule computes at the level of its inputs (raw arrays, or tracers
+and jvp run under ``vmap``, with the randomness of the vmap being batched, which the batching
+interpreter hands to the rule (the primitive has ``batch_axis``). Every rule computes at the level of its inputs (raw arrays, or tracers
 of outer transforms), so what it computes is recorded by the outer transforms: ``hessian``,
 ``grad(grad)``, ``jacrev``, ``vmap(grad)``, the eager tape and ``jit`` (the primitive is one
 instruction; its rules stage their work into the program) all compose.
@@ -132,6 +136,7 @@ class _RulePrimitive(Primitive):
         self.vjp = g._vjp_rule
         self.jvp = g._jvp_rule
         self.batch = g._batch_rule
+        self.batch_axis = True   # (the batching rule is told the vmap's randomness)
 
 
 def _positions(nums, n, what, fname):
@@ -237,12 +242,8 @@ class _Spec:
         u = _glue()._unwrap
         return tuple(u(o, raw) for o in outs)
 
-    def batch(self, args, dims):
-        g = _glue()
-        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
-        b = g._Batched(self, dims, size, g._randomness(args, size))
-        outs = bind(self.prim, *args, spec=b)
-        return outs, (0,) * len(outs)
+    def batch(self, args, dims, size, randomness):
+        return _glue()._Batched(self, dims, size, randomness).bind(args)
 
     def float_positions(self, vals):
         is_float = _glue()._is_float
@@ -331,7 +332,7 @@ class _VjpCall(_Spec):
             return last[1]
         return self.run_fwd(args)[1]   # at the level of args (outer transforms record it)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         g = _glue()
         res = self.residuals(args)
         raw = g._no_tensor(args, gs)
@@ -589,7 +590,7 @@ class _JvpCall(_Spec):
                 outs.append(g._unwrap(t, raw))
         return tuple(outs)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         """The transpose of the rule's tangent map (linear in the tangents) applied to ``gs``,
         as the VJP of that map at zero tangents."""
         from . import func
@@ -889,7 +890,7 @@ class _CkptCall(_Spec):
             if rng is not None:
                 set_rng_state(now)
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         from . import func
         g = _glue()
         fl = self.float_positions(args)

@@ -705,3 +705,212 @@ def test_jacfwd_of_jacfwd_differentiates_the_saved_values(backend):
     H1 = to_numpy(AF.jacfwd(AF.jacfwd(
         lambda x: AD1["SinCos"].apply(x)[0] * AD1["SinCos"].apply(x)[1]))(x))
     np.testing.assert_allclose(H1, want, atol=1e-12)
+
+
+# -- the primitive's params, once_differentiable's primitive, randomness from the interpreter ------
+class Cube(Function):
+    @staticmethod
+    def forward(x):
+        return x ** 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 3 * x ** 2 * g
+
+
+def _function_params(params):
+    (site,) = params.values()
+    assert hash(site) == hash(site) and {site: 1}[site] == 1   # hashable (jit's keys)
+    with pytest.raises(AttributeError, match="immutable"):
+        site.layout = ()
+    with pytest.raises(TypeError):
+        site.kwargs["shift"] = 0.0
+    return site
+
+
+def test_params_of_a_bound_function_are_immutable_and_hashable(backend):
+    # The params hold what is fixed for the call; the ctx of each run stays out of them, so a
+    # backward pass (or a replay) leaves them as they were and computes the same thing again.
+    x = backend.tensor(X, requires_grad=True)
+    y, _, _ = Affine.apply(x, 3.0, shift=0.5)
+    site = _function_params(y.grad_fn.params)
+    assert dict(site.kwargs) == {"shift": 0.5}
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    np.testing.assert_allclose(to_numpy(x.grad), 6.0)   # d(3x + 0.5)/dx, twice
+    prog = AF.make_program(lambda x: Affine.apply(x, 3.0)[0])(backend(X))
+    (eqn,) = [e for e in prog.unoptimized.eqns if e.prim.name == "Affine"]
+    _function_params(eqn.params)
+
+
+def test_the_engine_calls_primitives_only():
+    # No node carries its own backward (once_differentiable is a primitive now): a node made by
+    # hand around another object is refused by name, not called.
+    import types
+    from arrayad._core import _core
+
+    class Hook:
+        name = "hook"
+
+        def custom_backward(self, node, g, create_graph):
+            return (g,)
+
+    t = ad.Tensor(np.ones(2))
+    t._node = _core.Node(Hook(), (), {}, None, (), 1, True)
+    with pytest.raises(TypeError, match="not a Primitive"):
+        ad.sum(t).backward()
+
+
+def test_jitted_function_replayed_from_threads(backend):
+    # One staged program (one set of params) replayed at once: each run keeps its own ctx.
+    import concurrent.futures
+    f = ad.jit(lambda x: ad.sum(Cube.apply(x)))
+    df = ad.jit(AF.grad(lambda x: ad.sum(Cube.apply(x))))
+    xs = [X + k for k in range(8)]
+    f(backend(xs[0]))
+    df(backend(xs[0]))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        vals = list(pool.map(lambda a: to_numpy(f(backend(a))), xs))
+        grads = list(pool.map(lambda a: to_numpy(df(backend(a))), xs))
+    for a, v, g in zip(xs, vals, grads):
+        ta = torch.tensor(a, requires_grad=True)
+        (ta ** 3).sum().backward()
+        np.testing.assert_allclose(v, (ta ** 3).sum().item())
+        np.testing.assert_allclose(g, ta.grad.numpy())
+
+
+def _torch_once_cube():
+    class TCubeOnce(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+    return TCubeOnce
+
+
+def test_once_differentiable_double_backward_against_torch(backend):
+    V = np.array([1.0, -1.0, 0.5, 2.0])
+    # torch, on the tape: the gradient is right, its grad_fn refuses when used
+    TCubeOnce = _torch_once_cube()
+    tx = torch.tensor(X, requires_grad=True)
+    tv = torch.tensor(V, requires_grad=True)
+    (tg,) = torch.autograd.grad(TCubeOnce.apply(tx), tx, grad_outputs=tv, create_graph=True)
+    assert tg.grad_fn is not None
+    with pytest.raises(RuntimeError) as torch_err:
+        tg.sum().backward()
+    message = str(torch_err.value)
+
+    x = backend.tensor(X, requires_grad=True)
+    v = backend.tensor(V, requires_grad=True)
+    (g,) = ad.autograd.grad(CubeOnce.apply(x), x, grad_outputs=v, create_graph=True)
+    np.testing.assert_allclose(to_numpy(g.detach()), tg.detach().numpy())
+    assert g.grad_fn is not None   # (nothing raised yet: g is not differentiated)
+    with pytest.raises(RuntimeError) as err:
+        g.sum().backward()
+    assert str(err.value) == message
+    # the same through the transforms: grad of a vjp, jvp of a vjp, grad of grad. (torch.func
+    # returns zeros there, the cotangent's derivative lost; arrayad raises torch's tape error.)
+    xa, va = backend(X), backend(V)
+
+    def pulled(v):
+        return ad.sum(AF.vjp(CubeOnce.apply, xa)[1](v)[0])
+
+    with pytest.raises(RuntimeError) as err:
+        AF.grad(pulled)(va)
+    assert str(err.value) == message
+    with pytest.raises(RuntimeError) as err:
+        AF.jvp(pulled, (va,), (va,))
+    assert str(err.value) == message
+    with pytest.raises(RuntimeError) as err:
+        AF.grad(lambda x: ad.sum(AF.grad(lambda y: ad.sum(CubeOnce.apply(y)))(x)))(xa)
+    assert str(err.value) == message
+    # first derivatives, batched or not, are unaffected
+    np.testing.assert_allclose(to_numpy(AF.vjp(CubeOnce.apply, xa)[1](va)[0]),
+                               tg.detach().numpy())
+    np.testing.assert_allclose(to_numpy(AF.jacrev(CubeOnce.apply)(xa)), np.diag(3 * X ** 2))
+
+
+def _probe(lib, Function, seen):
+    class Probe(Function):
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def vmap(info, in_dims, x):
+            seen.append((info.batch_size, info.randomness))
+            return x * 2, in_dims[0]
+
+    return Probe
+
+
+def test_vmap_staticmethod_gets_the_randomness_of_its_own_vmap(backend):
+    # Nested vmaps of one size: the rule is told the randomness of the vmap that batches it
+    # (the inner one here: the array is closed over by the outer function), as in torch.func.
+    xs = np.ones((3, 2))
+    seen_t, seen = [], []
+    TProbe = _probe(torch, torch.autograd.Function, seen_t)
+    TF.vmap(lambda y: TF.vmap(TProbe.apply, randomness="same")(torch.tensor(xs)),
+            randomness="different")(torch.ones(3))
+    Probe = _probe(ad, Function, seen)
+    AF.vmap(lambda y: AF.vmap(Probe.apply, randomness="same")(backend(xs)),
+            randomness="different")(backend(np.ones(3)))
+    assert seen == seen_t == [(3, "same")]
+
+
+def _noisy(lib, Function):
+    class Noisy(Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x):
+            return x + lib.rand(*x.shape, dtype=x.dtype)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Noisy
+
+
+def _same_rows_different_batches(out):
+    # the inner vmap ('same'): equal along axis 1; the outer one ('different'): not along axis 0
+    assert out.shape == (3, 3, 2)
+    np.testing.assert_array_equal(out, np.broadcast_to(out[:, :1], out.shape))
+    assert not np.array_equal(out[0], out[1])
+
+
+def test_generated_vmap_rule_draws_with_the_randomness_of_its_vmap():
+    # The batched forward draws with the randomness of the vmap that batches the call, not with
+    # that of an enclosing vmap of the same size; checked against torch.func's pattern.
+    xs = np.zeros((3, 2))
+    TNoisy = _noisy(torch, torch.autograd.Function)
+    out_t = TF.vmap(lambda y: TF.vmap(TNoisy.apply, randomness="same")(torch.tensor(xs)),
+                    randomness="different")(torch.ones(3))
+    _same_rows_different_batches(out_t.numpy())
+    Noisy = _noisy(ad, Function)
+    out = AF.vmap(lambda y: AF.vmap(Noisy.apply, randomness="same")(xs),
+                  randomness="different")(np.ones(3))
+    _same_rows_different_batches(to_numpy(out))
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        AF.vmap(Noisy.apply)(xs)

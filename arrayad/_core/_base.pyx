@@ -412,7 +412,11 @@ cdef class Primitive:
     argument gets no cotangent), or, for variadic primitives, one function returning a tuple of
     cotangents (None = zero).
     jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
-    batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args.
+    batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args. With
+    ``batch_axis`` set, the batching interpreter also passes what it knows of its own axis,
+    ``batch(args, dims, axis_size=..., randomness=..., **params)``: a rule that runs user code
+    under a fresh ``vmap`` (autograd.Function's ``vmap`` staticmethod or ``generate_vmap_rule``)
+    must hand it the enclosing vmap's ``randomness``, which only the interpreter knows.
 
     ``vjp_reads``: which saved values the VJP rule of each argument reads, one bit mask per
     argument (bit 0: the output, bit k: argument k-1); None means all. See NOTE [saved values].
@@ -438,6 +442,7 @@ cdef class Primitive:
         self.vjp_reads = None
         self.reuses = None
         self.elementwise = False
+        self.batch_axis = False
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -495,6 +500,12 @@ cdef object _call_impl(Primitive prim, tuple args, dict params):
         else:
             out = fn(*args, **params) if params else fn(*args)
     if prim.multiple_results:
+        if type(out) is not tuple and isinstance(out, tuple):
+            # A tuple subclass is a rule-defined primitive's record of this call (its outputs,
+            # final already, and what its own rules need, such as autograd.Function's ctx): it
+            # stays as it is, so that the tape node keeps it as its output (``ans``) and the
+            # node's VJP rule finds it there (NOTE [Function as a primitive]).
+            return out
         return tuple([fix_scalar(o) for o in out])
     f = _scalar_fix.get(type(out))
     if f is not None:

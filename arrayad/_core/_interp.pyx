@@ -348,6 +348,10 @@ cdef class BatchInterpreter(Interpreter):
             out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
         elif rule is None:
             out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
+        elif prim.batch_axis:
+            # (the rule runs user code under a vmap of its own: it gets this one's randomness)
+            out, out_dim = rule(vals, dims, axis_size=self.size, randomness=self.randomness,
+                                **params)
         else:
             out, out_dim = rule(vals, dims, **params)
         if prim.multiple_results:

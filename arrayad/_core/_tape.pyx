@@ -36,8 +36,7 @@ cdef void _check_not_updated(Node node) except *:
         return
     cdef long mask = -1
     cdef Py_ssize_t i
-    cdef tuple reads = (<Primitive>node.prim).vjp_reads if isinstance(node.prim, Primitive) \
-        else None
+    cdef tuple reads = (<Primitive>node.prim).vjp_reads
     if reads is not None and node._edges is not None:
         mask = _reads_mask(reads, node._edges)
     for i in range(len(node.inputs)):
@@ -265,6 +264,11 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
     cdef tuple args = node.inputs
     cdef Py_ssize_t i
     ans = node.ans
+    if not isinstance(node.prim, Primitive):
+        # (every operation, autograd.Function's included, is a Primitive with its rules: the
+        # engine has no other kind of node to call)
+        raise TypeError(f"arrayad: the tape node {node.name()} holds {type(node.prim).__name__}, "
+                        f"not a Primitive; record operations with bind()")
     _check_not_updated(node)   # NOTE [in-place after use]
     if node.n_outputs > 1:
         for i in range(node.n_outputs):
@@ -273,12 +277,6 @@ cdef object _node_vjp(Node node, list slot, bint create_graph, bint consumable=F
         g = tuple(slot)
     else:
         g = slot[0]
-    if not isinstance(node.prim, Primitive):
-        # autograd.Function nodes carry their own backward, user code that may change g in
-        # place: its zeros are numbers from here on (NOTE [strong zeros])
-        for x in (g if isinstance(g, tuple) else (g,)):
-            _unmark(_state(), x)
-        return node.prim.custom_backward(node, g, create_graph)
     prim = node.prim
     if node.eager:
         # The caller (autograd.backward/grad) has set the grad mode to ``create_graph``.

@@ -3,21 +3,33 @@
 NOTE [Function as a primitive]
 ------------------------------
 Every Function subclass gets one ``Primitive`` (made on first use, cached on the class), so that the
-core's interpreters treat a custom function like any built-in operation. ``apply`` binds it with the
-tensor arguments positional and one ``_Call`` in the params; the ``_Call`` remembers everything else
-(the non-tensor arguments, keyword arguments, which outputs are tensors, what the context marked).
-The primitive's rules all ask the ``_Call`` (its ``spec``):
+core's interpreters treat a custom function like any built-in operation, through the ordinary
+protocol: rules declared once on the primitive, params that are immutable.
 
+* params: ``apply`` binds the primitive with the tensor arguments positional and one ``_Site``
+  as ``spec``: what is fixed for the call (the class, the non-tensor arguments, the keyword
+  arguments, ``needs_input_grad``). It is immutable and hashed by identity, so jit may stage,
+  copy, compare and replay it (from several threads at once) and vmap may rebind it.
+* per-call state: what a run of ``forward`` makes (the ctx with its saved tensors and marks, the
+  structure of the output) is a ``_Record``. impl returns its outputs as an ``_Outs`` tuple that
+  carries the record; the core keeps that tuple as the tape node's output, so the node's rules
+  find the ctx there. ``apply`` learns the structure of the output through its ``_Frame``, where
+  the rule that ran forward within its ``bind`` left the record.
 * impl: runs ``forward`` on the raw arrays (wrapped in plain ``Tensor``: torch-style methods work);
 * vjp: calls the user's ``backward(ctx, *grads)``; jvp: the user's ``jvp``;
-* batch: the user's ``vmap`` staticmethod, or with ``generate_vmap_rule`` a ``_Batched`` spec bound
-  on the same primitive: its forward, backward and jvp are the class's own, run under ``vmap``.
+* batch: the primitive has ``batch_axis``, so the batching interpreter passes its size and
+  ``randomness``; the rule calls the user's ``vmap`` staticmethod with them, or with
+  ``generate_vmap_rule`` binds the same primitive with a ``_Batched`` site: the class's forward,
+  backward and jvp run under ``vmap`` with that randomness.
+* ``once_differentiable``: the results of such a backward are tagged by ``_once_p``, a primitive
+  whose own VJP and JVP rules refuse (torch's message), so a second derivative fails where it
+  would flow, on the tape as under the transforms; the engine has no special case for it.
 
 Which ``ctx`` a rule hands to ``backward``/``jvp`` matters for higher derivatives: the saved values
 must live at the level of the rule's inputs. When those inputs are the very raw arrays impl ran on,
-the ctx filled by impl is reused (the cheap eager path). Otherwise (Tensors with ``create_graph``,
-tracers of outer transforms: hessian, grad(grad), vmap(grad)...) ``forward`` runs again on those
-inputs with a fresh ctx, so what it saves is differentiable / batched at every outer level. That is
+the ctx filled by impl (the record on the node's output) is reused (the cheap eager path).
+Otherwise (Tensors with ``create_graph``, tracers of outer transforms: hessian, grad(grad),
+vmap(grad)...) ``forward`` runs again on those inputs with a fresh ctx, so what it saves is differentiable / batched at every outer level. That is
 also why both styles (``forward(ctx, ...)`` and ``forward(...)`` + ``setup_context``) work under
 every transform here, where torch accepts only the second.
 
@@ -34,11 +46,14 @@ told apart from one in torch's style (tangents only).
 
 import functools
 import inspect
+import threading
+import types
 
 from .._core import _core
 from .._dtypes import is_inexact
 from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
                            bind, dtype_of, is_complex, shape_of, unbroadcast)
+from .._core._core import fix_scalar as _fix_scalar
 from .._ops import ops
 from .._ops.views import update_in_place
 from ..backends import backend_of, can_stand_for
@@ -47,6 +62,7 @@ from ..func import vmap
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
 
 _PY_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_NO_KWARGS = types.MappingProxyType({})
 _EXTENDING = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
 
 
@@ -233,15 +249,17 @@ def _vjp_rule(g, ans, *args, spec):
         # The core's create_graph path wraps the tuple of cotangents of a multi-output node in one
         # Tensor (_node_vjp: ``g if isinstance(g, Array) else Tensor(g)``); unpack it.
         g = tuple(v if isinstance(v, Array) else Tensor(v) for v in g._value)
-    return spec.vjp(g if isinstance(g, tuple) else (g,), args)
+    return spec.vjp(g if isinstance(g, tuple) else (g,), args, ans)
 
 
 def _jvp_rule(tangents, ans, *args, spec):
     return spec.jvp(tangents, ans, args)
 
 
-def _batch_rule(args, dims, spec):
-    return spec.batch(args, dims)
+def _batch_rule(args, dims, spec, axis_size, randomness):
+    # (the primitive has ``batch_axis``: the batching interpreter says its size and randomness)
+    return spec.batch(args, dims, axis_size, randomness)
+
 
 
 class _FunctionPrimitive(Primitive):
@@ -253,6 +271,7 @@ class _FunctionPrimitive(Primitive):
         self.vjp = _vjp_rule
         self.jvp = _jvp_rule
         self.batch = _batch_rule
+        self.batch_axis = True
 
 
 class _Info:
@@ -351,60 +370,110 @@ def _info(cls):
 _T = object()   # marks a tensor position in a layout
 
 
-def _randomness(args, size):
-    """The randomness of the vmap being processed: the lowest live vmap above the args' levels
-    with this batch size (the rule itself is not told which interpreter it serves)."""
-    lvl = 0
-    for a in args:
-        if isinstance(a, Tracer):
-            lvl = max(lvl, a.interpreter.level)
-    for f in _core.interpreters():
-        if isinstance(f, _core.BatchInterpreter) and f.level > lvl and f.alive and f.size == size:
-            return f.randomness
-    return "error"
+class _Record:
+    """One run of ``forward`` (or of the ``vmap`` staticmethod): its ctx and the structure of its
+    output. Per call, so never in the primitive's params (NOTE [Function as a primitive])."""
+
+    __slots__ = ("ctx", "out_tuple", "out_layout", "nondiff", "dirty", "site", "raws")
+
+    def rebuild(self, outs, fill_const=True):
+        it = iter(outs)
+        seq = tuple(next(it) if e is _T else (e if fill_const else None) for e in self.out_layout)
+        return seq if self.out_tuple else seq[0]
 
 
-class _Call:
-    """One ``apply`` call (NOTE [Function as a primitive]): the spec the primitive's rules use."""
+class _Outs(tuple):
+    """What impl returns: the outputs, with the ``record`` of the forward that made them (whose
+    ``site`` and ``raws`` say which call, on which raw arrays). The core keeps a tuple subclass
+    as it is, so the tape node keeps this object as its output (``ans``) and that node's rules
+    reuse the ctx (the cheap eager path)."""
 
-    def __init__(self, info, layout, kwargs, needs):
-        self.info = info
-        self.prim = info.prim
-        self.layout = layout          # forward's positional inputs: _T or the constant itself
-        self.kwargs = kwargs
-        self.needs = needs
-        # (ctx, raw inputs) of the last impl call, one tuple so that it is replaced atomically:
-        # a jitted program replays this call object from several threads at once
-        self.last_forward = None
-        self.out_tuple = False        # forward returned a tuple
-        self.out_layout = None        # its entries: _T or the non-tensor value
-        self.nondiff = ()
-        self.dirty = ()
-        self.explicit = False
+
+class _Calls(threading.local):
+    """Each thread's ``apply`` calls in progress, innermost last, as frames ``[site, record]``:
+    the rule that runs ``forward`` for the call (impl, or the batching rule with the ``vmap``
+    staticmethod) leaves its record there, where ``apply`` reads the structure of the output (a
+    tuple? which outputs are constants, non-differentiable, dirty?)."""
+
+    def __init__(self):
+        self.stack = []
+
+
+_calls = _Calls()
+
+
+def _report(site, rec):
+    """Hand ``rec`` to the ``apply`` of ``site`` if it is the one in progress (a rule run later,
+    by a backward pass, finds no frame of its call: the record stays with the rule)."""
+    stack = _calls.stack
+    if stack:
+        top = stack[-1]
+        if top[0] is site and top[1] is None:
+            top[1] = rec
+
+
+class _Site:
+    """The params of one ``apply`` (NOTE [Function as a primitive]): immutable, hashed by
+    identity, so that jit may stage, copy and compare them and replay them from several threads;
+    what a run of forward makes (ctx, the output's structure) is a ``_Record``, never kept here.
+
+    Its fields: ``info`` (the class's), ``layout`` (forward's positional inputs: _T or the
+    constant), ``kwargs`` (read-only), ``needs`` (needs_input_grad), ``explicit`` (NOTE
+    [explicit tangents]); one tuple, which the rules unpack (a call makes one such object)."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, info, layout, kwargs, needs, explicit=False):
+        object.__setattr__(self, "_fields", (
+            info, layout, types.MappingProxyType(kwargs) if kwargs else _NO_KWARGS, needs,
+            explicit))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the params of a bound {self.info.name} are immutable")
+
+    __delattr__ = __setattr__
+
+    info = property(lambda self: self._fields[0])
+    layout = property(lambda self: self._fields[1])
+    kwargs = property(lambda self: self._fields[2])
+    needs = property(lambda self: self._fields[3])
+    explicit = property(lambda self: self._fields[4])
+    prim = property(lambda self: self._fields[0].prim)
+
+    def __repr__(self):
+        return f"<{self.info.name} call>"
 
     # -- running the user's methods
     def assemble(self, vals, fill=None):
         it = iter(vals)
-        return tuple(next(it) if e is _T else (e if fill is None else fill) for e in self.layout)
+        return tuple(next(it) if e is _T else (e if fill is None else fill)
+                     for e in self._fields[1])
 
     def run_forward(self, vals):
-        info = self.info
+        """(record, output tensors) of ``forward`` run on ``vals``, with a fresh ctx."""
+        info, layout, kwargs, needs, _ = self._fields
         ctx = FunctionCtx()
-        ctx.needs_input_grad = self.needs
+        ctx.needs_input_grad = needs
         vals = [_prep(v) for v in vals]
-        full = self.assemble(vals)
+        if len(vals) == len(layout):   # (tensors only)
+            full = tuple(vals)
+        else:
+            it = iter(vals)
+            full = tuple(next(it) if e is _T else e for e in layout)
         if info.style2:
-            out = info.cls.forward(*full, **self.kwargs)
+            out = info.cls.forward(*full, **kwargs)
             info.cls.setup_context(ctx, full, out)
         else:
-            out = info.cls.forward(ctx, *full, **self.kwargs)
+            out = info.cls.forward(ctx, *full, **kwargs)
         ctx._phase = None
-        return ctx, self.record(out, ctx, vals)
+        return self.record(out, ctx, vals)
 
     def record(self, out, ctx, vals):
-        """Remember the structure of ``out``; return its tensors."""
+        """(record of ``out``'s structure and ``ctx``'s marks, the tensors of ``out``)."""
         seq = out if isinstance(out, tuple) else (out,)
-        self.out_tuple = isinstance(out, tuple)
+        rec = _Record()
+        rec.ctx = ctx
+        rec.out_tuple = isinstance(out, tuple)
         layout, tensors = [], []
         for o in seq:
             if _is_tensor(o):
@@ -412,10 +481,13 @@ class _Call:
                 tensors.append(o)
             else:
                 layout.append(o)
-        self.out_layout = layout
-        if ctx is not None:
+        rec.out_layout = layout
+        rec.nondiff = rec.dirty = ()
+        rec.site = rec.raws = None
+        if ctx is not None and ctx._non_differentiable:
             marked = ctx._non_differentiable
-            self.nondiff = tuple(i for i, o in enumerate(tensors) if any(o is m for m in marked))
+            rec.nondiff = tuple(i for i, o in enumerate(tensors) if any(o is m for m in marked))
+        if ctx is not None and ctx._dirty:
             dirty = []
             for d in ctx._dirty:
                 k = next((k for k, v in enumerate(vals) if v is d), None)
@@ -428,49 +500,51 @@ class _Call:
                         f"{self.info.name}: an input marked dirty (modified in place) must be "
                         f"returned as an output of forward")
                 dirty.append((k, i))
-            self.dirty = tuple(dirty)
-        else:
-            self.nondiff = self.dirty = ()
-        return tuple(tensors)
-
-    def rebuild(self, outs, fill_const=True):
-        it = iter(outs)
-        seq = tuple(next(it) if e is _T else (e if fill_const else None) for e in self.out_layout)
-        return seq if self.out_tuple else seq[0]
+            rec.dirty = tuple(dirty)
+        _report(self, rec)
+        return rec, tuple(tensors)
 
     def outputs(self, vals):
         """The outputs computed with plain operations on ``vals`` (used under ``_Batched``)."""
         return self.run_forward(vals)[1]
 
-    def ctx_for(self, args):
-        """The ctx for backward/jvp at the level of ``args`` (NOTE [Function as a primitive])."""
-        last = self.last_forward
-        if last is not None and len(last[1]) == len(args) and \
-                all(a is b for a, b in zip(args, last[1])):
-            return last[0]
+    def record_for(self, args, ans):
+        """The record whose ctx backward/jvp get at the level of ``args`` (NOTE [Function as a
+        primitive]): impl's, kept with its outputs, when ``args`` are the raw arrays impl ran on;
+        else that of ``forward`` run again on ``args``."""
+        if type(ans) is _Outs:
+            rec = ans.record
+            raws = rec.raws
+            if rec.site is self and len(raws) == len(args) and \
+                    all(a is b for a, b in zip(args, raws)):
+                return rec
         return self.run_forward(args)[0]
 
     # -- the rules
     def impl(self, raws):
         with _NoGrad():
-            ctx, outs = self.run_forward(raws)
-        self.last_forward = (ctx, raws)
-        return tuple(_unwrap(o) for o in outs)
+            rec, outs = self.run_forward(raws)
+        rec.site = self
+        rec.raws = raws
+        res = _Outs([_fix_scalar(_unwrap(o)) for o in outs])
+        res.record = rec
+        return res
 
-    def vjp(self, gs, args):
-        info = self.info
+    def vjp(self, gs, args, ans=None):
+        info, layout = self._fields[:2]
         raw = _no_tensor(args, gs)
-        ctx = self.ctx_for(args)
+        rec = self.record_for(args, ans)
+        ctx = rec.ctx
         it = iter(gs)
         # (user code may change them in place: their zeros are numbers, NOTE [strong zeros])
         grads = [_wrap_raw(_core.forget_zeros(next(it))) if e is _T else None
-                 for e in self.out_layout]
+                 for e in rec.out_layout]
         ctx._phase = "backward"
         try:
             res = info.backward(ctx, *grads)
         finally:
             ctx._phase = None
-        n = len(self.layout)
+        n = len(layout)
         if not isinstance(res, tuple):
             res = (res,)
         if len(res) < n or any(r is not None for r in res[n:]):
@@ -478,7 +552,7 @@ class _Call:
                 f"function {info.name}Backward returned an incorrect number of gradients "
                 f"(expected {n}, got {len(res)})")
         cts = []
-        for i, (e, r) in enumerate(zip(self.layout, res)):
+        for i, (e, r) in enumerate(zip(layout, res)):
             if e is not _T:
                 continue
             arg = args[len(cts)]
@@ -524,7 +598,8 @@ class _Call:
             args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
             tangents = [t.detach() if isinstance(t, Tensor) else t for t in tangents]
         raw = _no_tensor(args, tangents)
-        ctx = self.ctx_for(args)
+        rec = self.record_for(args, ans)
+        ctx = rec.ctx
         full_t = []
         it = iter(zip(tangents, args))
         for e in self.layout:
@@ -555,7 +630,7 @@ class _Call:
             ctx._phase = None
         # As torch: one tangent (an array or None) per output of forward, the single one bare
         # or in a 1-tuple; any other count is refused by name (a tuple is not an array).
-        n = len(self.out_layout)
+        n = len(rec.out_layout)
         seq = res if isinstance(res, tuple) else (res,)
         if len(seq) != n:
             raise RuntimeError(
@@ -564,7 +639,7 @@ class _Call:
                 f"output of forward, in a tuple when forward returns several")
         outs = []
         k = 0
-        for i, (e, t) in enumerate(zip(self.out_layout, seq)):
+        for i, (e, t) in enumerate(zip(rec.out_layout, seq)):
             if t is not None and not _is_tensor(t):
                 raise TypeError(
                     f"function {info.name}'s jvp returned a {type(t).__name__} as the tangent of "
@@ -572,7 +647,7 @@ class _Call:
             if e is not _T:
                 continue
             o = ans[k] if ans is not None else None
-            if t is None or k in self.nondiff or (o is not None and not _is_float(o)):
+            if t is None or k in rec.nondiff or (o is not None and not _is_float(o)):
                 t = None
             else:
                 if o is not None and shape_of(t) != shape_of(o):
@@ -585,16 +660,15 @@ class _Call:
             k += 1
         return tuple(outs)
 
-    def batch(self, args, dims):
+    def batch(self, args, dims, size, randomness):
         info = self.info
-        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
         if info.has_vmap and info.cls.generate_vmap_rule:
             raise RuntimeError(
                 f"You tried to vmap over {info.name}, but it has both generate_vmap_rule=True and "
                 f"an overriden vmap staticmethod. Please set generate_vmap_rule=False or delete "
                 f"the overriden vmap staticmethod to avoid ambiguity. {_EXTENDING}")
         if info.has_vmap:
-            vinfo = VmapInfo(size, _randomness(args, size))
+            vinfo = VmapInfo(size, randomness)
             full = self.assemble([_wrap_raw(a) for a in args])
             full_dims = self.assemble(dims, fill=None)
             full_dims = tuple(d if e is _T else None for d, e in zip(full_dims, self.layout))
@@ -604,15 +678,15 @@ class _Call:
                     f"Expected the vmap staticmethod to have two returns, an output and out_dims "
                     f"with pytree structure compatible with the output. ({info.name}.vmap)")
             out, out_dims = res
-            tensors = self.record(out, None, ())
+            rec, tensors = self.record(out, None, ())
             seq_dims = out_dims if isinstance(out_dims, tuple) else \
-                (out_dims,) * len(self.out_layout)
-            if len(seq_dims) != len(self.out_layout):
+                (out_dims,) * len(rec.out_layout)
+            if len(seq_dims) != len(rec.out_layout):
                 raise RuntimeError(
                     f"{info.name}.vmap: out_dims {out_dims!r} does not match the structure of the "
-                    f"output ({len(self.out_layout)} outputs)")
+                    f"output ({len(rec.out_layout)} outputs)")
             odims = []
-            for e, d in zip(self.out_layout, seq_dims):
+            for e, d in zip(rec.out_layout, seq_dims):
                 if e is _T:
                     if d is not None:
                         d = d % len(shape_of(tensors[len(odims)]))
@@ -620,9 +694,7 @@ class _Call:
             raw = _no_tensor(args)
             return tuple(_unwrap(t, raw) for t in tensors), tuple(odims)
         if info.cls.generate_vmap_rule:
-            b = _Batched(self, dims, size, _randomness(args, size))
-            outs = bind(self.prim, *args, spec=b)
-            return outs, (0,) * len(outs)
+            return _Batched(self, dims, size, randomness).bind(args)
         raise RuntimeError(
             f"You tried to vmap over {info.name}, but it does not have vmap support. Please "
             f"override and implement the vmap staticmethod or set generate_vmap_rule=True. "
@@ -630,16 +702,30 @@ class _Call:
 
 
 class _Batched:
-    """``generate_vmap_rule``: the spec of ``inner`` mapped over ``dims`` (outputs batched at 0).
-    Its forward, backward and jvp are the inner spec's, run under ``arrayad.func.vmap``, so the
-    class's own derivative rules keep applying at the levels below the vmap."""
+    """``generate_vmap_rule``: the call ``inner`` mapped over ``dims`` (outputs batched at 0),
+    bound as params of the same primitive, immutable as ``_Site``. Its forward, backward and jvp
+    are the inner call's, run under ``arrayad.func.vmap`` with the randomness of the vmap being
+    batched (which the interpreter hands to the batching rule), so the class's own derivative
+    rules keep applying at the levels below the vmap."""
+
+    __slots__ = ("inner", "prim", "dims", "size", "randomness")
 
     def __init__(self, inner, dims, size, randomness):
-        self.inner = inner
-        self.prim = inner.prim
-        self.dims = tuple(dims)
-        self.size = size
-        self.randomness = randomness
+        object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, "prim", inner.prim)
+        object.__setattr__(self, "dims", tuple(dims))
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "randomness", randomness)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("the params of a bound batched call are immutable")
+
+    __delattr__ = __setattr__
+
+    def bind(self, args):
+        """(outputs, their batch dims) of the call on the batched ``args``, one level down."""
+        outs = bind(self.prim, *args, spec=self)
+        return outs, (0,) * len(outs)
 
     def _vmap(self, fn, in_dims):
         return vmap(fn, in_dims=tuple(in_dims), randomness=self.randomness)
@@ -651,14 +737,13 @@ class _Batched:
         with _NoGrad():
             return tuple(_unwrap(o) for o in self.outputs(raws))
 
-    def vjp(self, gs, args):
+    def vjp(self, gs, args, ans=None):
         n = len(args)
 
         def one(*a_and_g):
             a = a_and_g[:n]
             cts = self.inner.vjp(a_and_g[n:], a)
             return tuple(ops.zeros_like(x) if c is None else c for c, x in zip(cts, a))
-
         cts = self._vmap(one, self.dims + (0,) * len(gs))(*args, *gs)
         out = []
         for c, x, d in zip(cts, args, self.dims):
@@ -695,11 +780,8 @@ class _Batched:
             outs.append(t)
         return tuple(outs)
 
-    def batch(self, args, dims):
-        size = next(shape_of(a)[d] for a, d in zip(args, dims) if d is not None)
-        b = _Batched(self, dims, size, _randomness(args, size))
-        outs = bind(self.prim, *args, spec=b)
-        return outs, (0,) * len(outs)
+    def batch(self, args, dims, size, randomness):
+        return _Batched(self, dims, size, randomness).bind(args)
 
 
 # -- Function --------------------------------------------------------------------------------------
@@ -843,11 +925,13 @@ class Function:
         if n is not None and n < len(args) <= 2 * n and len(args) % 2 == 0:
             return _apply_with_tangents(info, args, kwargs)
         full, kw = info.bind_args(args, kwargs)
-        outs, call, _ = _apply(info, full, kw)
-        return call.rebuild(outs)
+        outs, rec, _, _ = _apply(info, full, kw)
+        return rec.rebuild(outs)
 
 
 def _apply(info, full, kw, explicit=False):
+    """(outputs, record, tensor arguments, what bind returned) of one call: the call's constants
+    are immutable params (``_Site``); the record of its forward comes back through its frame."""
     layout, tensors, needs = [], [], []
     for a in full:
         if _is_tensor(a):
@@ -857,20 +941,30 @@ def _apply(info, full, kw, explicit=False):
         else:
             layout.append(a)
             needs.append(False)
-    call = _Call(info, layout, kw, tuple(needs))
-    call.explicit = explicit
-    outs = list(bind(info.prim, *tensors, spec=call))
-    if call.nondiff:
-        for i in call.nondiff:
+    site = _Site(info, tuple(layout), kw, tuple(needs), explicit)
+    frame = [site, None]   # (_Calls)
+    stack = _calls.stack
+    stack.append(frame)
+    try:
+        res = bind(info.prim, *tensors, spec=site)
+    finally:
+        stack.pop()
+    rec = frame[1]
+    if rec is None:   # (every interpreter runs forward or the vmap staticmethod within bind)
+        raise RuntimeError(f"{info.name}.apply(): no rule of the call ran forward; please report "
+                           f"this as a bug of arrayad")
+    outs = list(res)
+    if rec.nondiff:
+        for i in rec.nondiff:
             if isinstance(outs[i], Array):
                 outs[i] = ops.stop_gradient(outs[i])
-    for k, i in call.dirty:
+    for k, i in rec.dirty:
         # The input was modified in place: it becomes the output (value and history), as in torch.
         target = tensors[k]
         if isinstance(target, Array):
             update_in_place(target, outs[i], f"{info.name}.forward", stamp=False)
             outs[i] = target
-    return outs, call, tensors
+    return outs, rec, tensors, (site, res)
 
 
 def _apply_with_tangents(info, args, kwargs):
@@ -899,44 +993,44 @@ def _apply_with_tangents(info, args, kwargs):
             raise TypeError(
                 f"{info.name}.apply(): argument {i} is not an array ({type(p).__name__}), so its "
                 f"tangent (the argument after it) must be None, got {type(t).__name__}")
-    outs, call, tensors = _apply(info, full, kw, explicit=True)
-    touts = call.jvp(tensor_t, outs, tuple(tensors))
+    outs, rec, tensors, (site, res) = _apply(info, full, kw, explicit=True)
+    # (``res``, impl's outputs when the arguments were raw arrays, carries impl's ctx)
+    touts = site.jvp(tensor_t, res, tuple(tensors))
     if any(isinstance(v, Tensor) for v in tensors + tensor_t):
         # the rule hands back raw arrays; a caller of eager Tensors gets Tensors
         touts = [_wrap_raw(t) for t in touts]
-    return call.rebuild(outs), call.rebuild(touts, fill_const=False)
+    return rec.rebuild(outs), rec.rebuild(touts, fill_const=False)
 
 
 # -- once_differentiable ---------------------------------------------------------------------------
 _TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
 
 
-class _OnceDifferentiableNode:
-    """The prim of a tape node whose backward refuses (core hook: ``custom_backward``)."""
-
-    name = "OnceDifferentiableBackward"
-    node_name = "OnceDifferentiableBackward"
-
-    def custom_backward(self, node, g, create_graph):
-        raise RuntimeError(_TWICE)
+def _twice(*args, **params):
+    raise RuntimeError(_TWICE)
 
 
-def _levels_of(v, found):
-    while True:
-        if isinstance(v, Tensor):
-            if v.requires_grad and _core.is_grad_enabled():
-                found.add("eager")
-            return
-        if isinstance(v, GradTracer):
-            found.add("grad")
-            v = v.value
-        elif isinstance(v, DualTracer):
-            found.add("jvp")
-            v = v.value
-        elif isinstance(v, BatchTracer):
-            v = v.value
-        else:
-            return
+def _once_batch(args, dims):
+    # the tag is the identity on its first argument, the others only hold the edges
+    return bind(_once_p, *args), dims[0]
+
+
+class _OnceDifferentiable(Primitive):
+    """``once_p(out, *inputs)`` is ``out``, a result of a ``@once_differentiable`` backward,
+    made to depend on what that backward read (its gradients, saved tensors): differentiating
+    it again reaches this primitive, whose VJP and JVP rules refuse with torch's message, by
+    the ordinary rule path (the eager tape, grad, jvp), at the moment a derivative would flow
+    through it, as torch's delayed error does."""
+
+    def __init__(self):
+        super().__init__("once_differentiable", lambda xp, out, *inputs: out)
+        self.node_name = "OnceDifferentiableBackward"
+        self.vjp = _twice
+        self.jvp = _twice
+        self.batch = _once_batch
+
+
+_once_p = _OnceDifferentiable()
 
 
 def once_differentiable(fn):
@@ -983,29 +1077,25 @@ def once_differentiable(fn):
     >>> ad.func.grad(ad.func.grad(Exp.apply))(0.0)
     Traceback (most recent call last):
     ...
-    RuntimeError: trying to differentiate twice a function that was marked with @once_differentiable ...
+    RuntimeError: trying to differentiate twice a function that was marked with @once_differentiable
     """
 
     @functools.wraps(fn)
     def wrapper(ctx, *args):
-        found = set()
-        for v in tuple(args) + tuple(getattr(ctx, "_saved", ()) or ()):
-            _levels_of(v, found)
-        if "grad" in found or "jvp" in found:
-            raise RuntimeError(_TWICE + " (a transform is differentiating its backward: "
-                                        "grad(grad), hessian, jvp of vjp...)")
         with _NoGrad():
             out = fn(ctx, *args)
-        if "eager" not in found:
+        # What the result depends on, where something could differentiate it: tracers of the
+        # transforms, Tensors on the tape (the plain eager backward, on raw arrays and Tensors
+        # without history, pays nothing).
+        inputs = [v for v in tuple(args) + tuple(getattr(ctx, "_saved", ()) or ())
+                  if isinstance(v, Tracer) or (isinstance(v, Tensor) and v._node is not None)]
+        if not inputs:
             return out
-        # create_graph=True: hand back results that refuse to be differentiated.
         single = not isinstance(out, tuple)
         res = []
         for o in ((out,) if single else out):
-            if isinstance(o, Tensor) or (o is not None and _is_tensor(o)):
-                t = Tensor(o._value if isinstance(o, Tensor) else o)
-                t._node = _core.Node(_OnceDifferentiableNode(), (), {}, None, (), 1, True)
-                o = t
+            if o is not None and (isinstance(o, Array) or _is_tensor(o)):
+                o = bind(_once_p, o, *inputs)
             res.append(o)
         return res[0] if single else tuple(res)
 

@@ -42,6 +42,7 @@ from ._core import _core
 from ._core._core import Array, Tensor, bind
 from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
+from ._jit.scan_numba import compiled_scan
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, default_backend
 
@@ -294,6 +295,10 @@ def _stack(xp, items, example):
 
 
 def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
+    # (NOTE [compiled scan]: the whole loop as one numba function, on NumPy)
+    compiled = compiled_scan(body, args, length, reverse, nc, ncarry, save)
+    if compiled is not None:
+        return compiled(args, length)
     consts, carry, xs = _scan_split(args, nc, ncarry)
     f = body.replay
     nout = len(body.out_avals)

@@ -156,6 +156,7 @@ class _Body:
         self.in_avals = [(v.shape, v.dtype) for v in prog.in_vars]
         self.out_avals = [(a.shape, a.dtype) for a in prog.outs]
         self._replay = self._eval = None
+        self.compiled = {}   # (reverse, save, nc) -> its scan as one numba function, or None
 
     def __repr__(self):
         return f"<body {self.name}: {len(self.prog.eqns)} instructions>"

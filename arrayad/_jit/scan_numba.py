@@ -42,14 +42,16 @@ from .lower_numba import _BINARY, _UNARY, _load, available
 from .replay import _callable
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
-# compiled from this many steps x instructions on (about 0.1 s of replay)
-MIN_WORK = 100_000
+# compiled from this many steps x instructions on (about half a second of replay: compiling
+# takes seconds the first time, a tenth of that once numba's cache has it)
+MIN_WORK = 500_000
 # bodies of more scalar statements are replayed (numba's compile time grows with them)
 MAX_STATEMENTS = 4000
 # a value of more elements makes the body replayed (its elements are locals)
 MAX_ELEMENTS = 256
 
 runs = 0   # compiled loops run in this process (for the tests)
+refused = None   # why the last body the lowerer saw is replayed (for the tests)
 
 _DTYPES = ("float32", "float64", "int32", "int64", "bool")
 _STRUCTURAL = ("getitem", "reshape", "concat", "broadcast_to", "permute_dims", "flip", "roll",
@@ -61,7 +63,10 @@ _LOGICAL = {"logical_and": "({0} and {1})", "logical_or": "({0} or {1})",
 # NaN propagates as in NumPy's maximum/minimum
 _MINMAX = {"maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
            "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})"}
-_MORE_UNARY = {"floor": "np.floor({0})", "ceil": "np.ceil({0})", "reciprocal": "({one} / {0})"}
+_MORE_UNARY = {"floor": "np.floor({0})", "ceil": "np.ceil({0})", "reciprocal": "({one} / {0})",
+               # (NumPy's: 0 for both zeros, nan for nan)
+               "sign": "({one} if {0} > 0 else (-{one} if {0} < 0 else "
+                       "({0} if {0} != {0} else {zero})))"}
 _INT_OK = ("add", "subtract", "multiply", "negative", "positive", "square", "abs")
 
 
@@ -198,7 +203,8 @@ class _Lowering:
             {**_UNARY, **_MORE_UNARY} if len(e.ins) == 1 else {}
         if name not in table or (not dt.startswith("float") and name not in _INT_OK):
             raise Unsupported(name)
-        tmpl = table[name].replace("{one}", self.literal(1, dt))
+        tmpl = table[name].replace("{one}", self.literal(1, dt)) \
+            .replace("{zero}", self.literal(0, dt))
         return self.elementwise(e, out, dt, tmpl, [dt] * len(e.ins))
 
     def common(self, ins):
@@ -209,7 +215,7 @@ class _Lowering:
         if any(isinstance(a.value, float) for a in ins if not hasattr(a, "shape")) \
                 and not dt.startswith("float"):
             raise Unsupported("an integer compared with a float literal")
-        return _dt(dt)
+        return _dt(np.dtype(dt))
 
     def elementwise(self, e, out, dt, tmpl, in_dts):
         ops = [self.operand(a, out.shape, d) for a, d in zip(e.ins, in_dts)]
@@ -431,20 +437,22 @@ class CompiledScan:
 
 
 def compiled_scan(body, args, length, reverse, nc, ncarry, save):
-    """The compiled loop of this scan (cached on ``body``), or None: the replay runs."""
+    """The compiled loop of this scan (cached on ``body``, a ``_Body``: its program's shapes
+    and dtypes are fixed), or None: the replay runs."""
+    global refused
     if not ENABLED or length * len(body.prog.eqns) < MIN_WORK \
             or body.prog.backend.name != "numpy":
         return None
-    if not all(isinstance(a, np.ndarray) for a in args):
+    if not all(isinstance(a, (np.ndarray, np.generic)) for a in args):
         return None
     key = (reverse, save, nc)
-    cache = body.__dict__.setdefault("_compiled", {})
+    cache = body.compiled
     if key not in cache:
         k = None
         if available():
             try:
                 k = CompiledScan(body, nc, ncarry, reverse, save)
-            except Unsupported:
-                k = None
+            except Unsupported as exc:
+                refused = str(exc)
         cache[key] = k
     return cache[key]

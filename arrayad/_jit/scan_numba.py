@@ -130,6 +130,7 @@ class _Lowering:
         self.lines = []     # statements of one step
         self.head = []      # statements before the loop (literals of a call)
         self.lits = {}      # literal source -> its local
+        self.ids = {}       # Var -> its number in the source
 
     def define(self, v, names):
         if len(names) != _size(v.shape):
@@ -147,7 +148,9 @@ class _Lowering:
         return self.lits[src]
 
     def emit(self, v, k, expr):
-        name = f"t{v.n}_{k}"
+        # (numbered in the program's order, not by the global count of variables: the same
+        # body gives the same source, whatever was traced before, and finds numba's cache)
+        name = f"t{self.ids.setdefault(v, len(self.ids))}_{k}"
         dt = _dt(v.dtype)
         # (numba keeps float32, float64, int64 and bool; a narrower int is widened: cast back)
         self.lines.append(f"{name} = {expr}" if dt in ("float32", "float64", "int64", "bool")

@@ -298,8 +298,9 @@ def _stack(xp, items, example):
 def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
     # (NOTE [compiled scan]: the whole loop as one numba function, on NumPy)
     compiled = compiled_scan(body, args, length, reverse, nc, ncarry, save)
-    if compiled is not None:
-        return compiled(args, length)
+    out = None if compiled is None else compiled(args, length)
+    if out is not None:
+        return out
     consts, carry, xs = _scan_split(args, nc, ncarry)
     f = body.replay
     nout = len(body.out_avals)

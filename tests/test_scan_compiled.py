@@ -280,3 +280,14 @@ def test_other_backends_replay(compiled, backend):
     np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-14)
     np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-14)
     assert compiled.runs == (1 if backend.name == "numpy" else 0)
+
+
+def test_a_compiler_error_falls_back_to_the_replay(compiled, monkeypatch):
+    def broken(src):
+        raise RuntimeError("no compiler today")
+    monkeypatch.setattr(scan_numba, "_load", broken)
+    c, ys = F.scan(lambda c, x: (c * 0.5 + x, ad.exp(c)), np.array(1.0), np.arange(5.0))
+    assert compiled.runs == 0 and "no compiler today" in scan_numba.refused
+    ref = python_scan(lambda c, x: (c * 0.5 + x, np.exp(c)), 1.0, np.arange(5.0))
+    np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-15)
+    np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-15)

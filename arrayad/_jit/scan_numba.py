@@ -46,7 +46,7 @@ ENABLED = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
 # takes seconds the first time, a tenth of that once numba's cache has it)
 MIN_WORK = 500_000
 # bodies of more scalar statements are replayed (numba's compile time grows with them)
-MAX_STATEMENTS = 4000
+MAX_STATEMENTS = 3000
 # a value of more elements makes the body replayed (its elements are locals)
 MAX_ELEMENTS = 256
 
@@ -191,6 +191,9 @@ class _Lowering:
                                                          e.params.get("fill_value"))
             return self.define(out, [self.literal(value, dt)] * _size(out.shape))
         if e.prim.name == "astype":
+            if dt.startswith("int") and not self.types[e.ins[0]].startswith("int"):
+                # (NumPy's cast of nan or of a value out of range is its own; numba's differs)
+                raise Unsupported("a cast of floats to integers")
             return self.elementwise(e, out, dt, "{0}", [dt])
         if e.prim.name == "where":
             return self.elementwise(e, out, dt, "({1} if {0} else {2})", ["bool", dt, dt])
@@ -422,11 +425,25 @@ class CompiledScan:
         self.hist_shapes = [tuple(v.shape) for v in ins[nc:nc + ncarry]] if save else []
         self.out_shapes = [tuple(v.shape) for v in outs]
         self.fn = None
+        self.failed = False
 
     def __call__(self, args, length):
-        global runs
+        """The outputs of the scan, or None where numba did not compile the loop (the replay
+        runs: never expected, but no error of the compiler reaches the user)."""
+        global refused
         if self.fn is None:
-            self.fn = _load(self.source)
+            if self.failed:
+                return None
+            try:
+                self.fn = _load(self.source)
+                return self.run(args, length)
+            except Exception as exc:
+                self.failed, self.fn, refused = True, None, f"numba: {exc}"
+                return None
+        return self.run(args, length)
+
+    def run(self, args, length):
+        global runs
         nc, ncarry = self.nc, self.ncarry
         p = self.P.pack(list(args[:nc + ncarry]) + self.consts)
         x = self.X.pack(args[nc + ncarry:], length)

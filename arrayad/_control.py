@@ -11,7 +11,9 @@ outer transforms, captured arrays and Tensors) become explicit arguments of the 
 the public transforms on the body's bound evaluation, so every rule is itself a loop primitive
 and every order of transforms composes (hessian of a scan is a scan of scans of the body):
 
-* impl: the loop in Python over the body's generated replay on raw arrays (NOTE [staging]);
+* impl: the loop in Python over the body's generated replay on raw arrays (NOTE [staging]),
+  or for a long scan on NumPy the whole loop as one numba function (NOTE [compiled scan] in
+  ``_jit/scan_numba.py``);
 * JVP: the loop of the body's pushforward (carries and their tangents);
 * batching: the loop of the vmapped body (carries batched along 0, xs along 1);
 * VJP of ``scan``: the forward keeps the carry history once (``save``: one stacked array per

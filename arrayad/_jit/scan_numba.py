@@ -17,7 +17,9 @@ permute, flip...) generate no code at all: they only rename elements. Which elem
 inputs each output element is comes from running the primitive's own NumPy implementation on
 arrays of element numbers, so the lowerer has one rule for all of them (``_gather``), and the
 transposes (``index_add``) and reductions (``sum``) use the same element numbers. The carry lives
-in locals across steps; xs, ys and the history are 2-d arrays (step, element).
+in locals across steps; xs, ys and the history are 2-d arrays (step, element), packed per
+dtype (``_Pack``: numba's compile time grows with the number of arguments); the program's
+constants are literals of the source.
 
 Numerics: every statement is cast back to its value's dtype (float32 stays float32, also where
 numba's scalar typing would widen), literals are converted to it as NumPy converts a Python
@@ -375,16 +377,11 @@ class CompiledScan:
             else:
                 (arr, o), n = member(X, v)
                 loop += [f"{x} = xr{arr[1:]}[{o + k}]" for k, x in enumerate(names)]
-        self.consts = []
-        for q, (v, c) in enumerate(prog.consts.items()):
+        for v, c in prog.consts.items():   # (literals in the source: no statements)
             c = np.asarray(c)
-            if tuple(c.shape) != tuple(v.shape):
-                raise Unsupported("a constant of another shape")
-            names = [f"k{q}_{k}" for k in range(c.size)]
-            low.define(v, names)
-            (arr, o), n = member(P, v)
-            pro += [f"{x} = {arr}[{o + k}]" for k, x in enumerate(names)]
-            self.consts.append(c)
+            if tuple(c.shape) != tuple(v.shape) or c.dtype.name != _dt(v.dtype):
+                raise Unsupported("a constant of another type")
+            low.define(v, [low.literal(x, c.dtype.name) for x in c.ravel().tolist()])
         if save:   # (the carry entering each step)
             for j, v in enumerate(ins[nc:nc + ncarry]):
                 (arr, o), n = member(Y, v)
@@ -445,7 +442,7 @@ class CompiledScan:
     def run(self, args, length):
         global runs
         nc, ncarry = self.nc, self.ncarry
-        p = self.P.pack(list(args[:nc + ncarry]) + self.consts)
+        p = self.P.pack(args[:nc + ncarry])
         x = self.X.pack(args[nc + ncarry:], length)
         y = self.Y.empty(length)
         c = self.C.empty()

@@ -379,6 +379,8 @@ class CompiledScan:
                 loop += [f"{x} = xr{arr[1:]}[{o + k}]" for k, x in enumerate(names)]
         for v, c in prog.consts.items():   # (literals in the source: no statements)
             c = np.asarray(c)
+            if c.size > MAX_ELEMENTS:
+                raise Unsupported("a large constant")
             if tuple(c.shape) != tuple(v.shape) or c.dtype.name != _dt(v.dtype):
                 raise Unsupported("a constant of another type")
             low.define(v, [low.literal(x, c.dtype.name) for x in c.ravel().tolist()])

@@ -308,3 +308,24 @@ def test_eager_tape(compiled):
     assert compiled.runs == 2   # (the forward keeps its history; the backward)
     ref = replayed(F.grad(loss(ad, F.scan)), p, xs)
     np.testing.assert_allclose(to_numpy(t.grad), to_numpy(ref), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_as_the_replay(compiled, dtype):
+    """inf, nan, signed zeros: NumPy's semantics (a power of exponent 0.5 is its sqrt, nan for
+    -inf; sign; maximum's nan; division by zero)."""
+    xs = np.array([[-np.inf, 0.5], [-0.0, 0.5], [4.0, 2.0], [np.nan, 0.5], [0.0, -1.0],
+                   [np.inf, 3.0]], dtype)
+
+    def step(c, x):
+        a, e = x[0], x[1]
+        ys = ad.stack([a ** 0.5, a ** e, a ** c, ad.sign(a), ad.maximum(a, c), 1.0 / a,
+                       ad.where(a > c, a, c), ad.sqrt(a), ad.exp(a), ad.log(ad.abs(a))])
+        return c, ys
+    c0 = np.asarray(0.5, dtype)
+    with np.errstate(all="ignore"):   # (the trace runs on the first step's -inf)
+        got = to_numpy(F.scan(step, c0, xs)[1])
+        rep = to_numpy(replayed(F.scan, step, c0, xs)[1])
+    assert compiled.runs == 1 and got.dtype == dtype
+    np.testing.assert_array_equal(got, rep)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(rep))

@@ -211,6 +211,16 @@ class _Lowering:
             {**_UNARY, **_MORE_UNARY} if len(e.ins) == 1 else {}
         if name not in table or (not dt.startswith("float") and name not in _INT_OK):
             raise Unsupported(name)
+        if name == "pow" and dt.startswith("float"):
+            # (NumPy's power takes sqrt for an exponent 0.5 that is one number, a literal, a 0-d
+            # or a broadcast array: (-inf) ** 0.5 is nan there, inf in C's pow)
+            y = e.ins[1]
+            if not hasattr(y, "shape"):
+                if isinstance(y.value, (int, float)) and y.value == 0.5:
+                    return self.elementwise(e, out, dt, "np.sqrt({0})", [dt, dt])
+            elif y.shape == () or tuple(y.shape) != tuple(out.shape):
+                return self.elementwise(e, out, dt, "(np.sqrt({0}) if {1} == 0.5 else {0} ** {1})",
+                                        [dt, dt])
         tmpl = table[name].replace("{one}", self.literal(1, dt)) \
             .replace("{zero}", self.literal(0, dt))
         return self.elementwise(e, out, dt, tmpl, [dt] * len(e.ins))

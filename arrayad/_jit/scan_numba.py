@@ -15,21 +15,25 @@ each value is one local variable (``t12_3``: element 3 of v12), each elementwise
 statement per element, and the structural instructions (indexing, reshape, concat, broadcast,
 permute, flip...) generate no code at all: they only rename elements. Which element of the
 inputs each output element is comes from running the primitive's own NumPy implementation on
-arrays of element numbers, so the lowerer has one rule for all of them (``_gather``), and the
+arrays of element numbers, so the lowerer has one rule for all of them (``gather``), and the
 transposes (``index_add``) and reductions (``sum``) use the same element numbers. The carry lives
 in locals across steps; xs, ys and the history are 2-d arrays (step, element), packed per
 dtype (``_Pack``: numba's compile time grows with the number of arguments); the program's
 constants are literals of the source.
 
-Numerics: every statement is cast back to its value's dtype (float32 stays float32, also where
-numba's scalar typing would widen), literals are converted to it as NumPy converts a Python
-scalar, IEEE semantics (no fastmath; ``error_model='numpy'``). The transcendental functions are
-LLVM's/libm's (an ulp from NumPy's loops at most); a sum adds in order (NumPy's pairwise sum may
-round differently beyond 8 elements).
+Numerics: every statement keeps its value's dtype (numba's scalar arithmetic keeps float32 and
+float64; a narrower int, widened by numba, is cast back), literals are converted to it as NumPy
+converts a Python scalar, IEEE semantics (no fastmath; ``error_model='numpy'``: 1/0 is inf), and
+NumPy's special cases are kept (a power of exponent 0.5 given as one number is a sqrt; sign,
+maximum and minimum of nan). The transcendental functions are LLVM's/libm's (an ulp from NumPy's
+loops at most); a sum adds in order (NumPy's pairwise sum may round differently beyond 8
+elements).
 
-When: the replay costs about a microsecond per instruction and step; compiling costs a fraction
-of a second the first time (numba's on-disk cache keeps it for later processes: the source is
-written to a file named by its hash, as the fused kernels of ``lower_numba.py``). A scan is
+When: the replay costs about a microsecond per instruction and step; compiling costs seconds
+the first time (numba's start, then some milliseconds per scalar statement: 4 s for the forward
+and backward loops of the RK4 benchmark's gradient), about one second in a later process, where
+numba's on-disk cache has it (the source is written to a file named by its hash, as the fused
+kernels of ``lower_numba.py``). A scan is
 compiled when steps x instructions reach ``MIN_WORK``, and when its body has at most
 ``MAX_STATEMENTS`` scalar statements (compile time grows with them). ``ARRAYAD_SCAN_NUMBA=0``
 (or ``ENABLED = False``) turns it off.
@@ -45,7 +49,7 @@ from .replay import _callable
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
 # compiled from this many steps x instructions on (about half a second of replay: compiling
-# takes seconds the first time, a tenth of that once numba's cache has it)
+# takes seconds the first time, about one once numba's cache has it)
 MIN_WORK = 500_000
 # bodies of more scalar statements are replayed (numba's compile time grows with them)
 MAX_STATEMENTS = 3000

@@ -329,3 +329,25 @@ def test_special_values_as_the_replay(compiled, dtype):
     assert compiled.runs == 1 and got.dtype == dtype
     np.testing.assert_array_equal(got, rep)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(rep))
+
+
+def test_structural_instructions_and_integers(compiled):
+    """permute_dims, flip, roll, tile, repeat, concat along an axis, sum over an axis with
+    keepdims, broadcast_to, integer and bool carries, logical operations and casts."""
+    def step(c, x):
+        m, k, flag = c
+        t = ad.permute_dims(m, (1, 0)) + ad.flip(x, axis=0)[:, None]
+        r = ad.roll(t, 1, axis=1) * 0.5 + ad.tile(x[:1], (3,))[:, None]
+        q = ad.concat([r[:, :1], ad.repeat(x[1:2], 1)[:, None] + r[:, 1:2]], axis=1)
+        s = ad.sum(q, axis=1, keepdims=True)
+        m_new = ad.broadcast_to(s, (3, 2)).T * 0.25 + ad.astype(k, m.dtype) * 1e-3
+        big = ad.logical_and(ad.sum(m_new) > 0, ad.logical_not(flag))
+        return (m_new, k + ad.astype(big, k.dtype) * 2 - 1, ad.logical_or(big, flag)), s[:, 0]
+    init = (np.arange(6.0).reshape(2, 3) / 7, np.asarray(3, np.int32), np.asarray(False))
+    xs = np.random.default_rng(7).normal(size=(8, 3))
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.runs == 1
+    rep = leaves(replayed(F.scan, step, init, xs))
+    for g, r in zip(got, rep):
+        assert to_numpy(g).dtype == to_numpy(r).dtype
+        np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-15, atol=0)

@@ -197,7 +197,7 @@ class _Lowering:
                                                          e.params.get("fill_value"))
             return self.define(out, [self.literal(value, dt)] * _size(out.shape))
         if e.prim.name == "astype":
-            if dt.startswith("int") and not self.types[e.ins[0]].startswith("int"):
+            if dt.startswith("int") and self.types[e.ins[0]].startswith("float"):
                 # (NumPy's cast of nan or of a value out of range is its own; numba's differs)
                 raise Unsupported("a cast of floats to integers")
             return self.elementwise(e, out, dt, "{0}", [dt])

@@ -104,26 +104,27 @@ def leaves(tree):
     return tree_flatten(tree)[0]
 
 
-def loss(xp, scan):
+def loss(xp, scan, reverse=False):
     step = make_step(xp)
 
     def f(p, xs):
         init = {"u": p[0], "v": p[1:3]}
-        c, (w, y) = scan(step, init, xs)
+        c, (w, y) = scan(step, init, xs, reverse=reverse)
         return xp.sum(c["v"] ** 2) + c["u"] + xp.sum(w * y[:, None, :1])
     return f
 
 
 @needs_jax
-def test_grad_against_jax(compiled):
+@pytest.mark.parametrize("reverse", [False, True])
+def test_grad_against_jax(compiled, reverse):
     rng = np.random.default_rng(1)
     p, xs = np.array([0.3, 0.2, -0.4]), rng.normal(size=(9, 2))
-    g = F.grad(loss(ad, F.scan), argnums=(0, 1))(p, xs)
+    g = F.grad(loss(ad, F.scan, reverse), argnums=(0, 1))(p, xs)
     assert compiled.runs == 2   # (the forward and the backward scan)
-    ref = jax.grad(loss(jnp, lax.scan), argnums=(0, 1))(p, xs)
+    ref = jax.grad(loss(jnp, lax.scan, reverse), argnums=(0, 1))(p, xs)
     for a, b in zip(g, ref):
         np.testing.assert_allclose(to_numpy(a), np.asarray(b), rtol=1e-12, atol=1e-13)
-    rep = replayed(F.grad(loss(ad, F.scan), argnums=(0, 1)), p, xs)
+    rep = replayed(F.grad(loss(ad, F.scan, reverse), argnums=(0, 1)), p, xs)
     for a, b in zip(g, rep):
         np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-13, atol=1e-14)
 

@@ -30,9 +30,9 @@ loops at most); a sum adds in order (NumPy's pairwise sum may round differently 
 elements).
 
 When: the replay costs about a microsecond per instruction and step; compiling costs seconds
-the first time (numba's start, then some milliseconds per scalar statement: 4 s for the forward
-and backward loops of the RK4 benchmark's gradient), about one second in a later process, where
-numba's on-disk cache has it (the source is written to a file named by its hash, as the fused
+the first time (numba's start, then some milliseconds per scalar statement: 1.6 s for the
+forward and backward loops of the RK4 benchmark's gradient, 4 s on a busy machine), about half a
+second in a later process (mostly numba's import), where numba's on-disk cache has it (the source is written to a file named by its hash, as the fused
 kernels of ``lower_numba.py``). A scan is
 compiled when steps x instructions reach ``MIN_WORK``, and when its body has at most
 ``MAX_STATEMENTS`` scalar statements (compile time grows with them). ``ARRAYAD_SCAN_NUMBA=0``
@@ -49,7 +49,7 @@ from .replay import _callable
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
 # compiled from this many steps x instructions on (about half a second of replay: compiling
-# takes seconds the first time, about one once numba's cache has it)
+# takes seconds the first time, half a second once numba's cache has it)
 MIN_WORK = 500_000
 # bodies of more scalar statements are replayed (numba's compile time grows with them)
 MAX_STATEMENTS = 3000

@@ -1,0 +1,354 @@
+"""``scan`` on NumPy with its whole loop compiled by numba (NOTE [compiled scan]): the compiled
+loop against the replay, a plain Python loop and JAX's ``lax.scan`` (values and gradients), every
+transform of a compiled scan, the fallback to the replay, and the other backends (replayed)."""
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad import func as F
+from arrayad import _control
+from arrayad._pytree import tree_flatten, tree_unflatten
+
+from conftest import to_numpy
+
+pytest.importorskip("numba")
+from arrayad._jit import scan_numba  # noqa: E402
+
+try:
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jnp, lax = jax.numpy, jax.lax
+except ImportError:   # pragma: no cover
+    jax = None
+
+needs_jax = pytest.mark.skipif(jax is None, reason="JAX is the reference")
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """Every scan on NumPy compiled, whatever its length (and traced: no plain Python loop);
+    counts the compiled runs."""
+    monkeypatch.setattr(scan_numba, "MIN_WORK", 0)
+    monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
+    monkeypatch.setattr(scan_numba, "ENABLED", True)
+
+    class Count:
+        start = scan_numba.runs
+
+        @property
+        def runs(self):
+            return scan_numba.runs - self.start
+    return Count()
+
+
+def replayed(fn, *args):
+    """``fn(*args)`` with the compiled loop switched off (the replay)."""
+    old = scan_numba.ENABLED
+    scan_numba.ENABLED = False
+    try:
+        return fn(*args)
+    finally:
+        scan_numba.ENABLED = old
+
+
+def python_scan(f, init, xs, length=None, reverse=False):
+    """The reference: a plain Python loop on NumPy with lax.scan's signature."""
+    n = length if xs is None else len(xs)
+    idx = range(n - 1, -1, -1) if reverse else range(n)
+    c, ys = init, []
+    for i in idx:
+        c, y = f(c, None if xs is None else xs[i])
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    spec = tree_flatten(ys[0])[1]
+    cols = zip(*[tree_flatten(y)[0] for y in ys])
+    return c, tree_unflatten([np.stack(col) for col in cols], spec)
+
+
+# A body with elementwise arithmetic and math functions, indexing, stack and concat, reshape,
+# broadcast_to, sum, where, a comparison, a cast, written once for arrayad (ad), NumPy and jnp.
+def make_step(xp):
+    def step(c, x):
+        u, v = c["u"], c["v"]
+        a = xp.sin(u) * x[0] - 0.1 * xp.exp(-v[1] ** 2) + xp.sqrt(1.5 + xp.cos(v[0]))
+        b = xp.where(u > 0, xp.tanh(u), -0.5 * u) + xp.log1p(xp.abs(x[1]))
+        w = xp.stack([a, b, a * b])
+        m = xp.reshape(xp.concat([w, xp.broadcast_to(xp.sum(v) / 3.0, (1,))]), (2, 2))
+        v_new = v + 0.1 * xp.sum(m, axis=0) - 0.05 * v[::-1]
+        u_new = 0.9 * u + 0.1 * xp.astype(a, u.dtype) / (1.0 + b ** 2)
+        return {"u": u_new, "v": v_new}, (w, u_new * v_new)
+    return step
+
+
+def test_values_forward_and_reverse_against_the_replay_python_and_jax(compiled):
+    rng = np.random.default_rng(0)
+    init = {"u": np.array(0.3), "v": np.array([0.2, -0.4])}
+    xs = rng.normal(size=(7, 2))
+    for reverse in (False, True):
+        got = F.scan(make_step(ad), init, xs, reverse=reverse)
+        assert compiled.runs == 1 + reverse
+        rep = replayed(F.scan, make_step(ad), init, xs, None, reverse)
+        ref = python_scan(make_step(np), init, xs, reverse=reverse)
+        got_l, rep_l = leaves(got), leaves(rep)
+        for g, r, p in zip(got_l, rep_l, leaves(ref)):
+            np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-14, atol=1e-15)
+            np.testing.assert_allclose(to_numpy(g), p, rtol=1e-13, atol=1e-14)
+        if jax is not None:
+            jr = lax.scan(make_step(jnp), init, xs, reverse=reverse)
+            for g, j in zip(got_l, leaves(jr)):
+                np.testing.assert_allclose(to_numpy(g), np.asarray(j), rtol=1e-13, atol=1e-14)
+
+
+def leaves(tree):
+    return tree_flatten(tree)[0]
+
+
+def loss(xp, scan, reverse=False):
+    step = make_step(xp)
+
+    def f(p, xs):
+        init = {"u": p[0], "v": p[1:3]}
+        c, (w, y) = scan(step, init, xs, reverse=reverse)
+        return xp.sum(c["v"] ** 2) + c["u"] + xp.sum(w * y[:, None, :1])
+    return f
+
+
+@needs_jax
+@pytest.mark.parametrize("reverse", [False, True])
+def test_grad_against_jax(compiled, reverse):
+    rng = np.random.default_rng(1)
+    p, xs = np.array([0.3, 0.2, -0.4]), rng.normal(size=(9, 2))
+    g = F.grad(loss(ad, F.scan, reverse), argnums=(0, 1))(p, xs)
+    assert compiled.runs == 2   # (the forward and the backward scan)
+    ref = jax.grad(loss(jnp, lax.scan, reverse), argnums=(0, 1))(p, xs)
+    for a, b in zip(g, ref):
+        np.testing.assert_allclose(to_numpy(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+    rep = replayed(F.grad(loss(ad, F.scan, reverse), argnums=(0, 1)), p, xs)
+    for a, b in zip(g, rep):
+        np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-13, atol=1e-14)
+
+
+def test_grad_against_central_differences(compiled):
+    rng = np.random.default_rng(2)
+    p, xs = np.array([0.3, 0.2, -0.4]), rng.normal(size=(6, 2))
+    f = loss(ad, F.scan)
+    g = to_numpy(F.grad(f)(p, xs))
+    assert compiled.runs == 2
+    fn = loss(np, python_scan)
+    h = 1e-6
+    fd = [(fn(p + h * e, xs) - fn(p - h * e, xs)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+
+
+@needs_jax
+@pytest.mark.parametrize("transform", ["jvp", "vmap", "jit", "jit_grad"])
+def test_transforms_of_a_compiled_scan(compiled, transform):
+    rng = np.random.default_rng(3)
+    p, xs = np.array([0.3, 0.2, -0.4]), rng.normal(size=(5, 2))
+    f, fj = loss(ad, F.scan), loss(jnp, lax.scan)
+    t = np.array([1.0, -0.5, 0.25])
+    if transform == "jvp":
+        got = F.jvp(lambda q: f(q, xs), (p,), (t,))
+        ref = jax.jvp(lambda q: fj(q, xs), (p,), (t,))
+    elif transform == "vmap":
+        ps = p + 0.1 * rng.normal(size=(4, 3))
+        got = F.vmap(f, in_dims=(0, None))(ps, xs)
+        ref = jax.vmap(fj, in_axes=(0, None))(ps, xs)
+    elif transform == "jit":
+        got = ad.jit(f)(p, xs)
+        got = ad.jit(f)(p, xs)   # (the cached program)
+        ref = fj(p, xs)
+    else:
+        g = ad.jit(F.grad(f))
+        got = g(p, xs)
+        got = g(p, xs)
+        ref = jax.grad(fj)(p, xs)
+    assert compiled.runs >= 1
+    got = got if isinstance(got, tuple) else (got,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(to_numpy(a), np.asarray(b), rtol=1e-11, atol=1e-12)
+
+
+@needs_jax
+def test_hessian(compiled):
+    def f(xp, scan):
+        return lambda p, xs: scan(lambda c, x: (c * p[0] + xp.sin(x * p[1]), c), 1.0, xs)[0]
+    p, xs = np.array([0.9, 0.5]), np.linspace(-1.0, 1.0, 6)
+    got = F.hessian(f(ad, F.scan))(p, xs)
+    assert compiled.runs >= 4   # (the forward, the backward, and their forward derivatives)
+    ref = jax.hessian(f(jnp, lax.scan))(p, xs)
+    np.testing.assert_allclose(to_numpy(got), np.asarray(ref), rtol=1e-12, atol=1e-13)
+
+
+def test_float32_stays_float32(compiled):
+    rng = np.random.default_rng(4)
+    init = {"u": np.float32(0.3) * np.ones((), np.float32),
+            "v": np.array([0.2, -0.4], np.float32)}
+    xs = rng.normal(size=(20, 2)).astype(np.float32)
+    got = leaves(F.scan(make_step(ad), init, xs))
+    assert compiled.runs == 1
+    rep = leaves(replayed(F.scan, make_step(ad), init, xs))
+    ref = leaves(python_scan(make_step(np), init, xs))
+    for g, r, p in zip(got, rep, ref):
+        g = to_numpy(g)
+        assert g.dtype == np.float32 and to_numpy(r).dtype == np.float32
+        # (libm's float32 functions against NumPy's: a few ulps after 20 steps)
+        np.testing.assert_allclose(g, to_numpy(r), rtol=2e-6, atol=1e-6)
+        np.testing.assert_allclose(g, p, rtol=2e-6, atol=1e-6)
+
+
+def test_float32_gradient(compiled):
+    p = np.array([0.3, 0.2, -0.4], np.float32)
+    xs = np.random.default_rng(5).normal(size=(6, 2)).astype(np.float32)
+    g = to_numpy(F.grad(loss(ad, F.scan))(p, xs))
+    assert compiled.runs == 2 and g.dtype == np.float32
+    ref = to_numpy(F.grad(loss(ad, F.scan))(p.astype(np.float64), xs.astype(np.float64)))
+    np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_rk4_integrator_and_its_gradient(compiled):
+    """The benchmark's system: 4 states, 4 parameters, Python float literals."""
+    dt = 1e-3
+
+    def rhs(xp, th, y):
+        x1, v1, x2, v2 = y[0], y[1], y[2], y[3]
+        a1 = -th[0] * x1 - th[1] * v1 + th[2] * (x2 - x1) - th[3] * x1 ** 3
+        a2 = -th[0] * x2 - th[1] * v2 + th[2] * (x1 - x2)
+        return xp.stack([v1, a1, v2, a2])
+
+    def f(xp, scan):
+        def loss_(th, y0):
+            def step(y, _):
+                k1 = rhs(xp, th, y)
+                k2 = rhs(xp, th, y + dt / 2 * k1)
+                k3 = rhs(xp, th, y + dt / 2 * k2)
+                k4 = rhs(xp, th, y + dt * k3)
+                return y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+            y, _ = scan(step, y0, None, length=200)
+            return xp.sum(y ** 2)
+        return loss_
+
+    th, y0 = np.array([1.0, 0.1, 0.5, 0.2]), np.array([1.0, 0.0, -0.5, 0.2])
+    g = to_numpy(F.grad(f(ad, F.scan))(th, y0))
+    assert compiled.runs == 2
+    rep = to_numpy(replayed(F.grad(f(ad, F.scan)), th, y0))
+    np.testing.assert_allclose(g, rep, rtol=1e-14, atol=1e-15)
+    if jax is not None:
+        ref = jax.grad(f(jnp, lax.scan))(th, y0)
+        np.testing.assert_allclose(g, np.asarray(ref), rtol=1e-12)
+
+
+def test_int_carry_of_fori_loop(compiled):
+    def body(i, c):
+        return c * 0.5 + ad.astype(i, c.dtype) * c[::-1]
+    got = F.fori_loop(0, 6, body, np.array([1.0, 2.0]))
+    assert compiled.runs == 1
+    c = np.array([1.0, 2.0])
+    for i in range(6):
+        c = c * 0.5 + i * c[::-1]
+    np.testing.assert_allclose(to_numpy(got), c, rtol=1e-15)
+
+
+def test_length_zero_and_ys_only(compiled):
+    c, ys = F.scan(lambda c, x: (c, ad.sin(x) * c), np.array(2.0), np.zeros((0, 3)))
+    assert to_numpy(ys).shape == (0, 3) and to_numpy(c) == 2.0
+    c, ys = F.scan(lambda c, x: (c, ad.sin(x) * c), np.array(2.0), np.ones((4, 3)))
+    np.testing.assert_allclose(to_numpy(ys), 2 * np.sin(np.ones((4, 3))), rtol=1e-15)
+    assert compiled.runs == 2
+
+
+def test_unsupported_instruction_falls_back_to_the_replay(compiled):
+    def step(c, x):   # (a cumulative sum: no rule in the lowerer)
+        return c + ad.cumulative_sum(x), ad.sum(c)
+    xs = np.arange(12.0).reshape(4, 3)
+    c, ys = F.scan(step, np.zeros(3), xs)
+    assert compiled.runs == 0 and "cumulative_sum" in scan_numba.refused
+    ref = python_scan(lambda c, x: (c + np.cumsum(x), np.sum(c)), np.zeros(3), xs)
+    np.testing.assert_allclose(to_numpy(c), ref[0])
+    np.testing.assert_allclose(to_numpy(ys), ref[1])
+
+
+def test_short_scans_are_replayed():
+    start = scan_numba.runs
+    F.grad(lambda p: F.scan(lambda c, x: (c * p + x, None), 1.0, np.ones(40))[0])(0.5)
+    assert scan_numba.runs == start   # (40 steps of one instruction: below MIN_WORK)
+
+
+def test_switched_off(compiled, monkeypatch):
+    monkeypatch.setattr(scan_numba, "ENABLED", False)
+    F.scan(lambda c, x: (c + x, None), 0.0, np.ones(40))
+    assert compiled.runs == 0
+
+
+def test_other_backends_replay(compiled, backend):
+    xs = backend(np.linspace(0.0, 1.0, 6))
+    c, ys = F.scan(lambda c, x: (ad.sin(c) + x, c * x), backend(np.asarray(0.5)), xs)
+    ref = python_scan(lambda c, x: (np.sin(c) + x, c * x), 0.5, np.linspace(0.0, 1.0, 6))
+    np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-14)
+    np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-14)
+    assert compiled.runs == (1 if backend.name == "numpy" else 0)
+
+
+def test_a_compiler_error_falls_back_to_the_replay(compiled, monkeypatch):
+    def broken(src):
+        raise RuntimeError("no compiler today")
+    monkeypatch.setattr(scan_numba, "_load", broken)
+    c, ys = F.scan(lambda c, x: (c * 0.5 + x, ad.exp(c)), np.array(1.0), np.arange(5.0))
+    assert compiled.runs == 0 and "no compiler today" in scan_numba.refused
+    ref = python_scan(lambda c, x: (c * 0.5 + x, np.exp(c)), 1.0, np.arange(5.0))
+    np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-15)
+    np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-15)
+
+
+def test_eager_tape(compiled):
+    p, xs = np.array([0.3, 0.2, -0.4]), np.random.default_rng(6).normal(size=(5, 2))
+    t = ad.Tensor(p).requires_grad_()
+    loss(ad, F.scan)(t, xs).backward()
+    assert compiled.runs == 2   # (the forward keeps its history; the backward)
+    ref = replayed(F.grad(loss(ad, F.scan)), p, xs)
+    np.testing.assert_allclose(to_numpy(t.grad), to_numpy(ref), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_as_the_replay(compiled, dtype):
+    """inf, nan, signed zeros: NumPy's semantics (a power of exponent 0.5 is its sqrt, nan for
+    -inf; sign; maximum's nan; division by zero)."""
+    xs = np.array([[-np.inf, 0.5], [-0.0, 0.5], [4.0, 2.0], [np.nan, 0.5], [0.0, -1.0],
+                   [np.inf, 3.0]], dtype)
+
+    def step(c, x):
+        a, e = x[0], x[1]
+        ys = ad.stack([a ** 0.5, a ** e, a ** c, ad.sign(a), ad.maximum(a, c), 1.0 / a,
+                       ad.where(a > c, a, c), ad.sqrt(a), ad.exp(a), ad.log(ad.abs(a))])
+        return c, ys
+    c0 = np.asarray(0.5, dtype)
+    with np.errstate(all="ignore"):   # (the trace runs on the first step's -inf)
+        got = to_numpy(F.scan(step, c0, xs)[1])
+        rep = to_numpy(replayed(F.scan, step, c0, xs)[1])
+    assert compiled.runs == 1 and got.dtype == dtype
+    np.testing.assert_array_equal(got, rep)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(rep))
+
+
+def test_structural_instructions_and_integers(compiled):
+    """permute_dims, flip, roll, tile, repeat, concat along an axis, sum over an axis with
+    keepdims, broadcast_to, integer and bool carries, logical operations and casts."""
+    def step(c, x):
+        m, k, flag = c
+        t = ad.permute_dims(m, (1, 0)) + ad.flip(x, axis=0)[:, None]
+        r = ad.roll(t, 1, axis=1) * 0.5 + ad.tile(x[:1], (3,))[:, None]
+        q = ad.concat([r[:, :1], ad.repeat(x[1:2], 1)[:, None] + r[:, 1:2]], axis=1)
+        s = ad.sum(q, axis=1, keepdims=True)
+        m_new = ad.broadcast_to(s, (3, 2)).T * 0.25 + ad.astype(k, m.dtype) * 1e-3
+        big = ad.logical_and(ad.sum(m_new) > 0, ad.logical_not(flag))
+        return (m_new, k + ad.astype(big, k.dtype) * 2 - 1, ad.logical_or(big, flag)), s[:, 0]
+    init = (np.arange(6.0).reshape(2, 3) / 7, np.asarray(3, np.int32), np.asarray(False))
+    xs = np.random.default_rng(7).normal(size=(8, 3))
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.runs == 1
+    rep = leaves(replayed(F.scan, step, init, xs))
+    for g, r in zip(got, rep):
+        assert to_numpy(g).dtype == to_numpy(r).dtype
+        np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-15, atol=0)

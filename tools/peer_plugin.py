@@ -9,7 +9,9 @@ The suites are run from their installed copies, unedited:
   arrayad is its own backend) added to that fixture's parameters.
 - SciPy (``SCIPY_ARRAY_API=1``): its ``xp`` fixture is parametrized over modules; the arrayad
   module is added. SciPy's ``skip_xp_backends(np_only=True)`` markers (tests of NumPy-only
-  behaviour) skip arrayad as they skip every non-NumPy backend.
+  behaviour) skip arrayad as they skip every non-NumPy backend; with array-api-strict as
+  arrayad's default backend (``ARRAYAD_BACKEND=array_api_strict``), its markers for
+  ``"array_api_strict"`` apply to arrayad too.
 - scikit-learn: ``yield_namespace_device_dtype_combinations`` / ``yield_namespaces`` (read when
   its test modules are imported) also yield ``"arrayad"``.
 
@@ -106,14 +108,22 @@ def pytest_configure(config):
 # -- SciPy and array-api-extra: their fixtures' parameter lists -------------------------------
 
 def _scipy_skip_or_xfail(original):
-    """SciPy's marker reader, arrayad treated as a non-NumPy, CPU, eager backend."""
+    """SciPy's marker reader, arrayad treated as a non-NumPy, CPU, eager backend; with
+    array-api-strict as arrayad's default backend, also as array-api-strict."""
     def skip_or_xfail_xp_backends(request, skip_or_xfail):
         if getattr(request.param, "__name__", None) != "arrayad":
             return original(request, skip_or_xfail)
+        strict = os.environ.get("ARRAYAD_BACKEND") == "array_api_strict"
         for marker in request.node.iter_markers(f"{skip_or_xfail}_xp_backends"):
             if marker.kwargs.get("np_only", False):
                 reason = marker.kwargs.get("reason") or "do not run with non-NumPy backends"
                 getattr(pytest, skip_or_xfail)(reason=reason)
+            # SciPy's markers for array-api-strict name what the standard leaves out and the
+            # library refuses (integer-float promotion, special functions off its CPU device,
+            # data-dependent indexing): arrayad on that backend refuses the same, as it should
+            if strict and marker.args[:1] == ("array_api_strict",):
+                reason = marker.kwargs.get("reason") or "do not run with array_api_strict"
+                getattr(pytest, skip_or_xfail)(reason=f"array_api_strict: {reason}")
     return skip_or_xfail_xp_backends
 
 

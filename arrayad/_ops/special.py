@@ -1284,8 +1284,9 @@ def _floating(v):
     if isinstance(v, PY_SCALARS) or ops.isdtype(v.dtype, ("real floating", "complex floating")):
         return v
     from .._info import __array_namespace_info__
-    return ops.astype(v, __array_namespace_info__().default_dtypes(device=v.device)[
-        "real floating"])
+    # (a raw Dask array has no device: the default backend's default)
+    dev = getattr(v, "device", None)
+    return ops.astype(v, __array_namespace_info__().default_dtypes(device=dev)["real floating"])
 
 
 def _like(v, arr):

@@ -138,7 +138,9 @@ class Backend:
         xp = self.xp
         rest = tuple(x.shape[mask.ndim:])
         flat = xp.reshape(mask, (-1,))
-        order = xp.cumulative_sum(xp.astype(flat, self.index_dtype(x))) - 1   # each one's row
+        idt = self.index_dtype(x)   # (array-api-strict's no_x64 device has no int64, and
+        # its cumulative_sum of int32 makes the default int64 without dtype=)
+        order = xp.cumulative_sum(xp.astype(flat, idt), dtype=idt) - 1   # each one's row
         k = int(order[-1]) + 1 if flat.shape[0] else 0
         if k == 0:
             return xp.asarray(x, copy=True)

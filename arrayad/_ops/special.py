@@ -353,7 +353,9 @@ def _float(xp, *args):
                            **({"device": ref.device} if ref is not None else {}))
         elif not xp.isdtype(a.dtype, "real floating"):
             info = xp.__array_namespace_info__()
-            a = xp.astype(a, info.default_dtypes(device=a.device)["real floating"])
+            dev = getattr(a, "device", None)   # (Dask's arrays may have none)
+            dts = info.default_dtypes(device=dev) if dev is not None else info.default_dtypes()
+            a = xp.astype(a, dts["real floating"])
         out.append(a)
     common = xp.result_type(*(a.dtype for a in out)) if len(out) > 1 else None
     return [a if common is None or a.dtype == common else xp.astype(a, common) for a in out]

@@ -1,8 +1,8 @@
 """Searching, sorting and set functions (argmax/argmin live with the reductions; where with the
 manipulation functions).
 
-Only ``sort`` is differentiable: it is a gather at the sorting indices (``take_along_axis``), so its
-derivative comes from indexing. The rest return indices, counts or booleans.
+Only ``sort`` is differentiable: the backend's sort, whose derivatives are those of a gather at
+the sorting indices (``take_along_axis``). The rest return indices, counts or booleans.
 
 ``nonzero`` and the ``unique_*`` functions have data-dependent output shapes: under ``vmap`` each
 batch element would have a different shape, so their batching rule raises (as torch.func does),
@@ -104,13 +104,12 @@ def _sort_vjp(g, ans, x, axis=-1, descending=False, stable=True):
     return ops.take_along_axis(g, inverse, axis=axis)
 
 
-sort_p = decl.primitive("sort", _sort_impl, vjp=(_sort_vjp,), reads=("x",), jvp=(_sort_jvp,),
-                        batch=axis_batch())
-
-
-@decl.composite
 def sort(x, /, *, axis=-1, descending=False, stable=True):
     return bind(sort_p, x, axis=axis, descending=descending, stable=stable)
+
+
+sort_p = decl.primitive("sort", _sort_impl, vjp=(_sort_vjp,), reads=("x",), jvp=(_sort_jvp,),
+                        batch=axis_batch(), public=sort)
 
 
 sort.__doc__ = f"""``x`` sorted along ``axis``.

@@ -489,7 +489,7 @@ class DaskBackend(Backend):
         return super().index_set(x, _concrete_masks(key), v)
 
     def index_add(self, base, key, v):
-        # The transpose of a gather (the VJP of x[idx], take, take_along_axis, sort): the flat
+        # The transpose of a gather (the VJP of x[idx], take, take_along_axis): the flat
         # positions the key selects, then one bincount weighted by the values, O(n + k) (the
         # generic one-hot product is O(n * k)).
         key = _concrete_masks(key)

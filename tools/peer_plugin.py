@@ -115,19 +115,20 @@ def _scipy_skip_or_xfail(original):
         if getattr(request.param, "__name__", None) != "arrayad":
             return original(request, skip_or_xfail)
         strict = os.environ.get("ARRAYAD_BACKEND") == "array_api_strict"
+        as_strict = None
         for marker in request.node.iter_markers(f"{skip_or_xfail}_xp_backends"):
             if marker.kwargs.get("np_only", False):
                 reason = marker.kwargs.get("reason") or "do not run with non-NumPy backends"
                 getattr(pytest, skip_or_xfail)(reason=reason)
-            # SciPy's markers for array-api-strict name what the standard leaves out and the
-            # library refuses (integer-float promotion, special functions off its CPU device,
-            # fancy indexing): arrayad on that backend refuses the first two as it should, and
-            # does the last itself, so the test runs as a non-strict xfail (xpassed if it passes)
-            if strict and marker.args[:1] == ("array_api_strict",):
-                reason = marker.kwargs.get("reason") or "do not run with array_api_strict"
-                request.applymarker(pytest.mark.xfail(reason=f"array_api_strict: {reason}",
-                                                      strict=False))
-                return
+            if strict and marker.args[:1] == ("array_api_strict",) and as_strict is None:
+                as_strict = marker.kwargs.get("reason") or "do not run with array_api_strict"
+        # SciPy's markers for array-api-strict name what the standard leaves out and the library
+        # refuses (integer-float promotion, special functions off its CPU device, fancy
+        # indexing): arrayad on that backend refuses the first two as it should, and does the
+        # last itself, so the test runs as a non-strict xfail (xpassed where it passes)
+        if as_strict is not None:
+            request.applymarker(pytest.mark.xfail(reason=f"array_api_strict: {as_strict}",
+                                                  strict=False))
     return skip_or_xfail_xp_backends
 
 

@@ -1285,10 +1285,7 @@ def _floating(v):
     float32 on array-api-strict's devices without float64); other values as they are."""
     if isinstance(v, PY_SCALARS) or ops.isdtype(v.dtype, ("real floating", "complex floating")):
         return v
-    from .._info import __array_namespace_info__
-    # (a raw Dask array has no device: the default backend's default)
-    dev = getattr(v, "device", None)
-    return ops.astype(v, __array_namespace_info__().default_dtypes(device=dev)["real floating"])
+    return ops.astype(v, _default_float(v))
 
 
 def _like(v, arr):

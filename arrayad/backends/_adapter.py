@@ -422,8 +422,9 @@ def generic_getitem(xp, x, key):
     y = xp.permute_dims(y, tuple(y_adv) + tuple(rest))
     sizes = [y.shape[i] for i in range(len(y_adv))]
     idt = index_dtype(xp, x)   # (on x's device: array-api-strict's no_x64 has no int64)
-    arrays = [xp.asarray(key[p], dtype=idt, device=x.device) if isinstance(key[p], int)
-              else key[p] for p in adv]
+    on = {"device": x.device} if hasattr(x, "device") else {}   # (Dask's arrays have none)
+    arrays = [xp.asarray(key[p], dtype=idt, **on) if isinstance(key[p], int) else key[p]
+              for p in adv]
     arrays = [xp.astype(a, idt) if a.dtype != idt else a for a in arrays]
     arrays = xp.broadcast_arrays(*arrays)
     ishape = tuple(arrays[0].shape)

@@ -876,19 +876,23 @@ class _Rows:
         b = backend_of(like)
         self.xp, self.n, self.shape, self.basis = b.xp, n, tuple(shape), basis
         self.dtype = _dtypes.to_backend(dtype_of(like), b.xp)
+        # on like's device where it is not the backend's default (array-api-strict's devices
+        # never mix, and a GPU tensor's basis belongs on its GPU)
+        dev = getattr(like, "device", None)
+        self.kw = {} if dev is None or dev == b.default_device() else {"device": dev}
 
     def rows(self, start, stop):
-        xp, m = self.xp, stop - start
+        xp, m, kw = self.xp, stop - start, self.kw
         if not self.basis:
-            return xp.zeros((m,) + self.shape, dtype=self.dtype)
+            return xp.zeros((m,) + self.shape, dtype=self.dtype, **kw)
         if self.n == 1:   # (a scalar's basis: ones, without building and reshaping an identity)
-            return xp.ones((1,) + self.shape, dtype=self.dtype)
+            return xp.ones((1,) + self.shape, dtype=self.dtype, **kw)
         if start == 0 and stop == self.n and len(self.shape) == 1:
             # the whole identity (Dask's eye is known to be one: a matmul by it is skipped)
-            return xp.eye(self.n, dtype=self.dtype)
+            return xp.eye(self.n, dtype=self.dtype, **kw)
         # (rows start:stop of the identity; eye(m, n, k=start) would do, but Dask's loses a
         # dependency when it is reshaped)
-        rows = xp.reshape(xp.arange(start, stop), (m, 1)) == xp.arange(self.n)
+        rows = xp.reshape(xp.arange(start, stop, **kw), (m, 1)) == xp.arange(self.n, **kw)
         return xp.reshape(xp.astype(rows, self.dtype), (m,) + self.shape)
 
 

@@ -389,6 +389,56 @@ def test_writes_stay_on_array_api_strict_devices():
         np.testing.assert_array_equal(to_numpy(g), [2.0, 0.0, 0.0])
 
 
+def test_every_array_api_strict_device_as_array_api_strict_itself():
+    # array-api-strict's test devices without float64 (no_float64) or int64 (no_x64), which
+    # SciPy's device tests use: what arrayad makes there (defaults, index positions, frequencies,
+    # a Jacobian's basis) has the dtype and device array-api-strict itself gives, and mixes with
+    # nothing from another device
+    xs = pytest.importorskip("array_api_strict")
+    a = np.array([[3.0, 1.0], [2.0, 5.0]])
+    for d in xs.__array_namespace_info__().devices():
+        fdt = xs.__array_namespace_info__().default_dtypes(device=d)["real floating"]
+        with ad.backend("array_api_strict"):
+            x = ad.asarray(a.tolist(), device=d)
+            assert x.dtype == fdt and x.device == d
+            assert ad.arange(3, device=d).dtype == xs.arange(3, device=d).dtype
+            # (the standard's default: the device's default floating dtype, as linspace's;
+            # array-api-strict's own fftfreq gives float64 on device2, against its own
+            # default_dtypes there, and float32 where float64 is missing)
+            f = ad.fft.fftfreq(4, device=d)
+            assert f.dtype == xs.linspace(0.0, 1.0, 4, device=d).dtype == fdt and f.device == d
+            np.testing.assert_allclose(to_numpy(f), np.fft.fftfreq(4))
+            # positions: a mask write, an index read and write, their gradient
+            y = ad.asarray(a.tolist(), device=d)
+            y[y > 2.5] = 0.0
+            want = np.where(a > 2.5, 0.0, a)
+            np.testing.assert_array_equal(to_numpy(y), want)
+            y[y < 1.5] = ad.asarray([7.0, 8.0, 9.0], device=d)   # one value a position
+            want[want < 1.5] = [7.0, 8.0, 9.0]
+            np.testing.assert_array_equal(to_numpy(y), want)
+            i = ad.asarray([1, 0, 1], device=d)
+            np.testing.assert_array_equal(to_numpy(x[i, 1]), a[[1, 0, 1], 1])
+            g = grad(lambda t: ad.sum(t[i, 1] ** 2))(x)
+            want = np.zeros_like(a)
+            np.add.at(want, ([1, 0, 1], 1), 2 * a[[1, 0, 1], 1])
+            np.testing.assert_allclose(to_numpy(g), want)
+            assert g.dtype == fdt and g.device == d
+            # sort: array-api-strict sorts on no_x64, where it has no int64 for argsort's indices
+            srt = ad.sort(x, axis=0)
+            own = xs.sort(xs.asarray(a, dtype=fdt, device=d), axis=0)
+            assert srt.dtype == own.dtype and srt.device == own.device
+            np.testing.assert_array_equal(to_numpy(srt), np.sort(a, axis=0))
+            # a Jacobian's and a Hessian's basis on the input's device
+            v = ad.asarray([1.0, 2.0, 3.0], device=d)
+            for jac in (ad.func.jacrev, ad.func.jacfwd):
+                j = jac(lambda t: t * t)(v)
+                assert j.device == d
+                np.testing.assert_allclose(to_numpy(j), np.diag([2.0, 4.0, 6.0]))
+            h = ad.func.hessian(lambda t: ad.sum(t ** 3))(v)
+            assert h.device == d
+            np.testing.assert_allclose(to_numpy(h), np.diag([6.0, 12.0, 18.0]))
+
+
 def test_format_specs_on_every_backend(eager):
     # f"{x:.3f}" of a one-element array (SciPy's tests format results this way) on every
     # backend, array-api-strict's arrays having no item() of their own; under vmap a lane's

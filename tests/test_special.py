@@ -120,6 +120,23 @@ def test_xlogy_with_a_python_scalar(backend):
                                [math.log(2.0)] * 2)
 
 
+def test_mixed_integer_and_float_arguments(backend):
+    # SciPy's loops take an integer argument as float64 and compute in the common dtype of the
+    # floating ones: xlogy(int64, float32) keeps float64's digits (a large x shows a float32
+    # log), and pdtr of integer k and m is a float (array-api-strict refuses to promote ints)
+    if backend.name == "torch":
+        pytest.skip("torch promotes an int64 tensor with a float32 one to float32")
+    x = np.array([123456789012345, 7], dtype=np.int64)
+    y = np.array([0.3, 2.5], dtype=np.float32)
+    want = sp.xlogy(x, y)
+    got = S.xlogy(backend(x), backend(y))
+    assert to_numpy(got).dtype == want.dtype == np.float64
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-15)
+    k, m = np.array([3, 5, 0]), np.array([2, 7, 1])
+    np.testing.assert_allclose(to_numpy(S.pdtr(backend(k), backend(m))), sp.pdtr(k, m),
+                               rtol=1e-12)
+
+
 def test_entr_and_logit_at_the_ends(backend):
     if backend.name == "dask":
         pytest.skip("covered by the opdb run on dask")

@@ -528,7 +528,10 @@ def _freq_array(api, n, d, make, dtype, device):
     b, device, interp = _placement(device, dtype)
     xp = b.xp
     if dtype is None:
-        dt = xp.__array_namespace_info__().default_dtypes()["real floating"]
+        # (the device's own default: array-api-strict's no_float64 test device has float32)
+        info = xp.__array_namespace_info__()
+        dt = (info.default_dtypes(device=device) if device is not None
+              else info.default_dtypes())["real floating"]
     else:
         dt = to_backend(dtype, xp)
         if not xp.isdtype(dt, "real floating"):

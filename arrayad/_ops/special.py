@@ -339,7 +339,11 @@ def _compute(xp, name, *args):
 
 
 def _float(xp, *args):
-    """Arrays (Python scalars made arrays of the others' dtype), at least floating."""
+    """Arrays (Python scalars made arrays of the others' dtype), at least floating, of one
+    dtype: integers become the device's default floating dtype (float64, as SciPy's loops take
+    them; float32 on array-api-strict's devices without float64), and the floating arrays are
+    promoted together before computing (xlogy(int64, float32) is computed in float64, as
+    SciPy does: not in float32 and widened afterwards)."""
     ref = next((a for a in args if not isinstance(a, PY_SCALARS)), None)
     out = []
     for a in args:
@@ -348,9 +352,13 @@ def _float(xp, *args):
                            xp.isdtype(ref.dtype, "real floating") else None,
                            **({"device": ref.device} if ref is not None else {}))
         elif not xp.isdtype(a.dtype, "real floating"):
-            a = xp.astype(a, xp.float64)
+            info = xp.__array_namespace_info__()
+            dev = getattr(a, "device", None)   # (Dask's arrays may have none)
+            dts = info.default_dtypes(device=dev) if dev is not None else info.default_dtypes()
+            a = xp.astype(a, dts["real floating"])
         out.append(a)
-    return out
+    common = xp.result_type(*(a.dtype for a in out)) if len(out) > 1 else None
+    return [a if common is None or a.dtype == common else xp.astype(a, common) for a in out]
 
 
 def _g_expit(xp, x):
@@ -1272,6 +1280,14 @@ binary("inv_boxcox1p", lambda ans, x1, x2: (ans + 1) / (1 + ops.multiply(x2, x1)
                "3.0))", "True")])
 
 
+def _floating(v):
+    """An integer or boolean array as the default floating dtype of its device (float64, or
+    float32 on array-api-strict's devices without float64); other values as they are."""
+    if isinstance(v, PY_SCALARS) or ops.isdtype(v.dtype, ("real floating", "complex floating")):
+        return v
+    return ops.astype(v, _default_float(v))
+
+
 def _like(v, arr):
     """A Python number as an array of ``arr``'s dtype and device (so that a float32 ``arr``
     stays float32 where SciPy's ufunc would promote the number to float64)."""
@@ -1465,6 +1481,7 @@ def pdtr(k, m):
     """The Poisson distribution function: Q(k + 1, m), k >= 0 (differentiable in m)."""
     if isinstance(k, PY_SCALARS):
         k = _like(float(k), m) if not isinstance(m, PY_SCALARS) else ops.asarray(float(k))
+    k, m = _floating(k), _floating(m)   # (SciPy's loops take integer k and m as floats)
     k = ops.floor(ops.stop_gradient(k))
     # (SciPy: nan for k < 0, and 1 at m == 0 whatever k, nan included)
     k = ops.where(_and(ops.isnan(k), m == 0), 0.0, k)

@@ -138,7 +138,9 @@ class Backend:
         xp = self.xp
         rest = tuple(x.shape[mask.ndim:])
         flat = xp.reshape(mask, (-1,))
-        order = xp.cumulative_sum(xp.astype(flat, xp.int64)) - 1   # each selected one's row
+        idt = self.index_dtype(x)   # (array-api-strict's no_x64 device has no int64, and
+        # its cumulative_sum of int32 makes the default int64 without dtype=)
+        order = xp.cumulative_sum(xp.astype(flat, idt), dtype=idt) - 1   # each one's row
         k = int(order[-1]) + 1 if flat.shape[0] else 0
         if k == 0:
             return xp.asarray(x, copy=True)
@@ -246,6 +248,20 @@ class Backend:
 
     def device_of(self, x):
         return x.device
+
+    def index_dtype(self, x):
+        return index_dtype(self.xp, x)
+
+
+def index_dtype(xp, x):
+    """The integer dtype of positions on the device of the raw array ``x``, as the namespace
+    says (``default_dtypes(device=...)["indexing"]``): array-api-strict's ``no_x64`` test device
+    has no int64 and refuses to make one there."""
+    info = xp.__array_namespace_info__()
+    try:
+        return info.default_dtypes(device=x.device)["indexing"]
+    except (TypeError, ValueError, AttributeError):   # (an info that takes no such device)
+        return info.default_dtypes()["indexing"]
 
 
 def _is_basic_key(key):
@@ -405,8 +421,11 @@ def generic_getitem(xp, x, key):
     rest = [d for d in range(y.ndim) if d not in y_adv]
     y = xp.permute_dims(y, tuple(y_adv) + tuple(rest))
     sizes = [y.shape[i] for i in range(len(y_adv))]
-    arrays = [xp.asarray(key[p]) if isinstance(key[p], int) else key[p] for p in adv]
-    arrays = [xp.astype(a, xp.int64) if a.dtype != xp.int64 else a for a in arrays]
+    idt = index_dtype(xp, x)   # (on x's device: array-api-strict's no_x64 has no int64)
+    on = {"device": x.device} if hasattr(x, "device") else {}   # (Dask's arrays have none)
+    arrays = [xp.asarray(key[p], dtype=idt, **on) if isinstance(key[p], int) else key[p]
+              for p in adv]
+    arrays = [xp.astype(a, idt) if a.dtype != idt else a for a in arrays]
     arrays = xp.broadcast_arrays(*arrays)
     ishape = tuple(arrays[0].shape)
     flat = None

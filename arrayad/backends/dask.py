@@ -190,8 +190,8 @@ def _concrete_masks(key):
 
 def _flat_positions(shape, key):
     """The flat positions (into an array of ``shape``) that ``key`` selects, shaped like the
-    selection, when the key is one integer array per axis (take_along_axis, the gradient of
-    sort): the broadcast index arrays' flat index, no gather. Else None."""
+    selection, when the key is one integer array per axis (take_along_axis, the derivatives
+    of sort): the broadcast index arrays' flat index, no gather. Else None."""
     key = key if isinstance(key, tuple) else (key,)
     if len(key) != len(shape) or not all(_is_index_array(k) and not isinstance(k, bool)
                                          and np.issubdtype(k.dtype, np.integer) for k in key):
@@ -489,7 +489,7 @@ class DaskBackend(Backend):
         return super().index_set(x, _concrete_masks(key), v)
 
     def index_add(self, base, key, v):
-        # The transpose of a gather (the VJP of x[idx], take, take_along_axis, sort): the flat
+        # The transpose of a gather (the VJP of x[idx], take, take_along_axis): the flat
         # positions the key selects, then one bincount weighted by the values, O(n + k) (the
         # generic one-hot product is O(n * k)).
         key = _concrete_masks(key)

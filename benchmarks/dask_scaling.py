@@ -236,7 +236,7 @@ def _run(case, impl, params, repeat):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the issue's sizes (minutes)")
+    p.add_argument("--full", action="store_true", help="the large sizes (minutes)")
     p.add_argument("--cases", default=",".join(SIZES))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--one", help=argparse.SUPPRESS)

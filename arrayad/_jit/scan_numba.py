@@ -44,7 +44,7 @@ import os
 
 import numpy as np
 
-from .lower_numba import _BINARY, _UNARY, _load, available
+from .lower_numba import _BINARY, _UNARY, _load, _size, available
 from .replay import _callable
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
@@ -78,13 +78,6 @@ _INT_OK = ("add", "subtract", "multiply", "negative", "positive", "square", "abs
 
 class Unsupported(Exception):
     """The body has something the lowerer does not compile: the replay runs."""
-
-
-def _size(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _dt(dtype):

@@ -37,6 +37,8 @@ _ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backw
 _EYE = "_arrayad_eye"   # attribute of eye's square identities and their transposes
 _ONE_CHUNK_BYTES = 1 << 20   # ones_like of an array this small is one chunk
 _ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
+_PADDED = "_arrayad_padded"   # attribute of a slice's padded cotangent: (axis, start, v), where
+                              # the array is v at [start, start + len) of axis and zero elsewhere
 
 
 def _mark(out, tag, value=True):
@@ -140,6 +142,33 @@ def _multiply(x1, x2, /):
 
 
 _lazy_multiply = _lazy(compat_dask.multiply)
+
+
+def _add(x1, x2, /):
+    # A slice's cotangent padded with zeros (_padded) plus another cotangent of the same array
+    # (concat([x[:1], x, x[-1:]]): the edge's values twice) is the other one with the slice's
+    # values added where they land, the chunks they miss passing through. Adding the padded
+    # array itself is a pass over its zeros (and, its chunks cut at the slice, a re-split of
+    # both): 2.5x the tasks and 1.35x the time of the hand-written gradient of edge padding.
+    for a, b in ((x1, x2), (x2, x1)):
+        pad = _marked(a, _PADDED)
+        if pad is not None and type(b) is da.Array and tuple(a.shape) == tuple(b.shape) and \
+                a.dtype == b.dtype:
+            axis, start, v = pad
+            stop = start + v.shape[axis]
+            if stop == start or 2 * (stop - start) > b.shape[axis]:
+                continue   # (most chunks get values, as for x[1:] or a moving average's
+                           # slices: slicing b around them only adds tasks; an empty slice's
+                           # zeros, chunked like x, chunk the sum like x, as they always did)
+
+            def part(lo, hi):
+                return b[(slice(None),) * axis + (slice(lo, hi),)]
+            parts = [part(0, start), part(start, stop) + v, part(stop, b.shape[axis])]
+            return da.concatenate([p for p in parts if p.shape[axis] > 0], axis=axis)
+    return _lazy_add(x1, x2)
+
+
+_lazy_add = _lazy(compat_dask.add)
 
 # the elementwise functions that rules apply to cotangents: of one array (and parameters) and
 # of several, where a cotangent meets the values
@@ -252,8 +281,8 @@ def _padded(base, key, v):
             full.append(1)
             pads.append((i, size - i - 1))
         axis += 1
-    out = da.reshape(da.broadcast_to(da.asarray(v, dtype=base.dtype), tuple(target)),
-                     tuple(full))
+    out = core = da.reshape(da.broadcast_to(da.asarray(v, dtype=base.dtype), tuple(target)),
+                            tuple(full))
     for axis, (lo, hi) in enumerate(pads):
         size = base.shape[axis]
 
@@ -265,6 +294,9 @@ def _padded(base, key, v):
         parts = zeros(0, lo) + [out] + zeros(size - hi, size)
         if len(parts) > 1:
             out = da.concatenate(parts, axis=axis)
+    padded = [(axis, lo) for axis, (lo, hi) in enumerate(pads) if lo or hi]
+    if len(padded) == 1:   # (see _add)
+        _mark(out, _PADDED, padded[0] + (core,))
     return out
 
 
@@ -410,6 +442,8 @@ class _DaskNamespace:
         fn = getattr(compat_dask, name)
         if name == "multiply":
             fn = _multiply
+        elif name == "add":
+            fn = _add
         elif name in _ELEMENTWISE:
             fn = _lazy(fn)
         setattr(self, name, fn)   # looked up once

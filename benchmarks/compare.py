@@ -26,6 +26,7 @@ import gc  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
@@ -116,7 +117,6 @@ try:
     import numba  # noqa: F401
 except Exception as exc:
     IMPORT_NOTES["arrayad.jit-fused"] = f"numba not installed ({type(exc).__name__})"
-OPT_IN_LIBS = []
 LIB_ALIASES = {
     "numpy": "numpy-fwd", "np": "numpy-fwd", "numpy-fwd": "numpy-fwd",
     "arrayad": "arrayad", "ad": "arrayad",
@@ -743,15 +743,15 @@ def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
                     return Cell(text="MISMATCH", detail=why)
             else:
                 to_numpy_tree(result)
+        verified = ref is not None or lib == "numpy-fwd"
         if first_call > SLOW_CALL:  # a call of many seconds: one more call is its measurement
-            return Prepared(run, 1, 1, verified=(ref is not None or lib == "numpy-fwd"),
-                            first_call=first_call)
+            return Prepared(run, 1, 1, verified=verified, first_call=first_call)
         if first_call > 1.0:  # very slow cell: keep its total time bounded
             repeats = min(repeats, 3)
         else:
             run()
         return Prepared(run, calibrate(run, min_time), repeats,
-                        verified=(ref is not None or lib == "numpy-fwd"), first_call=first_call)
+                        verified=verified, first_call=first_call)
     except NotApplicable as exc:
         return Cell(text="n/a", detail=str(exc))
     except Exception as exc:
@@ -910,8 +910,19 @@ def fmt_us(v):
     return f"{v:,.0f}"
 
 
+def cell_ratio(cells, lib, over):
+    """``lib``'s time over ``over``'s in one workload's cells; None where either has no time."""
+    a, b = cells.get(lib), cells.get(over)
+    if a is None or b is None or a.us is None or b.us is None:
+        return None
+    return a.us / b.us
+
+
 def ratio_text(r):
-    """A ratio as text: two decimals, or two significant digits below 0.1 (0.0069x, not 0.00x)."""
+    """A ratio as text: two decimals, or two significant digits below 0.1 (0.0069x, not 0.00x);
+    "-" for none."""
+    if r is None:
+        return "-"
     return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
 
 
@@ -938,27 +949,14 @@ def build_tables(results, workloads, libs):
     ratio_rows = []
     for w in workloads:
         r = results[w.name]
-        a = r.get("arrayad")
-        row = [w.name]
-        for lib, _ in RATIO_COLS:
-            b = r.get(lib)
-            if a is not None and a.us is not None and b is not None and b.us is not None:
-                row.append(ratio_text(a.us / b.us))
-            else:
-                row.append("-")
-        ratio_rows.append(row)
+        ratio_rows.append([w.name] + [ratio_text(cell_ratio(r, "arrayad", lib))
+                                      for lib, _ in RATIO_COLS])
     if "arrayad.jit" in libs:
         ratio_head += [title for _, title in JIT_RATIO_COLS] + [
             "first call ms: arrayad.jit", "jax.jit"]
         for w, row in zip(workloads, ratio_rows):
             r = results[w.name]
-            a = r.get("arrayad.jit")
-            for lib, _ in JIT_RATIO_COLS:
-                b = r.get(lib)
-                if a is not None and a.us is not None and b is not None and b.us is not None:
-                    row.append(ratio_text(a.us / b.us))
-                else:
-                    row.append("-")
+            row += [ratio_text(cell_ratio(r, "arrayad.jit", lib)) for lib, _ in JIT_RATIO_COLS]
             for lib in ("arrayad.jit", "jax.jit"):
                 c = r.get(lib)
                 row.append(f"{c.first_call * 1e3:.1f}" if c is not None and c.first_call
@@ -1004,13 +1002,8 @@ class Measured:
         # {(workload, lib): (ms with an empty kernel cache, ms with the cache it filled)}
         self.new_process = new_process or {}
 
-    def us(self, workload, lib):
-        c = self.results.get(workload, {}).get(lib)
-        return c.us if c is not None else None
-
     def ratio(self, workload, lib, over):
-        a, b = self.us(workload, lib), self.us(workload, over)
-        return a / b if a is not None and b is not None else None
+        return cell_ratio(self.results.get(workload, {}), lib, over)
 
     def first_call_ms(self, workload, lib):
         c = self.results.get(workload, {}).get(lib)
@@ -1197,7 +1190,7 @@ def fusion_table(measured):
                  for lib in ("arrayad.jit", "arrayad.jit-fused", "jax.jit")]
         if cells[1] is None:
             continue
-        rows.append([n] + [ratio_text(r) if r is not None else "-" for r in cells])
+        rows.append([n] + [ratio_text(r) for r in cells])
     return ["n", "unfused replay", "fused", "jax.jit"], rows
 
 
@@ -1450,7 +1443,7 @@ def main(argv=None):
             wanted.append(LIB_ALIASES[s])
         requested = [lib for lib in ALL_LIBS if lib in wanted]
     else:
-        requested = [lib for lib in ALL_LIBS if lib not in OPT_IN_LIBS]
+        requested = list(ALL_LIBS)
     # mygrad is optional and only has an eager16 cell: silent if not installed
     skipped = [lib for lib in requested if lib in IMPORT_NOTES and not (lib == "mygrad" and not args.libs)]
     libs = [lib for lib in requested if lib not in IMPORT_NOTES]
@@ -1466,7 +1459,6 @@ def main(argv=None):
 
     if "arrayad.jit-fused" in libs and "ARRAYAD_CACHE_DIR" not in os.environ:
         # (a new cache: the fused first calls count numba's compilation, not an earlier run's)
-        import tempfile
         os.environ["ARRAYAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")
 
     data = make_data()
@@ -1524,7 +1516,6 @@ def main(argv=None):
     for key in NEW_PROCESS_CELLS:
         c = results.get(key[0], {}).get(key[1])
         if c is not None and c.us is not None:
-            import tempfile
             print(f"[first call in a new process] {key[0]} / {key[1]}", file=sys.stderr,
                   flush=True)
             cache = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")

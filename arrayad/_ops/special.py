@@ -37,6 +37,7 @@ from ._namespace import ops
 
 from .._core import _core
 from .._dtypes import from_backend
+from ..backends._adapter import device_default_dtypes
 from .._core._core import (BinaryJVP, PartialVJP, UnaryJVP, UnaryVJP, broadcast_like,
                            unbroadcast)
 from ._rules import ELEMENTWISE, PY_SCALARS, Declarations, bind, names_read, ndim_of
@@ -352,10 +353,7 @@ def _float(xp, *args):
                            xp.isdtype(ref.dtype, "real floating") else None,
                            **({"device": ref.device} if ref is not None else {}))
         elif not xp.isdtype(a.dtype, "real floating"):
-            info = xp.__array_namespace_info__()
-            dev = getattr(a, "device", None)   # (Dask's arrays may have none)
-            dts = info.default_dtypes(device=dev) if dev is not None else info.default_dtypes()
-            a = xp.astype(a, dts["real floating"])
+            a = xp.astype(a, device_default_dtypes(xp, a)["real floating"])
         out.append(a)
     common = xp.result_type(*(a.dtype for a in out)) if len(out) > 1 else None
     return [a if common is None or a.dtype == common else xp.astype(a, common) for a in out]

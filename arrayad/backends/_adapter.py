@@ -253,15 +253,20 @@ class Backend:
         return index_dtype(self.xp, x)
 
 
-def index_dtype(xp, x):
-    """The integer dtype of positions on the device of the raw array ``x``, as the namespace
-    says (``default_dtypes(device=...)["indexing"]``): array-api-strict's ``no_x64`` test device
-    has no int64 and refuses to make one there."""
+def device_default_dtypes(xp, x):
+    """The namespace's default dtypes on the device of the raw array ``x``
+    (``default_dtypes(device=...)``): array-api-strict's test devices differ, ``no_x64`` has no
+    int64 and ``no_float64`` no float64, and refuse to make them."""
     info = xp.__array_namespace_info__()
     try:
-        return info.default_dtypes(device=x.device)["indexing"]
-    except (TypeError, ValueError, AttributeError):   # (an info that takes no such device)
-        return info.default_dtypes()["indexing"]
+        return info.default_dtypes(device=x.device)
+    except (TypeError, ValueError, AttributeError):   # (no device: Dask; an info that takes
+        return info.default_dtypes()                  # no such device)
+
+
+def index_dtype(xp, x):
+    """The integer dtype of positions on the device of the raw array ``x``."""
+    return device_default_dtypes(xp, x)["indexing"]
 
 
 def _is_basic_key(key):

@@ -257,7 +257,7 @@ class _ReverseTrace:
             tracers, self.in_spec, self.inputs = _wrap_grad_inputs(interp, primals, api)
             tree = tracers[0] if self.in_spec is LEAF else tree_unflatten(tracers, self.in_spec)
             self.out, aux = _split_aux(func(*tree) if spread else func(tree), has_aux, api)
-            if isinstance(self.out, Array) and _node_of(self.out) is None:   # (no pytree work)
+            if _is_bare_array(self.out):   # (no pytree work)
                 leaves, self.out_spec = [self.out], LEAF
             else:
                 leaves, self.out_spec = tree_flatten(self.out)

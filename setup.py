@@ -4,7 +4,10 @@ from setuptools import Extension, setup
 
 # the core's modules, each cimporting only the ones before it (the module docstring of _core.pyx)
 CORE = ["_base", "_arrays", "_interp", "_zeros", "_tape", "_core"]
-extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"]) for name in CORE]
+# and the register machine of compiled scans (NOTE [scan machine]), which cimports nothing of them
+MODULES = CORE + ["_loop_machine"]
+extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"])
+              for name in MODULES]
 
 setup(
     ext_modules=cythonize(

@@ -12,8 +12,8 @@ the public transforms on the body's bound evaluation, so every rule is itself a 
 and every order of transforms composes (hessian of a scan is a scan of scans of the body):
 
 * impl: the loop in Python over the body's generated replay on raw arrays (NOTE [staging]),
-  or for a long scan on NumPy the whole loop as one numba function (NOTE [compiled scan] in
-  ``_jit/scan_numba.py``);
+  or for a long scan on NumPy the whole loop in a register machine or one numba function
+  (NOTE [compiled scan] in ``_jit/scan.py``);
 * JVP: the loop of the body's pushforward (carries and their tangents);
 * batching: the loop of the vmapped body (carries batched along 0, xs along 1);
 * VJP of ``scan``: the forward keeps the carry history once (``save``: one stacked array per
@@ -44,7 +44,7 @@ from ._core import _core
 from ._core._core import Array, Tensor, bind
 from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
-from ._jit.scan_numba import compiled_scan
+from ._jit.scan import compiled_scan
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, default_backend
 
@@ -298,7 +298,7 @@ def _stack(xp, items, example):
 
 
 def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
-    # (NOTE [compiled scan]: the whole loop as one numba function, on NumPy)
+    # (NOTE [compiled scan]: the whole loop in a register machine or numba, on NumPy)
     compiled = compiled_scan(body, args, length, reverse, nc, ncarry, save)
     out = None if compiled is None else compiled(args, length)
     if out is not None:

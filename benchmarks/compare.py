@@ -337,13 +337,17 @@ def _fused_run(fn, args):
 
 
 class Workload:
-    def __init__(self, name, desc, floor, cells, heavy=False, fused=False):
+    def __init__(self, name, desc, floor, cells, heavy=False, fused=False, settle=0.0):
         self.name = name
         self.desc = desc
         self.floor = floor  # data -> zero-arg callable (NumPy forward)
         self.cells = cells  # (lib, data) -> zero-arg callable
         self.heavy = heavy
         self.fused = fused  # measure the arrayad.jit-fused column (large elementwise programs)
+        # seconds of calls before arrayad's cells are measured: their steady state, as jax.jit's
+        # is measured after its compilation (a scan moves from arrayad's register machine to
+        # numba once the machine has spent a second in it: NOTE [compiled scan])
+        self.settle = settle
 
 
 # (why the fused column is empty elsewhere: one note for all of them)
@@ -622,9 +626,9 @@ WORKLOADS = [
     Workload("vmap_fwd", "vmap(loss1) forward, batch 64", _floor_batched_loss, _vmap_fwd_cell),
     Workload("vmap_jacfwd", "vmap(jacfwd(chain_vec)), 64 x 16", _floor_vj, _vmap_jacfwd_cell),
     Workload("rk4_scan", "grad of a 10,000-step RK4 scan, 4 states (torch.func: unrolled loop)",
-             _floor_rk4, _rk4_cell, heavy=True),
+             _floor_rk4, _rk4_cell, heavy=True, settle=1.5),
     Workload("rk4_scan_ckpt", "rk4_scan with checkpoint on every step (jax.checkpoint for JAX)",
-             _floor_rk4, _rk4_ckpt_cell, heavy=True),
+             _floor_rk4, _rk4_ckpt_cell, heavy=True, settle=1.5),
 ]
 WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 
@@ -744,6 +748,10 @@ def prepare_cell(w, lib, data, ref, min_time, repeats, debug):
             else:
                 to_numpy_tree(result)
         verified = ref is not None or lib == "numpy-fwd"
+        if w.settle and lib.startswith("arrayad"):
+            settled = time.perf_counter() + w.settle
+            while time.perf_counter() < settled:
+                run()
         if first_call > SLOW_CALL:  # a call of many seconds: one more call is its measurement
             return Prepared(run, 1, 1, verified=verified, first_call=first_call)
         if first_call > 1.0:  # very slow cell: keep its total time bounded
@@ -1153,10 +1161,8 @@ GOALS = {
         ratio_goal("`grad` of the RK4 `scan` / torch.func's unrolled loop: <= 1x", "rk4_scan",
                    "arrayad", "torch.func", 1),
         new_process_goal("first call of `jit(grad)` of the RK4 `scan` in a new process (trace, "
-                         "numba's import, compiling the loops, one run): <= 0.5 s", "rk4_scan",
-                         "arrayad.jit", False, 500),
-        new_process_goal("... in another new process, its loops in the on-disk cache: <= 0.5 s",
-                         "rk4_scan", "arrayad.jit", True, 500),
+                         "lowering the loops to the register machine, one run): <= 0.5 s",
+                         "rk4_scan", "arrayad.jit", False, 500),
         ("peak memory of the Python loop's `grad` with `checkpoint` on every step / without: "
          "<= 0.25x", _rk4_ckpt(1, 0.25)),
         ("... and its time: <= 2.5x", _rk4_ckpt(0, 2.5)),

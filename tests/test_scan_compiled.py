@@ -1,6 +1,7 @@
-"""``scan`` on NumPy with its whole loop compiled by numba (NOTE [compiled scan]): the compiled
-loop against the replay, a plain Python loop and JAX's ``lax.scan`` (values and gradients), every
-transform of a compiled scan, the fallback to the replay, and the other backends (replayed)."""
+"""``scan`` on NumPy with its whole loop run by the register machine or compiled by numba (NOTE
+[compiled scan]): each tier against the replay, a plain Python loop and JAX's ``lax.scan`` (values
+and gradients), every transform of a compiled scan, the tiering, the fallbacks to the replay, and
+the other backends (replayed)."""
 import numpy as np
 import pytest
 
@@ -11,8 +12,7 @@ from arrayad._pytree import tree_flatten, tree_unflatten
 
 from conftest import to_numpy
 
-pytest.importorskip("numba")
-from arrayad._jit import scan_numba  # noqa: E402
+from arrayad._jit import lower_numba, scan as tiers, scan_lower, scan_numba
 
 try:
     import jax
@@ -24,31 +24,47 @@ except ImportError:   # pragma: no cover
 needs_jax = pytest.mark.skipif(jax is None, reason="JAX is the reference")
 
 
-@pytest.fixture
-def compiled(monkeypatch):
-    """Every scan on NumPy compiled, whatever its length (and traced: no plain Python loop);
+@pytest.fixture(params=["machine", "numba"])
+def compiled(request, monkeypatch):
+    """Every scan on NumPy compiled, whatever its length (and traced: no plain Python loop): by
+    the machine (numba only for the bodies the machine does not take), or by numba at once;
     counts the compiled runs."""
-    monkeypatch.setattr(scan_numba, "MIN_WORK", 0)
+    monkeypatch.setattr(tiers, "MIN_WORK", 0)
     monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
-    monkeypatch.setattr(scan_numba, "ENABLED", True)
+    monkeypatch.setattr(tiers, "ENABLED", True)
+    monkeypatch.setattr(tiers, "NUMBA", True)
+    monkeypatch.setattr(tiers, "NUMBA_MIN_WORK", 0)
+    if request.param == "numba":
+        if not lower_numba.available():
+            pytest.skip("numba is not installed")
+        monkeypatch.setattr(tiers, "NUMBA_AFTER", 0.0)
+    else:
+        monkeypatch.setattr(tiers, "NUMBA_AFTER", float("inf"))
 
     class Count:
-        start = scan_numba.runs
+        tier = request.param
+        start = dict(tiers.runs)
 
         @property
         def runs(self):
-            return scan_numba.runs - self.start
+            """Compiled runs of either tier."""
+            return sum(tiers.runs.values()) - sum(self.start.values())
+
+        @property
+        def tier_runs(self):
+            """Compiled runs of this fixture's tier."""
+            return tiers.runs[self.tier] - self.start[self.tier]
     return Count()
 
 
 def replayed(fn, *args):
     """``fn(*args)`` with the compiled loop switched off (the replay)."""
-    old = scan_numba.ENABLED
-    scan_numba.ENABLED = False
+    old = tiers.ENABLED
+    tiers.ENABLED = False
     try:
         return fn(*args)
     finally:
-        scan_numba.ENABLED = old
+        tiers.ENABLED = old
 
 
 def python_scan(f, init, xs, length=None, reverse=False):
@@ -87,7 +103,7 @@ def test_values_forward_and_reverse_against_the_replay_python_and_jax(compiled):
     xs = rng.normal(size=(7, 2))
     for reverse in (False, True):
         got = F.scan(make_step(ad), init, xs, reverse=reverse)
-        assert compiled.runs == 1 + reverse
+        assert compiled.tier_runs == compiled.runs == 1 + reverse
         rep = replayed(F.scan, make_step(ad), init, xs, None, reverse)
         ref = python_scan(make_step(np), init, xs, reverse=reverse)
         got_l, rep_l = leaves(got), leaves(rep)
@@ -120,7 +136,7 @@ def test_grad_against_jax(compiled, reverse):
     rng = np.random.default_rng(1)
     p, xs = np.array([0.3, 0.2, -0.4]), rng.normal(size=(9, 2))
     g = F.grad(loss(ad, F.scan, reverse), argnums=(0, 1))(p, xs)
-    assert compiled.runs == 2   # (the forward and the backward scan)
+    assert compiled.tier_runs == compiled.runs == 2   # (the forward and the backward scan)
     ref = jax.grad(loss(jnp, lax.scan, reverse), argnums=(0, 1))(p, xs)
     for a, b in zip(g, ref):
         np.testing.assert_allclose(to_numpy(a), np.asarray(b), rtol=1e-12, atol=1e-13)
@@ -232,7 +248,7 @@ def test_rk4_integrator_and_its_gradient(compiled):
 
     th, y0 = np.array([1.0, 0.1, 0.5, 0.2]), np.array([1.0, 0.0, -0.5, 0.2])
     g = to_numpy(F.grad(f(ad, F.scan))(th, y0))
-    assert compiled.runs == 2
+    assert compiled.tier_runs == compiled.runs == 2
     rep = to_numpy(replayed(F.grad(f(ad, F.scan)), th, y0))
     np.testing.assert_allclose(g, rep, rtol=1e-14, atol=1e-15)
     if jax is not None:
@@ -264,20 +280,20 @@ def test_unsupported_instruction_falls_back_to_the_replay(compiled):
         return c + ad.cumulative_sum(x), ad.sum(c)
     xs = np.arange(12.0).reshape(4, 3)
     c, ys = F.scan(step, np.zeros(3), xs)
-    assert compiled.runs == 0 and "cumulative_sum" in scan_numba.refused
+    assert compiled.runs == 0 and "cumulative_sum" in tiers.refused
     ref = python_scan(lambda c, x: (c + np.cumsum(x), np.sum(c)), np.zeros(3), xs)
     np.testing.assert_allclose(to_numpy(c), ref[0])
     np.testing.assert_allclose(to_numpy(ys), ref[1])
 
 
 def test_short_scans_are_replayed():
-    start = scan_numba.runs
+    start = sum(tiers.runs.values())
     F.grad(lambda p: F.scan(lambda c, x: (c * p + x, None), 1.0, np.ones(40))[0])(0.5)
-    assert scan_numba.runs == start   # (40 steps of one instruction: below MIN_WORK)
+    assert sum(tiers.runs.values()) == start   # (40 steps of one instruction: below MIN_WORK)
 
 
 def test_switched_off(compiled, monkeypatch):
-    monkeypatch.setattr(scan_numba, "ENABLED", False)
+    monkeypatch.setattr(tiers, "ENABLED", False)
     F.scan(lambda c, x: (c + x, None), 0.0, np.ones(40))
     assert compiled.runs == 0
 
@@ -291,22 +307,33 @@ def test_other_backends_replay(compiled, backend):
     assert compiled.runs == (1 if backend.name == "numpy" else 0)
 
 
-def test_a_compiler_error_falls_back_to_the_replay(compiled, monkeypatch):
+def test_a_compiler_error_falls_back_to_the_machine_then_the_replay(compiled, monkeypatch):
     def broken(src):
         raise RuntimeError("no compiler today")
+    monkeypatch.setattr(tiers, "NUMBA_AFTER", 0.0)
+    monkeypatch.setattr(lower_numba, "available", lambda: True)
     monkeypatch.setattr(scan_numba, "_load", broken)
-    c, ys = F.scan(lambda c, x: (c * 0.5 + x, ad.exp(c)), np.array(1.0), np.arange(5.0))
-    assert compiled.runs == 0 and "no compiler today" in scan_numba.refused
+    step = lambda c, x: (c * 0.5 + x, ad.exp(c))  # noqa: E731
     ref = python_scan(lambda c, x: (c * 0.5 + x, np.exp(c)), 1.0, np.arange(5.0))
-    np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-15)
-    np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-15)
+    for machine_too in (False, True):
+        if machine_too:
+            def refuse(*args):
+                raise tiers.Unsupported("no machine today")
+            monkeypatch.setattr(tiers, "ScanMachine", refuse)
+        start = dict(tiers.runs)
+        c, ys = F.scan(step, np.array(1.0), np.arange(5.0))
+        assert "no compiler today" in tiers.refused
+        assert tiers.runs["numba"] == start["numba"]
+        assert tiers.runs["machine"] == start["machine"] + (not machine_too)
+        np.testing.assert_allclose(to_numpy(c), ref[0], rtol=1e-15)
+        np.testing.assert_allclose(to_numpy(ys), ref[1], rtol=1e-15)
 
 
 def test_eager_tape(compiled):
     p, xs = np.array([0.3, 0.2, -0.4]), np.random.default_rng(6).normal(size=(5, 2))
     t = ad.Tensor(p).requires_grad_()
     loss(ad, F.scan)(t, xs).backward()
-    assert compiled.runs == 2   # (the forward keeps its history; the backward)
+    assert compiled.tier_runs == compiled.runs == 2   # (the forward keeps its history; the backward)
     ref = replayed(F.grad(loss(ad, F.scan)), p, xs)
     np.testing.assert_allclose(to_numpy(t.grad), to_numpy(ref), rtol=1e-13, atol=1e-14)
 
@@ -352,3 +379,84 @@ def test_structural_instructions_and_integers(compiled):
     for g, r in zip(got, rep):
         assert to_numpy(g).dtype == to_numpy(r).dtype
         np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-15, atol=0)
+
+
+def _tier_runs():
+    return dict(tiers.runs)
+
+
+@pytest.mark.skipif(not lower_numba.available(), reason="numba is not installed")
+def test_numba_compiles_once_the_machine_has_spent_its_time(compiled, monkeypatch):
+    """The tiers: the machine at the first calls, numba from the call after the machine has
+    spent ``NUMBA_AFTER`` seconds in that scan; both give the replay's values."""
+    monkeypatch.setattr(tiers, "NUMBA_AFTER", 1e-9)
+    f = ad.jit(lambda c, xs: F.scan(lambda c, x: (ad.sin(c) * 0.5 + x, c * x), c, xs))
+    c0, xs = np.array([0.5, -0.25]), np.linspace(0.0, 1.0, 14).reshape(7, 2)
+    ref = leaves(replayed(f, c0, xs))
+    seen = []
+    for _ in range(3):
+        before = _tier_runs()
+        got = leaves(f(c0, xs))
+        seen.append("machine" if tiers.runs["machine"] > before["machine"] else "numba")
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-15, atol=1e-16)
+    assert seen == ["machine", "numba", "numba"]
+
+
+def test_the_machine_leaves_other_dtypes_to_numba_or_the_replay(compiled, monkeypatch):
+    monkeypatch.setattr(tiers, "NUMBA", False)
+    before = _tier_runs()
+    xs = np.linspace(0.0, 1.0, 6, dtype=np.float32)
+    c, ys = F.scan(lambda c, x: (c * 0.5 + x, c), np.float32(1.0), xs)
+    assert _tier_runs() == before and "machine: dtype" in tiers.refused
+    assert "float32" in tiers.refused
+    ref = python_scan(lambda c, x: (c * np.float32(0.5) + x, c), np.float32(1.0), xs)
+    assert to_numpy(c).dtype == np.float32
+    np.testing.assert_array_equal(to_numpy(c), ref[0])
+    np.testing.assert_array_equal(to_numpy(ys), ref[1])
+
+
+def test_bool_values_on_the_machine(compiled):
+    """Comparisons, logical operations, where, casts between bool and float64, a bool carry and
+    bool ys: the machine keeps bools as 0.0 and 1.0."""
+    def step(c, x):
+        v, flag = c
+        up = ad.logical_xor(x > v[0], flag)
+        both = ad.logical_and(up, ad.logical_not(v[1] >= 0.25))
+        v_new = ad.where(both, v * 0.5, v + ad.astype(up, v.dtype) * x) \
+            - ad.astype(ad.logical_or(x == 0.0, x != x), v.dtype)
+        return (v_new, ad.astype(v_new[0] - v_new[1], ad.bool)), ad.stack([up, both])
+    init = (np.array([0.1, 0.3]), np.asarray(True))
+    xs = np.array([0.2, 0.0, -0.3, 0.7, np.nan, 0.05, 0.9, -1.0])
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.tier_runs == compiled.runs == 1
+    rep = leaves(replayed(F.scan, step, init, xs))
+    for g, r in zip(got, rep):
+        assert to_numpy(g).dtype == to_numpy(r).dtype
+        np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
+
+
+_EDGES = np.array([-np.inf, -3.5, -1.0, -0.5, -0.0, 0.0, 1e-300, 0.5, 0.999, 1.0, 2.0, 7.25,
+                   800.0, np.inf, np.nan])
+
+
+@pytest.mark.parametrize("name", sorted(set(scan_lower.OPERATIONS) - set(scan_lower._COMPARE)
+                                        - set(scan_lower._LOGICAL)
+                                        - {"copy", "where", "pow_or_sqrt", "positive"}))
+def test_each_operation_against_the_replay(compiled, name):
+    """Every arithmetic operation of the compiled tiers on edge values (infinities, signed
+    zeros, nan, out of the domain), as ys of a scan, against the replay: the same nans, the same
+    zeros' signs, the values within an ulp or two (libm's functions against NumPy's loops)."""
+    fn = getattr(ad, name)
+    binary = name in lower_numba._BINARY or name in ("maximum", "minimum")
+    xs = np.stack(np.meshgrid(_EDGES, _EDGES), -1).reshape(-1, 2) if binary else _EDGES[:, None]
+
+    def step(c, x):
+        return c, (fn(x[0], x[1]) if binary else fn(x[0])) * c
+    with np.errstate(all="ignore"):
+        got = to_numpy(F.scan(step, np.array(1.0), xs)[1])
+        rep = to_numpy(replayed(F.scan, step, np.array(1.0), xs)[1])
+    assert compiled.runs == 1
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(rep))
+    np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(rep[rep == 0]))
+    np.testing.assert_allclose(got, rep, rtol=5e-16, atol=0)

@@ -1,0 +1,108 @@
+"""A scan's loop without the replay: a register machine, then numba (NOTE [compiled scan]).
+
+NOTE [compiled scan]
+--------------------
+The replay of a scan (``_scan_impl`` in ``arrayad/_control.py``) makes one NumPy call per
+instruction of the body per step: on the small arrays of an ODE integrator or a recurrence
+(4 elements), each call costs a microsecond of dispatch for nanoseconds of arithmetic. On NumPy,
+a scan of at least ``MIN_WORK`` steps x instructions whose body is made of instructions that
+``scan_lower.py`` knows runs its whole loop in one of two tiers instead, the way a JIT compiler
+runs a function in its interpreter first and compiles it once it has shown itself hot:
+
+1. the machine (``scan_machine.py``, NOTE [scan machine]): the body's scalar statements as the
+   instructions of a register machine in Cython, in float64. Nothing to compile, no start-up:
+   the first call of ``jit(grad)`` of the RK4 benchmark (10,000 steps) takes about 0.1 s.
+2. numba (``scan_numba.py``): the whole loop as one ``numba.njit`` function, about ten times
+   faster than the machine, but its compilation costs about a second the first time (0.2 s in a
+   later process, from numba's on-disk cache). It is compiled once the machine has spent
+   ``NUMBA_AFTER`` seconds in that scan, so that a program never loses more than about the
+   compile time to the tiering; for a body the machine does not take (float32, integers) at
+   once, from ``NUMBA_MIN_WORK`` steps x instructions.
+
+The VJP of a scan is a scan of the body's pullback, so the backward pass runs the same way.
+Where neither tier takes a body, or numba fails to compile it (no error of a compiler reaches
+the user), the replay runs. ``ARRAYAD_SCAN_NUMBA=0`` leaves numba out; ``ARRAYAD_SCAN_COMPILED=0``
+(or ``ENABLED = False``) leaves both tiers out.
+"""
+
+import os
+import time
+
+import numpy as np
+
+from . import lower_numba
+from .scan_lower import Unsupported
+from .scan_machine import ScanMachine
+from .scan_numba import CompiledScan
+
+ENABLED = os.environ.get("ARRAYAD_SCAN_COMPILED", "1") != "0"
+NUMBA = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
+# a tier from this many steps x instructions on (the replay's microsecond per instruction and
+# step against the milliseconds of lowering a body)
+MIN_WORK = 20_000
+# numba at once for a body the machine does not take, from this many (about half a second of
+# replay: compiling takes a second the first time)
+NUMBA_MIN_WORK = 500_000
+# seconds spent in the machine by one scan before numba compiles it
+NUMBA_AFTER = 1.0
+
+runs = {"machine": 0, "numba": 0}   # loops run by each tier in this process (for the tests)
+refused = None   # why the last body a tier saw is not taken (for the tests)
+
+
+class _Tiers:
+    """The tiers of one scan (one body, direction and ``save``)."""
+
+    def __init__(self, body, nc, ncarry, reverse, save):
+        global refused
+        self.spec = (body, nc, ncarry, reverse, save)
+        self.machine, self.numba, self.numba_tried, self.spent = None, None, False, 0.0
+        try:
+            self.machine = ScanMachine(*self.spec)
+        except Unsupported as exc:
+            refused = f"machine: {exc}"
+
+    def __call__(self, args, length):
+        """The outputs of the scan, or None: the replay runs."""
+        global refused
+        if not self.numba_tried and self.numba_due(length):
+            self.numba_tried = True
+            if NUMBA and lower_numba.available():
+                try:
+                    self.numba = CompiledScan(*self.spec)
+                except Unsupported as exc:
+                    refused = f"numba: {exc}"
+        if self.numba is not None:
+            try:
+                out = self.numba(args, length)
+                runs["numba"] += 1
+                return out
+            except Exception as exc:   # (numba's compiler failed: the next tier down runs)
+                self.numba, refused = None, f"numba: {exc}"
+        if self.machine is None:
+            return None
+        t0 = time.perf_counter()
+        out = self.machine(args, length)
+        self.spent += time.perf_counter() - t0
+        runs["machine"] += 1
+        return out
+
+    def numba_due(self, length):
+        if self.machine is None:
+            return length * len(self.spec[0].prog.eqns) >= NUMBA_MIN_WORK
+        return self.spent >= NUMBA_AFTER
+
+
+def compiled_scan(body, args, length, reverse, nc, ncarry, save):
+    """The tiers of this scan (cached on ``body``, a ``_Body``: its program's shapes and dtypes
+    are fixed), or None: the replay runs."""
+    if not ENABLED or length * len(body.prog.eqns) < MIN_WORK \
+            or body.prog.backend.name != "numpy":
+        return None
+    if not all(isinstance(a, (np.ndarray, np.generic)) for a in args):
+        return None
+    key = (reverse, save, nc)
+    cache = body.compiled
+    if key not in cache:
+        cache[key] = _Tiers(body, nc, ncarry, reverse, save)
+    return cache[key]

@@ -1,0 +1,232 @@
+"""A scan's body as scalar statements: what the compiled tiers of a scan share (NOTE [compiled
+scan] in ``scan.py``).
+
+The body's arrays have static, small shapes, so a compiled body is *scalar*: each element of
+each value is one local (one variable of the generated source, one register of the machine),
+each elementwise instruction one statement per element, and the structural instructions
+(indexing, reshape, concat, broadcast, permute, flip...) make no statement at all: they only
+rename elements. Which element of the inputs each output element is comes from running the
+primitive's own NumPy implementation on arrays of element numbers, so there is one rule for all
+of them (``gather``), and the transposes (``index_add``) and reductions (``sum``) use the same
+element numbers.
+
+``_Lowering`` walks the program; a tier says what a statement is: ``literal`` (a scalar of the
+source), ``scalar`` (one statement: an operation by name, see ``OPERATIONS``, on scalars of one
+dtype) and ``cast`` (an operand converted to another dtype).
+"""
+
+import numpy as np
+
+from .lower_numba import _BINARY, _UNARY, _size
+from .replay import _callable
+
+# a value of more elements makes the body replayed (its elements are locals)
+MAX_ELEMENTS = 256
+
+_STRUCTURAL = ("getitem", "reshape", "concat", "broadcast_to", "permute_dims", "flip", "roll",
+               "tile", "repeat", "copy", "stop_gradient", "positive")
+_COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+_LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
+# the operations a statement may be, beside _COMPARE and _LOGICAL: "copy" (its operand, cast by
+# ``cast``), "where" (bool, a, b), "pow_or_sqrt" (a ** b, NumPy's sqrt where b == 0.5)
+_MORE = ("maximum", "minimum", "floor", "ceil", "reciprocal", "sign")
+OPERATIONS = (tuple(_BINARY) + tuple(_UNARY) + _MORE + _COMPARE + _LOGICAL
+              + ("copy", "where", "pow_or_sqrt"))
+# the arithmetic kept in an integer dtype (the rest is refused there)
+_INT_OK = ("add", "subtract", "multiply", "negative", "positive", "square", "abs")
+
+
+class Unsupported(Exception):
+    """The body has something this tier does not compile: another tier or the replay runs."""
+
+
+def _getitem():
+    from .._core import _core
+    return _core._PRIMITIVES["getitem"]
+
+
+class _Lowering:
+    """The scalar statements of one body; subclasses say what a statement is."""
+
+    # the dtypes this tier computes in
+    DTYPES = ("float32", "float64", "int32", "int64", "bool")
+
+    def __init__(self, prog):
+        self.prog = prog
+        self.names = {}     # Var -> list of scalars (C order)
+        self.types = {}     # Var -> dtype name
+
+    # -- what a tier defines
+    def literal(self, value, dt):
+        """A scalar ``value`` in dtype ``dt``, as NumPy converts a Python scalar (weak)."""
+        raise NotImplementedError
+
+    def scalar(self, v, k, op, args, dt):
+        """The scalar of element ``k`` of ``v``: operation ``op`` on scalars ``args`` of dtype
+        ``dt`` (of dtype bool for the condition of "where")."""
+        raise NotImplementedError
+
+    def cast(self, x, src, dt):
+        """Scalar ``x`` of dtype ``src`` as dtype ``dt``."""
+        raise NotImplementedError
+
+    def total(self, v, k, args, dt):
+        """The sum of ``args`` in order (left to right, as a Python expression)."""
+        acc = args[0] if args else self.literal(0, dt)
+        for j, x in enumerate(args[1:]):
+            acc = self.scalar(v, f"{k}_{j}", "add", [acc, x], dt)
+        return acc
+
+    # -- the walk
+    def dtype_name(self, dtype):
+        name = getattr(dtype, "name", None)
+        if name not in self.DTYPES:
+            raise Unsupported(f"dtype {dtype}")
+        return name
+
+    def define(self, v, names):
+        if len(names) != _size(v.shape):
+            raise Unsupported("element count")
+        self.names[v] = names
+        self.types[v] = self.dtype_name(v.dtype)
+
+    def define_constants(self):
+        """The program's constants as literals (no statements)."""
+        for v, c in self.prog.consts.items():
+            c = np.asarray(c)
+            if c.size > MAX_ELEMENTS:
+                raise Unsupported("a large constant")
+            if tuple(c.shape) != tuple(v.shape) or c.dtype.name != self.dtype_name(v.dtype):
+                raise Unsupported("a constant of another type")
+            self.define(v, [self.literal(x, c.dtype.name) for x in c.ravel().tolist()])
+
+    def operand(self, a, out_shape, dt):
+        """Per element of ``out_shape``: operand ``a`` (broadcast) as scalars of dtype ``dt``."""
+        n = _size(out_shape)
+        if not hasattr(a, "shape"):
+            return [self.literal(a.value, dt)] * n
+        names = self.names[a]
+        src = self.types[a]
+        idx = np.broadcast_to(np.arange(len(names)).reshape(a.shape), out_shape).ravel()
+        if src == dt:
+            return [names[i] for i in idx]
+        cast = {}
+        return [cast.setdefault(i, self.cast(names[i], src, dt)) for i in idx]
+
+    def eqn(self, e):
+        name = e.prim.xp_name or e.prim.name
+        if e.prim.multiple_results or len(e.outs) != 1 or getattr(e.prim, "prog", None):
+            raise Unsupported(e.prim.name)
+        out = e.outs[0]
+        if _size(out.shape) > MAX_ELEMENTS:
+            raise Unsupported("a large value")
+        dt = self.dtype_name(out.dtype)
+        if e.prim.name in _STRUCTURAL:
+            return self.gather(e, out)
+        if e.prim.name == "index_add":
+            return self.index_add(e, out, dt)
+        if e.prim.name == "sum":
+            return self.sum(e, out, dt)
+        if e.prim.name in ("zeros_like", "ones_like", "full_like"):
+            value = {"zeros_like": 0, "ones_like": 1}.get(e.prim.name,
+                                                         e.params.get("fill_value"))
+            return self.define(out, [self.literal(value, dt)] * _size(out.shape))
+        if e.prim.name == "astype":
+            if dt.startswith("int") and self.types[e.ins[0]].startswith("float"):
+                # (NumPy's cast of nan or of a value out of range is its own; C's differs)
+                raise Unsupported("a cast of floats to integers")
+            return self.elementwise(e, out, dt, "copy", [dt])
+        if e.prim.name == "where":
+            return self.elementwise(e, out, dt, "where", ["bool", dt, dt])
+        if not e.prim.elementwise or e.params:
+            raise Unsupported(e.prim.name)
+        if name in _COMPARE:
+            cdt = self.common(e.ins)
+            return self.elementwise(e, out, dt, name, [cdt, cdt])
+        if name in _LOGICAL:
+            return self.elementwise(e, out, dt, name, ["bool"] * len(e.ins))
+        table = _BINARY if len(e.ins) == 2 else _UNARY if len(e.ins) == 1 else {}
+        if (name not in table and name not in _MORE) or name not in OPERATIONS \
+                or (not dt.startswith("float") and name not in _INT_OK):
+            raise Unsupported(name)
+        if name == "pow" and dt.startswith("float"):
+            # (NumPy's power takes sqrt for an exponent 0.5 that is one number, a literal, a 0-d
+            # or a broadcast array: (-inf) ** 0.5 is nan there, inf in C's pow)
+            y = e.ins[1]
+            if not hasattr(y, "shape"):
+                if isinstance(y.value, (int, float)) and y.value == 0.5:
+                    return self.elementwise(e, out, dt, "sqrt", [dt, dt])
+            elif y.shape == () or tuple(y.shape) != tuple(out.shape):
+                return self.elementwise(e, out, dt, "pow_or_sqrt", [dt, dt])
+        return self.elementwise(e, out, dt, name, [dt] * len(e.ins))
+
+    def common(self, ins):
+        dts = [np.dtype(self.types[a]) for a in ins if hasattr(a, "shape")]
+        if not dts:
+            raise Unsupported("a comparison of literals")
+        dt = np.result_type(*dts).name
+        if any(isinstance(a.value, float) for a in ins if not hasattr(a, "shape")) \
+                and not dt.startswith("float"):
+            raise Unsupported("an integer compared with a float literal")
+        return self.dtype_name(np.dtype(dt))
+
+    def elementwise(self, e, out, dt, op, in_dts):
+        ops = [self.operand(a, out.shape, d) for a, d in zip(e.ins, in_dts)]
+        if op == "copy" and self.types.get(e.ins[0]) == dt:   # (a cast to its own dtype)
+            return self.define(out, ops[0])
+        self.define(out, [self.scalar(out, k, op, list(args), dt)
+                          for k, args in enumerate(zip(*ops))] if ops else [])
+
+    def positions(self, e, arrays):
+        """The primitive's NumPy implementation on arrays of element numbers."""
+        fn, takes_xp = _callable(e.prim, self.prog.backend)
+        try:
+            r = fn(*([np] if takes_xp else []), *arrays, **e.params)
+        except Exception as exc:   # (a parameter the element numbers do not take)
+            raise Unsupported(f"{e.prim.name}: {exc}")
+        return np.asarray(r)
+
+    def gather(self, e, out):
+        flat, arrays = [], []
+        for a in e.ins:
+            if not hasattr(a, "shape"):
+                raise Unsupported(f"a literal argument of {e.prim.name}")
+            if self.types[a] != self.dtype_name(out.dtype):
+                raise Unsupported(f"{e.prim.name} changing the dtype")
+            arrays.append(np.arange(len(flat), len(flat) + len(self.names[a]))
+                          .reshape(a.shape))
+            flat += self.names[a]
+        pos = self.positions(e, arrays)
+        if tuple(pos.shape) != tuple(out.shape) or pos.dtype.kind != "i":
+            raise Unsupported(f"{e.prim.name} on element numbers")
+        self.define(out, [flat[i] for i in pos.ravel()])
+
+    def index_add(self, e, out, dt):
+        if len(e.ins) != 2 or not hasattr(e.ins[0], "shape"):
+            raise Unsupported("index_add with index arrays")
+        base, v = e.ins
+        fn, takes_xp = _callable(_getitem(), self.prog.backend)
+        try:
+            pos = np.asarray(fn(*([np] if takes_xp else []),
+                                np.arange(_size(base.shape)).reshape(base.shape),
+                                key=e.params["key"]))
+        except Exception as exc:
+            raise Unsupported(f"index_add: {exc}")
+        vals = self.operand(v, pos.shape, dt)
+        cur = list(self.operand(base, out.shape, dt))
+        for k, (p, x) in enumerate(zip(pos.ravel(), vals)):
+            cur[p] = self.scalar(out, f"{p}_{k}", "add", [cur[p], x], dt)
+        self.define(out, cur)
+
+    def sum(self, e, out, dt):
+        (a,) = e.ins
+        nd = len(a.shape)
+        axis = e.params.get("axis")
+        axes = tuple(range(nd)) if axis is None else \
+            tuple(x % nd for x in (axis if isinstance(axis, tuple) else (axis,)))
+        rest = [d for d in range(nd) if d not in axes]
+        rows = np.transpose(np.arange(_size(a.shape)).reshape(a.shape), rest + list(axes))
+        rows = rows.reshape(_size(out.shape), -1)
+        names = self.operand(a, a.shape, dt)
+        self.define(out, [self.total(out, k, [names[i] for i in row], dt)
+                          for k, row in enumerate(rows)])

@@ -39,6 +39,9 @@ _ONE_CHUNK_BYTES = 1 << 20   # ones_like of an array this small is one chunk
 _ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
 _PADDED = "_arrayad_padded"   # attribute of a slice's padded cotangent: (axis, start, v), where
                               # the array is v at [start, start + len) of axis and zero elsewhere
+_SCALED = "_arrayad_scaled"   # attribute of a product by a small factor: (factor, base), where
+                              # the array is base * factor (see _multiply)
+_SMALL = 16   # a factor is small when it has at most 1/_SMALL of the other operand's elements
 
 
 def _mark(out, tag, value=True):
@@ -138,7 +141,58 @@ def _multiply(x1, x2, /):
                 np.broadcast_shapes(a.shape, b.shape) == b.shape and \
                 np.result_type(a.dtype, b.dtype) == b.dtype:
             return b
+    # A large array times a small factor (a Python number, a per-row scale, a lazy broadcast's
+    # source) keeps the factor and its base (_SCALED): a matrix product of it scales the small
+    # product instead (_DaskNamespace.matmul), as a hand-written gradient does. The VJP of
+    # mean((X @ W - y) ** 2) multiplies the (n, B) residual by 2 and by the mean's 1 / n, two
+    # passes over it and 1.35x the hand-written time of per-sample gradients under vmap; the
+    # products left unused are never computed.
+    for a, b in ((x1, x2), (x2, x1)):
+        f = _small_factor(a, b)
+        if f is not None:
+            out = _lazy_multiply(x1, x2)
+            if tuple(out.shape) == tuple(b.shape) and out.dtype == b.dtype:
+                _mark(out, _SCALED, (f, b, _names(f, b)))
+            return out
     return _lazy_multiply(x1, x2)
+
+
+def _small_factor(a, b):
+    """``a`` (a lazy broadcast's source for one) when ``b * a`` scales the Dask array ``b`` by a
+    small factor of its dtype (see _multiply), else None."""
+    if type(b) is not da.Array or any(s != s for s in b.shape):
+        return None
+    if type(a) in (int, float):
+        return a if b.dtype.kind in "fc" else None
+    if not isinstance(a, (da.Array, np.ndarray)):
+        return None
+    src = _source(a)
+    shape = tuple(src.shape)
+    if any(s != s for s in shape) or src.dtype != b.dtype or \
+            _SMALL * _numel(src) > _numel(b) or \
+            np.broadcast_shapes(shape, tuple(b.shape)) != tuple(b.shape):
+        return None
+    return src
+
+
+def _names(*arrays):
+    return tuple(getattr(a, "name", None) for a in arrays)
+
+
+def _unscaled(x, axis):
+    """``x`` as ``base * f1 * f2 ...`` (its _SCALED factors, each of size one along ``axis``):
+    (base, [f1, f2, ...])."""
+    factors = []
+    while True:
+        tag = _marked(x, _SCALED)
+        if tag is None or _names(*tag[:2]) != tag[2]:   # (a factor or the base written since)
+            return x, factors
+        f, base, _ = tag
+        shape = (1,) * (x.ndim - np.ndim(f)) + tuple(np.shape(f))
+        if shape[axis] != 1:
+            return x, factors
+        factors.append(f)
+        x = base
 
 
 _lazy_multiply = _lazy(compat_dask.multiply)
@@ -488,6 +542,16 @@ class _DaskNamespace:
         if _marked(x1, _EYE) and x2.ndim >= 1 and \
                 x2.shape[-2 if x2.ndim > 1 else 0] == x1.shape[0]:
             return x2 if x2.dtype == dtype else x2.astype(dtype)
+        if x1.ndim >= 2 and x2.ndim >= 2:
+            # (f1 * b1) @ (b2 * f2) is (b1 @ b2) * f1 * f2 where f1 is one number per row of
+            # b1 and f2 one per column of b2 (see _multiply)
+            b1, f1 = _unscaled(x1, -1)
+            b2, f2 = _unscaled(x2, -2)
+            if f1 or f2:
+                out = compat_dask.matmul(b1, b2)
+                for f in f1 + f2:
+                    out = out * f
+                return out
         return compat_dask.matmul(x1, x2)
 
     @staticmethod

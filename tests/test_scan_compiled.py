@@ -29,7 +29,7 @@ def compiled(request, monkeypatch):
     """Every scan on NumPy compiled, whatever its length (and traced: no plain Python loop): by
     the machine (numba only for the bodies the machine does not take), or by numba at once;
     counts the compiled runs."""
-    monkeypatch.setattr(tiers, "MIN_WORK", 0)
+    monkeypatch.setattr(tiers, "MIN_STEPS", 0)
     monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
     monkeypatch.setattr(tiers, "ENABLED", True)
     monkeypatch.setattr(tiers, "NUMBA", True)
@@ -289,7 +289,7 @@ def test_unsupported_instruction_falls_back_to_the_replay(compiled):
 def test_short_scans_are_replayed():
     start = sum(tiers.runs.values())
     F.grad(lambda p: F.scan(lambda c, x: (c * p + x, None), 1.0, np.ones(40))[0])(0.5)
-    assert sum(tiers.runs.values()) == start   # (40 steps of one instruction: below MIN_WORK)
+    assert sum(tiers.runs.values()) == start   # (40 steps: below MIN_STEPS)
 
 
 def test_switched_off(compiled, monkeypatch):
@@ -460,3 +460,40 @@ def test_each_operation_against_the_replay(compiled, name):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(rep))
     np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(rep[rep == 0]))
     np.testing.assert_allclose(got, rep, rtol=5e-16, atol=0)
+
+
+@pytest.mark.parametrize("shapes", ["matrix-vector", "vector-matrix", "batched"])
+def test_matrix_products_in_a_recurrence_against_jax_and_the_replay(compiled, shapes):
+    """A recurrent cell (tanh(W @ h + U @ x + b)) and its gradient: the products' elements as
+    in-order sums of products, in both tiers, against the replay and JAX."""
+    rng = np.random.default_rng(8)
+    H, D = 5, 3
+    W, U, b = 0.4 * rng.standard_normal((H, H)), 0.4 * rng.standard_normal((H, D)), \
+        0.1 * rng.standard_normal(H)
+    xs = rng.standard_normal((12, D))
+
+    def loss(xp, scan):
+        def f(W, U, b):
+            def step(h, x):
+                if shapes == "matrix-vector":
+                    z = W @ h + U @ x
+                elif shapes == "vector-matrix":
+                    z = h @ W.T + x @ U.T
+                else:   # (a stack of two matrices times a stack of two columns)
+                    z = xp.sum(xp.stack([W, W.T]) @ xp.stack([h, h])[:, :, None], axis=0)[:, 0] \
+                        / 2 + U @ x
+                h = xp.tanh(z + b)
+                return h, xp.sum(h * h)
+            h, ys = scan(step, xp.zeros(H), xs)
+            return xp.sum(ys) + xp.sum(h)
+        return f
+
+    g = F.grad(loss(ad, F.scan), argnums=(0, 1, 2))(W, U, b)
+    assert compiled.tier_runs == compiled.runs == 2
+    rep = replayed(F.grad(loss(ad, F.scan), argnums=(0, 1, 2)), W, U, b)
+    for a, r in zip(g, rep):
+        np.testing.assert_allclose(to_numpy(a), to_numpy(r), rtol=1e-13, atol=1e-14)
+    if jax is not None:
+        ref = jax.grad(loss(jnp, lax.scan), argnums=(0, 1, 2))(W, U, b)
+        for a, r in zip(g, ref):
+            np.testing.assert_allclose(to_numpy(a), np.asarray(r), rtol=1e-12, atol=1e-13)

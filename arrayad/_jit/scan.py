@@ -5,7 +5,7 @@ NOTE [compiled scan]
 The replay of a scan (``_scan_impl`` in ``arrayad/_control.py``) makes one NumPy call per
 instruction of the body per step: on the small arrays of an ODE integrator or a recurrence
 (4 elements), each call costs a microsecond of dispatch for nanoseconds of arithmetic. On NumPy,
-a scan of at least ``MIN_WORK`` steps x instructions whose body is made of instructions that
+a scan of at least ``MIN_STEPS`` steps whose body is made of instructions that
 ``scan_lower.py`` knows runs its whole loop in one of two tiers instead, the way a JIT compiler
 runs a function in its interpreter first and compiles it once it has shown itself hot:
 
@@ -37,9 +37,9 @@ from .scan_numba import CompiledScan
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_COMPILED", "1") != "0"
 NUMBA = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
-# a tier from this many steps x instructions on (the replay's microsecond per instruction and
-# step against the milliseconds of lowering a body)
-MIN_WORK = 20_000
+# a tier from this many steps on: lowering a body costs about 40 us per instruction, as much as
+# replaying 40 of its steps (a microsecond per instruction and step)
+MIN_STEPS = 50
 # numba at once for a body the machine does not take, from this many (about half a second of
 # replay: compiling takes a second the first time)
 NUMBA_MIN_WORK = 500_000
@@ -96,7 +96,7 @@ class _Tiers:
 def compiled_scan(body, args, length, reverse, nc, ncarry, save):
     """The tiers of this scan (cached on ``body``, a ``_Body``: its program's shapes and dtypes
     are fixed), or None: the replay runs."""
-    if not ENABLED or length * len(body.prog.eqns) < MIN_WORK \
+    if not ENABLED or length < MIN_STEPS \
             or body.prog.backend.name != "numpy":
         return None
     if not all(isinstance(a, (np.ndarray, np.generic)) for a in args):

@@ -22,6 +22,9 @@ from .replay import _callable
 
 # a value of more elements makes the body replayed (its elements are locals)
 MAX_ELEMENTS = 256
+# a matrix product of more scalar products is left to the replay's one BLAS call (a 16 x 16
+# matrix times a vector, 256 products, runs 3x faster in the machine than replayed)
+MAX_PRODUCTS = 1024
 
 _STRUCTURAL = ("getitem", "reshape", "concat", "broadcast_to", "permute_dims", "flip", "roll",
                "tile", "repeat", "copy", "stop_gradient", "positive")
@@ -127,6 +130,8 @@ class _Lowering:
             return self.index_add(e, out, dt)
         if e.prim.name == "sum":
             return self.sum(e, out, dt)
+        if e.prim.name == "matmul":
+            return self.matmul(e, out, dt)
         if e.prim.name in ("zeros_like", "ones_like", "full_like"):
             value = {"zeros_like": 0, "ones_like": 1}.get(e.prim.name,
                                                          e.params.get("fill_value"))
@@ -230,3 +235,29 @@ class _Lowering:
         names = self.operand(a, a.shape, dt)
         self.define(out, [self.total(out, k, [names[i] for i in row], dt)
                           for k, row in enumerate(rows)])
+
+    def matmul(self, e, out, dt):
+        """Each element of the product as the sum, in order, of its k products (NumPy's BLAS may
+        round a dot product differently)."""
+        a, b = e.ins
+        if not (hasattr(a, "shape") and hasattr(b, "shape")) or not dt.startswith("float"):
+            raise Unsupported("matmul of literals or integers")
+        ia = np.arange(_size(a.shape)).reshape(a.shape)
+        ib = np.arange(_size(b.shape)).reshape(b.shape)
+        ia = ia[None, :] if ia.ndim == 1 else ia   # (a vector on the left: one row)
+        ib = ib[:, None] if ib.ndim == 1 else ib   # (on the right: one column)
+        batch = np.broadcast_shapes(ia.shape[:-2], ib.shape[:-2])
+        if _size(batch) * ia.shape[-2] * ia.shape[-1] * ib.shape[-1] > MAX_PRODUCTS:
+            raise Unsupported("a large matmul")
+        ia = np.broadcast_to(ia, batch + ia.shape[-2:]).reshape(-1, *ia.shape[-2:])
+        ib = np.broadcast_to(ib, batch + ib.shape[-2:]).reshape(-1, *ib.shape[-2:])
+        an, bn = self.operand(a, a.shape, dt), self.operand(b, b.shape, dt)
+        names = []
+        for m, (ma, mb) in enumerate(zip(ia, ib)):
+            for i in range(ma.shape[0]):
+                for j in range(mb.shape[1]):
+                    k = len(names)
+                    terms = [self.scalar(out, f"{k}_{t}", "multiply", [an[p], bn[q]], dt)
+                             for t, (p, q) in enumerate(zip(ma[i], mb[:, j]))]
+                    names.append(self.total(out, k, terms, dt))
+        self.define(out, names)

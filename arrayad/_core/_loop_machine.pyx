@@ -2,9 +2,12 @@
 """A register machine that runs a scan's loop of scalar statements in C (NOTE [scan machine]
 in ``arrayad/_jit/scan_machine.py``).
 
-Every value is a double in the register file ``r`` (a bool is 0.0 or 1.0). One instruction is
-a row ``(opcode, destination, a, b, c)`` of register numbers. The arithmetic is C's on doubles
-(IEEE: no exception, 1/0 is inf), and the functions are libm's, as in NumPy's float64 loops.
+Every value is a double in the register file ``r`` (a bool is 0.0 or 1.0, a float32 a double
+that float32 represents). One instruction is a row ``(opcode, destination, a, b, c)`` of
+register numbers; an opcode with ``ROUND32`` added rounds its result to float32 (for +, -, *, /
+and sqrt that is float32's own correctly rounded result: a double holds the exact one to more
+than twice float32's precision). The arithmetic is C's on doubles (IEEE: no exception, 1/0 is
+inf), and the functions are libm's, as in NumPy's float64 loops.
 """
 from libc.math cimport (acos, acosh, asin, asinh, atan, atan2, atanh, ceil, cos, cosh, exp,
                         expm1, fabs, floor, hypot, log, log1p, log2, log10, pow, sin, sinh,
@@ -16,6 +19,11 @@ cdef enum Op:
     SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, TANH, ASINH, ACOSH, ATANH, FLOOR, CEIL,
     EQUAL, NOT_EQUAL, LESS, LESS_EQUAL, GREATER, GREATER_EQUAL,
     LOGICAL_AND, LOGICAL_OR, LOGICAL_XOR, LOGICAL_NOT, TRUTH, WHERE, POW_OR_SQRT, COPY
+
+cdef enum:
+    _ROUND32 = 256
+# added to an opcode: its result rounded to float32
+ROUND32 = _ROUND32
 
 # the opcode of each operation's name (the names of arrayad's primitives where there is one)
 OPCODES = {
@@ -41,9 +49,13 @@ cdef inline double _b(bint v) noexcept nogil:
 cdef inline void _step(const int[:, ::1] code, double[::1] r) noexcept nogil:
     cdef Py_ssize_t k
     cdef int op
+    cdef bint round32
     cdef double a, b
     for k in range(code.shape[0]):
         op = code[k, 0]
+        round32 = op >= _ROUND32
+        if round32:
+            op -= _ROUND32
         a = r[code[k, 2]]
         b = r[code[k, 3]]
         if op == ADD:
@@ -144,7 +156,7 @@ cdef inline void _step(const int[:, ::1] code, double[::1] r) noexcept nogil:
         elif op == WHERE:
             a = b if a != 0 else r[code[k, 4]]
         # (COPY: a as it is)
-        r[code[k, 1]] = a
+        r[code[k, 1]] = <double><float>a if round32 else a
 
 
 def run(Py_ssize_t n, bint reverse, const int[:, ::1] code, double[::1] r,

@@ -10,13 +10,14 @@ a scan of at least ``MIN_STEPS`` steps whose body is made of instructions that
 runs a function in its interpreter first and compiles it once it has shown itself hot:
 
 1. the machine (``scan_machine.py``, NOTE [scan machine]): the body's scalar statements as the
-   instructions of a register machine in Cython, in float64. Nothing to compile, no start-up:
-   the first call of ``jit(grad)`` of the RK4 benchmark (10,000 steps) takes about 0.1 s.
+   instructions of a register machine in Cython, in doubles (float64, float32 rounded, bool).
+   Nothing to compile, no start-up: the first call of ``jit(grad)`` of the RK4 benchmark
+   (10,000 steps) takes a few tens of milliseconds.
 2. numba (``scan_numba.py``): the whole loop as one ``numba.njit`` function, about ten times
    faster than the machine, but its compilation costs about a second the first time (0.2 s in a
    later process, from numba's on-disk cache). It is compiled once the machine has spent
    ``NUMBA_AFTER`` seconds in that scan, so that a program never loses more than about the
-   compile time to the tiering; for a body the machine does not take (float32, integers) at
+   compile time to the tiering; for a body the machine does not take (integer values) at
    once, from ``NUMBA_MIN_WORK`` steps x instructions.
 
 The VJP of a scan is a scan of the body's pullback, so the backward pass runs the same way.

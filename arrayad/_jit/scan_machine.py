@@ -10,11 +10,12 @@ with the GIL released. Nothing is compiled, so it runs at once: lowering the RK4
 forward and backward bodies (about 650 statements) takes about 30 ms, and an instruction about
 3 ns, where the replay spends a microsecond of NumPy's dispatch per instruction and step.
 
-It computes in float64 (and bool, as 0.0 and 1.0): a body with another dtype (float32, an
-integer counter) is left to numba or the replay. The arithmetic is IEEE's in C (1/0 is inf,
-no warning), the functions libm's (an ulp from NumPy's own loops at most, as numba's), NumPy's
-special cases are kept as the numba tier keeps them (sqrt for a power of 0.5, sign, maximum and
-minimum of nan), and a sum adds in order.
+It computes in doubles: float64, float32 (each float32 result rounded to float32, which gives
+float32's own result for arithmetic and sqrt) and bool (0.0 and 1.0); a body with an integer
+value (a counter) is left to numba or the replay. The arithmetic is IEEE's in C (1/0 is inf,
+no warning), the functions libm's in double (an ulp from NumPy's own loops at most, as numba's),
+NumPy's special cases are kept as the numba tier keeps them (sqrt for a power of 0.5, sign,
+maximum and minimum of nan), and a sum adds in order.
 """
 
 import struct
@@ -32,7 +33,7 @@ _NO_REGISTER = 0   # (an unused operand of an instruction: any register reads)
 class _MachineLowering(_Lowering):
     """The body's scalar statements as registers and instructions."""
 
-    DTYPES = ("float64", "bool")
+    DTYPES = ("float64", "float32", "bool")
 
     def __init__(self, prog):
         super().__init__(prog)
@@ -51,7 +52,7 @@ class _MachineLowering(_Lowering):
             v = 1.0 if value else 0.0
         elif isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
             try:
-                v = float(value)
+                v = float(np.dtype(dt).type(value))   # (as NumPy converts a Python scalar)
             except OverflowError:
                 raise Unsupported(f"literal {value!r}") from None
         else:
@@ -64,15 +65,21 @@ class _MachineLowering(_Lowering):
     def scalar(self, v, k, op, args, dt):
         if op in ("copy", "positive"):   # (a cast is made by ``cast``)
             return args[0]
+        return self.instruction(op, args, dt)
+
+    def instruction(self, op, args, dt):
         dest = self.register()
         a, b, c = (list(args) + [_NO_REGISTER] * 3)[:3]
-        self.code.append((_OPCODES[op], dest, a, b, c))
+        code = _OPCODES[op] + (_loop_machine.ROUND32 if dt == "float32" else 0)
+        self.code.append((code, dest, a, b, c))
         return dest
 
     def cast(self, x, src, dt):
         if dt == "bool":
-            return self.scalar(None, None, "truth", [x], dt)
-        return x   # (a bool is already 0.0 or 1.0)
+            return self.instruction("truth", [x], dt)
+        if dt == "float32" and src == "float64":
+            return self.instruction("copy", [x], dt)
+        return x   # (a bool is 0.0 or 1.0, a float32 is a float64)
 
 
 def _registers(low, vs):

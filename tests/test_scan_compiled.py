@@ -12,6 +12,11 @@ from arrayad._pytree import tree_flatten, tree_unflatten
 
 from conftest import to_numpy
 
+try:   # (the control-flow suite's table of cases, run below with every scan compiled)
+    import test_control_flow as control_cases
+except pytest.skip.Exception:   # (it needs JAX)
+    control_cases = None
+
 from arrayad._jit import lower_numba, scan as tiers, scan_lower, scan_numba
 
 try:
@@ -502,3 +507,19 @@ def test_matrix_products_in_a_recurrence_against_jax_and_the_replay(compiled, sh
         ref = jax.grad(loss(jnp, lax.scan), argnums=(0, 1, 2))(W, U, b)
         for a, r in zip(g, ref):
             np.testing.assert_allclose(to_numpy(a), np.asarray(r), rtol=1e-12, atol=1e-13)
+
+
+@needs_jax
+@pytest.mark.parametrize("case", control_cases.ALL if control_cases else [],
+                         ids=lambda c: c.__name__)
+def test_control_flow_cases_in_the_compiled_tiers(compiled, case):
+    """The control-flow suite's cases (scan, fori_loop, while_loop, cond and switch inside
+    them...) with every scan compiled: values, jit, and the gradients, against JAX."""
+    jp = jnp.asarray(control_cases.P)
+    f, g = control_cases._ad(case), control_cases._jx(case)
+    control_cases._close(f(control_cases.P), g(jp))
+    control_cases._close(ad.jit(f)(control_cases.P), g(jp))
+    control_cases._close(F.jacfwd(f)(control_cases.P), jax.jacfwd(g)(jp))
+    if case in control_cases.REV:
+        control_cases._close(F.grad(f)(control_cases.P), jax.grad(g)(jp))
+        control_cases._close(ad.jit(F.grad(f))(control_cases.P), jax.grad(g)(jp))

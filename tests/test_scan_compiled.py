@@ -281,12 +281,12 @@ def test_length_zero_and_ys_only(compiled):
 
 
 def test_unsupported_instruction_falls_back_to_the_replay(compiled):
-    def step(c, x):   # (a cumulative sum: no rule in the lowerer)
-        return c + ad.cumulative_sum(x), ad.sum(c)
-    xs = np.arange(12.0).reshape(4, 3)
+    def step(c, x):   # (a sort: no rule in the lowerer)
+        return c + ad.sort(x), ad.sum(c)
+    xs = np.arange(12.0).reshape(4, 3)[:, ::-1]
     c, ys = F.scan(step, np.zeros(3), xs)
-    assert compiled.runs == 0 and "cumulative_sum" in tiers.refused
-    ref = python_scan(lambda c, x: (c + np.cumsum(x), np.sum(c)), np.zeros(3), xs)
+    assert compiled.runs == 0 and "sort" in tiers.refused
+    ref = python_scan(lambda c, x: (c + np.sort(x), np.sum(c)), np.zeros(3), xs)
     np.testing.assert_allclose(to_numpy(c), ref[0])
     np.testing.assert_allclose(to_numpy(ys), ref[1])
 
@@ -523,3 +523,42 @@ def test_control_flow_cases_in_the_compiled_tiers(compiled, case):
     if case in control_cases.REV:
         control_cases._close(F.grad(f)(control_cases.P), jax.grad(g)(jp))
         control_cases._close(ad.jit(F.grad(f))(control_cases.P), jax.grad(g)(jp))
+
+
+def test_reductions_against_the_replay_and_jax(compiled):
+    """sum, prod, max and min over axes, with keepdims, the cumulative sum and product (with
+    include_initial), in the body and in its gradient (max's ties share the cotangent; prod's
+    VJP is made of cumulative products), nan and signed zeros kept as NumPy keeps them."""
+    def step(xp):
+        def f(c, x):
+            m = xp.reshape(x, (2, 3)) * c
+            y = xp.max(m, axis=1) + xp.min(m, axis=0, keepdims=True)[0, :2] \
+                + xp.prod(m[:, :2] * 0.5 + 1.0, axis=0) + xp.sum(m, axis=1)
+            w = xp.cumulative_prod(m * 0.3, axis=1, include_initial=True)[:, 1:] \
+                + xp.cumulative_sum(m, axis=0)
+            return c * 0.9 + 0.1 * xp.max(y) + 0.01 * xp.sum(w), \
+                xp.stack([xp.max(x), xp.min(x), xp.prod(x[:3]), xp.cumulative_sum(x)[-1]])
+        return f
+    xs = np.random.default_rng(9).standard_normal((10, 6))
+    xs[3, 2] = xs[3, 4]   # (a tie for max and min)
+    got = leaves(F.scan(step(ad), np.array(1.0), xs))
+    assert compiled.tier_runs == compiled.runs == 1
+    rep = leaves(replayed(F.scan, step(ad), np.array(1.0), xs))
+    for g, r in zip(got, rep):
+        np.testing.assert_allclose(to_numpy(g), to_numpy(r), rtol=1e-14, atol=1e-15)
+    loss = lambda xp, scan: lambda c0, xs: xp.sum(scan(step(xp), c0, xs)[1])  # noqa: E731
+    g = F.grad(loss(ad, F.scan), argnums=(0, 1))(np.array(1.0), xs)
+    assert compiled.tier_runs == compiled.runs == 3, tiers.refused
+    rep = replayed(F.grad(loss(ad, F.scan), argnums=(0, 1)), np.array(1.0), xs)
+    for a, b in zip(g, rep):
+        np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-13, atol=1e-14)
+    if jax is not None:
+        ref = jax.grad(loss(jnp, lax.scan), argnums=(0, 1))(1.0, xs)
+        for a, b in zip(g, ref):
+            np.testing.assert_allclose(to_numpy(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+    nan_edges = np.array([[np.nan, 1.0, 0.0, -0.0, 2.0, 2.0], [0.0, -0.0, -1.0, 3.0, np.nan, 1.0]])
+    with np.errstate(all="ignore"):
+        got = to_numpy(F.scan(step(ad), np.array(1.0), nan_edges)[1])
+        rep = to_numpy(replayed(F.scan, step(ad), np.array(1.0), nan_edges)[1])
+    np.testing.assert_array_equal(got, rep)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(rep))

@@ -35,6 +35,11 @@ _LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
 _MORE = ("maximum", "minimum", "floor", "ceil", "reciprocal", "sign")
 OPERATIONS = (tuple(_BINARY) + tuple(_UNARY) + _MORE + _COMPARE + _LOGICAL
               + ("copy", "where", "pow_or_sqrt"))
+# the reductions, each an in-order chain of its operation (NumPy's pairwise sum may round
+# otherwise beyond 8 elements; max and min keep NumPy's nan and, of equal values, the second)
+_REDUCTIONS = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+# the running reductions, in order as NumPy's (op, the initial value of include_initial)
+_CUMULATIVE = {"cumulative_sum": ("add", 0), "cumulative_prod": ("multiply", 1)}
 # the arithmetic kept in an integer dtype (the rest is refused there)
 _INT_OK = ("add", "subtract", "multiply", "negative", "positive", "square", "abs")
 
@@ -73,11 +78,18 @@ class _Lowering:
         """Scalar ``x`` of dtype ``src`` as dtype ``dt``."""
         raise NotImplementedError
 
-    def total(self, v, k, args, dt):
-        """The sum of ``args`` in order (left to right, as a Python expression)."""
-        acc = args[0] if args else self.literal(0, dt)
+    def total(self, v, k, args, dt, op="add"):
+        """``args`` combined in order by ``op`` (left to right, as a Python expression: a sum
+        by default)."""
+        if not args:
+            if op == "add":
+                return self.literal(0, dt)
+            if op == "multiply":
+                return self.literal(1, dt)
+            raise Unsupported(f"a {op} reduction of no element")
+        acc = args[0]
         for j, x in enumerate(args[1:]):
-            acc = self.scalar(v, f"{k}_{j}", "add", [acc, x], dt)
+            acc = self.scalar(v, f"{k}_{j}", op, [acc, x], dt)
         return acc
 
     # -- the walk
@@ -128,8 +140,10 @@ class _Lowering:
             return self.gather(e, out)
         if e.prim.name == "index_add":
             return self.index_add(e, out, dt)
-        if e.prim.name == "sum":
-            return self.sum(e, out, dt)
+        if e.prim.name in _REDUCTIONS:
+            return self.reduce(e, out, dt)
+        if e.prim.name in _CUMULATIVE:
+            return self.cumulative(e, out, dt)
         if e.prim.name == "matmul":
             return self.matmul(e, out, dt)
         if e.prim.name in ("zeros_like", "ones_like", "full_like"):
@@ -223,8 +237,10 @@ class _Lowering:
             cur[p] = self.scalar(out, f"{p}_{k}", "add", [cur[p], x], dt)
         self.define(out, cur)
 
-    def sum(self, e, out, dt):
+    def reduce(self, e, out, dt):
         (a,) = e.ins
+        if set(e.params) - {"axis", "keepdims"}:
+            raise Unsupported(f"{e.prim.name} with {sorted(e.params)}")
         nd = len(a.shape)
         axis = e.params.get("axis")
         axes = tuple(range(nd)) if axis is None else \
@@ -233,8 +249,33 @@ class _Lowering:
         rows = np.transpose(np.arange(_size(a.shape)).reshape(a.shape), rest + list(axes))
         rows = rows.reshape(_size(out.shape), -1)
         names = self.operand(a, a.shape, dt)
-        self.define(out, [self.total(out, k, [names[i] for i in row], dt)
+        op = _REDUCTIONS[e.prim.name]
+        self.define(out, [self.total(out, k, [names[i] for i in row], dt, op)
                           for k, row in enumerate(rows)])
+
+    def cumulative(self, e, out, dt):
+        (a,) = e.ins
+        op, initial = _CUMULATIVE[e.prim.name]
+        axis, first = e.params.get("axis"), e.params.get("include_initial", False)
+        if e.params.get("dtype") is not None and self.dtype_name(e.params["dtype"]) != dt:
+            raise Unsupported(f"{e.prim.name} changing the dtype")
+        if axis is None:
+            if len(a.shape) != 1:
+                raise Unsupported(f"{e.prim.name} without an axis")
+            axis = 0
+        axis %= len(a.shape)
+        names = self.operand(a, a.shape, dt)
+        rows = np.moveaxis(np.arange(_size(a.shape)).reshape(a.shape), axis, -1)
+        done = np.empty(rows.shape[:-1] + (rows.shape[-1] + bool(first),), object)
+        for row, at in enumerate(np.ndindex(rows.shape[:-1])):
+            acc = self.literal(initial, dt) if first else None
+            run = [acc] if first else []
+            for j, i in enumerate(rows[at]):
+                acc = names[i] if acc is None else \
+                    self.scalar(out, f"{row}_{j}", op, [acc, names[i]], dt)
+                run.append(acc)
+            done[at] = run
+        self.define(out, list(np.moveaxis(done, -1, axis).ravel()))
 
     def matmul(self, e, out, dt):
         """Each element of the product as the sum, in order, of its k products (NumPy's BLAS may

@@ -121,7 +121,9 @@ class _SourceLowering(_Lowering):
     def cast(self, x, src, dt):
         return f"({x} != 0)" if dt == "bool" else f"{_ctor(dt)}({x})"
 
-    def total(self, v, k, args, dt):
+    def total(self, v, k, args, dt, op="add"):
+        if op != "add":
+            return super().total(v, k, args, dt, op)
         return self.emit(v, k, " + ".join(args) or self.literal(0, dt))
 
 

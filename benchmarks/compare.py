@@ -177,6 +177,15 @@ def chain(xp, x):
     return xp.sum(chain_vec(xp, x))
 
 
+DEEP_STEPS = 200   # of 5 elementwise operations: a program 1,000 operations deep
+
+
+def deep(xp, x):
+    for _ in range(DEEP_STEPS):
+        x = xp.sin(x) * 0.5 + xp.cos(x * 0.7)
+    return xp.sum(x)
+
+
 def mlp_loss(xp, x, w1, w2, y):
     return xp.mean((xp.tanh(x @ w1) @ w2 - y) ** 2)
 
@@ -211,6 +220,7 @@ def make_data(seed=0):
     d["x1m"] = rng.standard_normal(1_000_000)
     d["x4k"] = rng.standard_normal(4096)
     d["x64k"] = rng.standard_normal(65536)
+    d["x64"] = rng.standard_normal(64)
     d["mlp_x"] = rng.standard_normal((64, 128))
     d["mlp_w1"] = rng.standard_normal((128, 256)) / np.sqrt(128)
     d["mlp_w2"] = rng.standard_normal((256, 10)) / np.sqrt(256)
@@ -354,15 +364,15 @@ class Workload:
 FUSED_NA = "fusion is measured on the large elementwise chains only"
 
 
-def _chain_grad_cell(key):
+def _chain_grad_cell(key, fn=chain):
     def cells(lib, d):
         x = d[key]
         if lib == "autograd":
-            g = autograd.grad(bind(chain, anp))
+            g = autograd.grad(bind(fn, anp))
             return lambda: g(x)
         if lib == "mygrad":
             raise NotApplicable("eager only (see eager16)")
-        return _transform_cell(lib, lambda T, xp: T.grad(bind(chain, xp)), [x])
+        return _transform_cell(lib, lambda T, xp: T.grad(bind(fn, xp)), [x])
 
     return cells
 
@@ -488,8 +498,8 @@ def _vmap_jacfwd_cell(lib, d):
     return _transform_cell(lib, lambda T, xp: vmap_of(T, T.jacfwd(bind(chain_vec, xp))), [X])
 
 
-def _floor_chain(key):
-    return lambda d: (lambda: chain(np, d[key]))
+def _floor_chain(key, fn=chain):
+    return lambda d: (lambda: fn(np, d[key]))
 
 
 def _floor_mlp(d):
@@ -617,6 +627,8 @@ WORKLOADS = [
              _chain_grad_cell("x64k"), fused=True),
     Workload("chain1m", "grad of elementwise chain, n=1e6", _floor_chain("x1m"), _chain_grad_cell("x1m"),
              heavy=True, fused=True),
+    Workload("deep64", "grad of a 1,000-operation elementwise chain, n=64",
+             _floor_chain("x64", deep), _chain_grad_cell("x64", deep)),
     Workload("eager16", "eager x.grad after f(x).backward(), n=16", _floor_chain("x16"), _eager16_cell),
     Workload("mlp", "grad wrt (w1, w2) of 2-layer MLP MSE, batch 64", _floor_mlp, _mlp_cell),
     Workload("jacrev", "jacrev of tanh(W@x+b), 128x128", _floor_layer, _jac_cell("jacrev")),
@@ -1147,6 +1159,8 @@ GOALS = {
                    "arrayad.jit-fused", "jax.jit", 1.2),
         ratio_goal("... at 4,096 elements / `jax.jit`: <= 1x", "chain4k", "arrayad.jit-fused",
                    "jax.jit", 1),
+        ratio_goal("`jit(grad)` of a 1,000-operation chain on 64 elements (`deep64`) / `jax.jit`: "
+                   "<= 1x", "deep64", "arrayad.jit", "jax.jit", 1),
         new_process_goal("first call of `jit(grad(chain))` with fusion, 65,536 elements, in a "
                          "new process (numba's import and compilation, one run): <= 300 ms",
                          "chain64k", "arrayad.jit-fused", False, 300),

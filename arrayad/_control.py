@@ -15,7 +15,9 @@ and every order of transforms composes (hessian of a scan is a scan of scans of 
   or for a long scan on NumPy the whole loop in a register machine or one numba function
   (NOTE [compiled scan] in ``_jit/scan.py``);
 * JVP: the loop of the body's pushforward (carries and their tangents);
-* batching: the loop of the vmapped body (carries batched along 0, xs along 1);
+* batching: the loop of the vmapped body (carries batched along 0, xs along 1), where only
+  the carries that a batched value reaches are batched (a fixed point over the body, as in
+  JAX: a step size or counter stays one value for every lane);
 * VJP of ``scan``: the forward keeps the carry history once (``save``: one stacked array per
   carry leaf, extra outputs of the primitive that the public function drops) when a reverse
   transform or the eager tape may need it; the backward is a reverse scan of the body's pullback
@@ -544,24 +546,68 @@ def _batched_at0(x, d, size):
     return _move(x, d, 0)
 
 
+def _batched_outputs(prog, batched_in):
+    """Which outputs of ``prog`` depend on an input flagged in ``batched_in``: every output of
+    an instruction depends on all of its inputs, a scan's as its carries' fixed point says
+    (``_scan_batched``); all of them where an instruction may batch on its own (a rule told
+    the vmap's randomness)."""
+    if any(e.prim.batch_axis for e in prog.eqns):
+        return [True] * len(prog.outs)
+    batched = {v for v, b in zip(prog.in_vars, batched_in) if b}
+    for e in prog.eqns:
+        flags = [isinstance(a, Var) and a in batched for a in e.ins]
+        if not any(flags):
+            continue
+        if e.prim is scan_p:
+            p = e.params
+            outs = _scan_batched(p["body"], p["nc"], p["ncarry"], p["save"], flags)
+        else:
+            outs = [True] * len(e.outs)
+        batched.update(v for v, b in zip(e.outs, outs) if b)
+    return [isinstance(v, Var) and v in batched for v in prog.outs]
+
+
+def _scan_batched(body, nc, ncarry, save, batched_in):
+    """Which outputs of a scan (carries, ys, history) depend on its inputs flagged in
+    ``batched_in``: a carry is batched where its input is or where a step makes it depend on a
+    batched value (a fixed point, as JAX's scan batching rule finds)."""
+    carry = list(batched_in[nc:nc + ncarry])
+    while True:
+        out = _batched_outputs(body.prog, list(batched_in[:nc]) + carry
+                               + list(batched_in[nc + ncarry:]))
+        new = [a or b for a, b in zip(carry, out[:ncarry])]
+        if new == carry:
+            return carry + out[ncarry:] + (carry if save else [])
+        carry = new
+
+
 def _scan_batch(args, dims, *, body, length, reverse, nc, ncarry, save):
     func = _func()
     size = _batch_size(args, dims)
     consts, init, xs = _scan_split(args, nc, ncarry)
     dims = list(dims)
+    # (only the carries that a batched value reaches are batched: the others, and the ys made
+    # of them alone, stay one value for every lane)
+    out_b = _scan_batched(body, nc, ncarry, save, [d is not None for d in dims])
+    carry_b, ys_b = out_b[:ncarry], out_b[ncarry:len(body.out_avals)]
     c_dims = dims[:nc]
-    carry = [_batched_at0(c, d, size) for c, d in zip(init, dims[nc:nc + ncarry])]
+    carry = [_batched_at0(c, d, size) if b else c
+             for c, d, b in zip(init, dims[nc:nc + ncarry], carry_b)]
     x_dims = dims[nc + ncarry:]
     xs_b = [x if d is None else _move(x, d, 1) for x, d in zip(xs, x_dims)]
-    in_dims = tuple(c_dims) + (0,) * ncarry + tuple(None if d is None else 0 for d in x_dims)
+    in_dims = tuple(c_dims) + tuple(0 if b else None for b in carry_b) \
+        + tuple(None if d is None else 0 for d in x_dims)
+    body_out_dims = tuple(0 if b else None for b in carry_b + ys_b)
 
     def batched(*a):
-        return list(func.vmap(lambda *b: tuple(body.evaluate(*b)), in_dims=in_dims)(*a))
+        return list(func.vmap(lambda *b: tuple(body.evaluate(*b)), in_dims=in_dims,
+                              out_dims=body_out_dims)(*a))
     batched.__name__ = f"vmap_{body.name}"
     carry_out, ys, hist = _scan_bind("scan (vmap)", batched.__name__, batched, consts, carry,
                                      xs_b, length, reverse, save)
     out = tuple(carry_out) + tuple(ys) + (tuple(hist) if save else ())
-    out_dims = (0,) * ncarry + (1,) * len(ys) + ((1,) * ncarry if save else ())
+    out_dims = tuple(0 if b else None for b in carry_b) + tuple(1 if b else None for b in ys_b) \
+        + (tuple(1 if b else None for b in carry_b) if save else ())
     return out, out_dims
 
 

@@ -14,6 +14,7 @@ import arrayad as ad
 from arrayad import func as F
 
 from conftest import to_numpy
+from arrayad._pytree import tree_leaves
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -276,6 +277,31 @@ def test_batched_carry_unbatched_xs_and_batched_xs():
         want = jax.vmap(g, in_axes=dims)(jnp.asarray(a), jnp.asarray(b))
         _close(got[0], want[0])
         _close(got[1], want[1])
+
+
+def test_vmap_batches_only_the_carries_a_batched_value_reaches():
+    """A carry that no batched value reaches stays one value for every lane (JAX's fixed
+    point): here the step size ``h`` and the ys made of it alone; ``s`` becomes batched at the
+    first step (from ``x``), and ``u`` only at the second (from ``s``)."""
+    def f(xp, L):
+        def run(xs):
+            def step(c, x):
+                h, s, u = c
+                return (h * 0.5 + 1.0, s + x * h, u * 0.9 + s), (h * 2.0, u)
+            return L.scan(step, (xp.asarray(1.0), xp.asarray(0.0), xp.asarray(0.0)), xs)
+        return run
+    xs = np.linspace(-1.0, 1.0, 18).reshape(3, 6).T   # (6 steps, 3 lanes)
+    got = F.vmap(f(ad, F), in_dims=1)(xs)
+    want = jax.vmap(f(jnp, lax), in_axes=1)(jnp.asarray(xs))
+    for a, b in zip(tree_leaves(got), tree_leaves(want)):
+        _close(a, b)
+    prog = ad.jit(F.vmap(f(ad, F), in_dims=1)).lower(xs)
+    (scan,) = [e for e in prog.eqns if e.prim.name == "scan"]
+    # (the carries h, s, u: h unbatched, s and u batched, their lanes leading)
+    assert [tuple(v.shape) for v in scan.outs[:3]] == [(), (3,), (3,)]
+    _close(F.vmap(F.grad(lambda x: ad.sum(f(ad, F)(x)[1][1])), in_dims=1)(xs),
+           jax.vmap(jax.grad(lambda x: jnp.sum(f(jnp, lax)(x)[1][1])), in_axes=1)(
+               jnp.asarray(xs)))
 
 
 # -- cond / switch under vmap, jit -------------------------------------------------------------

@@ -39,8 +39,8 @@ _ONE_CHUNK_BYTES = 1 << 20   # ones_like of an array this small is one chunk
 _ZEROS = "_arrayad_zeros"   # attribute of zeros_like's arrays (the base of a gradient's scatter)
 _PADDED = "_arrayad_padded"   # attribute of a slice's padded cotangent: (axis, start, v), where
                               # the array is v at [start, start + len) of axis and zero elsewhere
-_SCALED = "_arrayad_scaled"   # attribute of a product by a small factor: (factor, base), where
-                              # the array is base * factor (see _multiply)
+_SCALED = "_arrayad_scaled"   # attribute of a product by a small factor: (factor, base, their
+                              # graph names), where the array is base * factor (see _multiply)
 _SMALL = 16   # a factor is small when it has at most 1/_SMALL of the other operand's elements
 
 

@@ -35,6 +35,7 @@ def compiled(request, monkeypatch):
     the machine (numba only for the bodies the machine does not take), or by numba at once;
     counts the compiled runs."""
     monkeypatch.setattr(tiers, "MIN_STEPS", 0)
+    monkeypatch.setattr(tiers, "REPLAY_US", float("inf"))   # (the machine always pays)
     monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
     monkeypatch.setattr(tiers, "ENABLED", True)
     monkeypatch.setattr(tiers, "NUMBA", True)
@@ -291,10 +292,17 @@ def test_unsupported_instruction_falls_back_to_the_replay(compiled):
     np.testing.assert_allclose(to_numpy(ys), ref[1])
 
 
-def test_short_scans_are_replayed():
-    start = sum(tiers.runs.values())
-    F.grad(lambda p: F.scan(lambda c, x: (c * p + x, None), 1.0, np.ones(40))[0])(0.5)
-    assert sum(tiers.runs.values()) == start   # (40 steps: below MIN_STEPS)
+def test_the_cost_model():
+    """Short scans of large values stay replayed (lowering them would cost more than the
+    replay, and NumPy's own loops do their arithmetic); long scans of small values run in the
+    machine."""
+    start = dict(tiers.runs)
+    xs = np.ones((40, 200))
+    F.grad(lambda p: ad.sum(F.scan(lambda c, x: (ad.sin(c) * p + x, None), np.zeros(200),
+                                   xs)[0]))(0.5)
+    assert tiers.runs == start
+    F.grad(lambda p: F.scan(lambda c, x: (ad.sin(c) * p + x, None), 1.0, np.ones(200))[0])(0.5)
+    assert tiers.runs["machine"] == start["machine"] + 2   # (the forward and the backward scan)
 
 
 def test_switched_off(compiled, monkeypatch):

@@ -5,9 +5,10 @@ NOTE [compiled scan]
 The replay of a scan (``_scan_impl`` in ``arrayad/_control.py``) makes one NumPy call per
 instruction of the body per step: on the small arrays of an ODE integrator or a recurrence
 (4 elements), each call costs a microsecond of dispatch for nanoseconds of arithmetic. On NumPy,
-a scan of at least ``MIN_STEPS`` steps whose body is made of instructions that
-``scan_lower.py`` knows runs its whole loop in one of two tiers instead, the way a JIT compiler
-runs a function in its interpreter first and compiles it once it has shown itself hot:
+a scan whose body is made of instructions that ``scan_lower.py`` knows, where a cost model says
+it pays (``REPLAY_US``: small values, or many steps), runs its whole loop in one of two tiers
+instead, the way a JIT compiler runs a function in its interpreter first and compiles it once
+it has shown itself hot:
 
 1. the machine (``scan_machine.py``, NOTE [scan machine]): the body's scalar statements as the
    instructions of a register machine in Cython, in doubles (float64, float32 rounded, bool).
@@ -32,15 +33,22 @@ import time
 import numpy as np
 
 from . import lower_numba
-from .scan_lower import Unsupported
+from .scan_lower import Unsupported, scalar_statements
 from .scan_machine import ScanMachine
 from .scan_numba import CompiledScan
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_COMPILED", "1") != "0"
 NUMBA = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
-# a tier from this many steps on: lowering a body costs about 40 us per instruction, as much as
-# replaying 40 of its steps (a microsecond per instruction and step)
-MIN_STEPS = 50
+# no tier below this many steps
+MIN_STEPS = 2
+# The machine's cost model, in microseconds, measured on bodies of 4 to 200 elements per value:
+# the replay spends about REPLAY_US per instruction and step (NumPy's dispatch), the machine
+# about MACHINE_US per scalar statement and step (a libm function costs more than arithmetic)
+# and LOWER_US per scalar statement to lower the body. A scan runs in the machine where that
+# is cheaper for one call: where the values are small, or the steps many (a 4-element body from
+# about 10 steps on, a 64-element one from about 150; a 200-element body with sin in it gains
+# nothing over NumPy's own loops).
+REPLAY_US, MACHINE_US, LOWER_US = 1.2, 0.008, 2.0
 # numba at once for a body the machine does not take, from this many (about half a second of
 # replay: compiling takes a second the first time)
 NUMBA_MIN_WORK = 500_000
@@ -105,5 +113,10 @@ def compiled_scan(body, args, length, reverse, nc, ncarry, save):
     key = (reverse, save, nc)
     cache = body.compiled
     if key not in cache:
-        cache[key] = _Tiers(body, nc, ncarry, reverse, save)
+        statements = scalar_statements(body.prog)
+        eqns = len(body.prog.eqns)
+        worth = LOWER_US * statements + length * MACHINE_US * statements \
+            < length * REPLAY_US * eqns
+        cache[key] = _Tiers(body, nc, ncarry, reverse, save) \
+            if worth or length * eqns >= NUMBA_MIN_WORK else None
     return cache[key]

@@ -44,6 +44,28 @@ _CUMULATIVE = {"cumulative_sum": ("add", 0), "cumulative_prod": ("multiply", 1)}
 _INT_OK = ("add", "subtract", "multiply", "negative", "positive", "square", "abs")
 
 
+def scalar_statements(prog):
+    """About how many scalar statements lowering ``prog`` makes (the elements its instructions
+    compute: none for a structural one, the products of a matrix product, the inputs of a
+    reduction), without lowering it."""
+    n = 0
+    for e in prog.eqns:
+        if e.prim.name in _STRUCTURAL:
+            continue
+        shapes = [v.shape for v in list(e.ins) + list(e.outs) if hasattr(v, "shape")]
+        if e.prim.name == "matmul" and len(shapes) == 3:
+            n += _matmul_products(shapes[0], shapes[1])
+        else:
+            n += max((_size(s) for s in shapes), default=1)
+    return n
+
+
+def _matmul_products(a, b):
+    a, b = ((1,) + tuple(a) if len(a) == 1 else tuple(a)), \
+        (tuple(b) + (1,) if len(b) == 1 else tuple(b))
+    return _size(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * a[-1] * b[-1]
+
+
 class Unsupported(Exception):
     """The body has something this tier does not compile: another tier or the replay runs."""
 
@@ -288,7 +310,7 @@ class _Lowering:
         ia = ia[None, :] if ia.ndim == 1 else ia   # (a vector on the left: one row)
         ib = ib[:, None] if ib.ndim == 1 else ib   # (on the right: one column)
         batch = np.broadcast_shapes(ia.shape[:-2], ib.shape[:-2])
-        if _size(batch) * ia.shape[-2] * ia.shape[-1] * ib.shape[-1] > MAX_PRODUCTS:
+        if _matmul_products(a.shape, b.shape) > MAX_PRODUCTS:
             raise Unsupported("a large matmul")
         ia = np.broadcast_to(ia, batch + ia.shape[-2:]).reshape(-1, *ia.shape[-2:])
         ib = np.broadcast_to(ib, batch + ib.shape[-2:]).reshape(-1, *ib.shape[-2:])

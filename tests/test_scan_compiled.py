@@ -416,17 +416,27 @@ def test_numba_compiles_once_the_machine_has_spent_its_time(compiled, monkeypatc
     assert seen == ["machine", "numba", "numba"]
 
 
-def test_the_machine_leaves_integers_to_numba_or_the_replay(compiled, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integers_stay_numpy_integers(compiled, monkeypatch, dtype):
+    """Integer values run in the machine while they stay exact in a double and within their
+    dtype; a run that leaves that range (NumPy's arithmetic wraps around) is replayed, as is a
+    scan whose integer input is already too large for a double."""
     monkeypatch.setattr(tiers, "NUMBA", False)
-    before = _tier_runs()
-    xs = np.arange(6, dtype=np.int64)
-    c, ys = F.scan(lambda c, x: (c * 3 + x, c), np.int64(1), xs)
-    assert _tier_runs() == before and "machine: dtype" in tiers.refused
-    assert "int64" in tiers.refused
-    ref = python_scan(lambda c, x: (c * 3 + x, c), np.int64(1), xs)
-    assert to_numpy(c).dtype == np.int64
-    np.testing.assert_array_equal(to_numpy(c), ref[0])
-    np.testing.assert_array_equal(to_numpy(ys), ref[1])
+    step = lambda c, x: (c * 3 + x, c - 1)  # noqa: E731
+    ref_step = lambda c, x: (c * dtype(3) + x, c - dtype(1))  # noqa: E731
+    cases = [(dtype(1), np.arange(12, dtype=dtype), True),    # (3 ** 12: in range)
+             (dtype(1), np.arange(45, dtype=dtype), False)]   # (3 ** 45: wraps around)
+    if dtype == np.int64:
+        cases.append((dtype(2 ** 60), np.arange(3, dtype=dtype), False))   # (not exact)
+    for init, xs, taken in cases:
+        before = _tier_runs()
+        with np.errstate(over="ignore"):
+            c, ys = F.scan(step, init, xs)
+            ref = python_scan(ref_step, init, xs)
+        assert (_tier_runs()["machine"] == before["machine"] + 1) == taken
+        assert to_numpy(c).dtype == dtype and to_numpy(ys).dtype == dtype
+        np.testing.assert_array_equal(to_numpy(c), ref[0])
+        np.testing.assert_array_equal(to_numpy(ys), ref[1])
 
 
 def test_bool_values_on_the_machine(compiled):

@@ -3,10 +3,11 @@
 in ``arrayad/_jit/scan_machine.py``).
 
 Every value is a double in the register file ``r`` (a bool is 0.0 or 1.0, a float32 a double
-that float32 represents). One instruction is a row ``(opcode, destination, a, b, c)`` of
-register numbers; an opcode with ``ROUND32`` added rounds its result to float32 (for +, -, *, /
-and sqrt that is float32's own correctly rounded result: a double holds the exact one to more
-than twice float32's precision). The arithmetic is C's on doubles (IEEE: no exception, 1/0 is
+that float32 represents, an integer an integer-valued double). One instruction is a row
+``(opcode, destination, a, b, c)`` of register numbers; an opcode with ``ROUND32`` added rounds
+its result to float32 (for +, -, *, /, sqrt that is float32's own correctly rounded result: a
+double holds the exact one to more than twice float32's precision), one with ``INT32`` or
+``INT64`` added checks that its integer result is exact and would not wrap around. The arithmetic is C's on doubles (IEEE: no exception, 1/0 is
 inf), and the functions are libm's, as in NumPy's float64 loops.
 """
 from libc.math cimport (acos, acosh, asin, asinh, atan, atan2, atanh, ceil, cos, cosh, exp,
@@ -22,8 +23,14 @@ cdef enum Op:
 
 cdef enum:
     _ROUND32 = 256
-# added to an opcode: its result rounded to float32
-ROUND32 = _ROUND32
+    _INT32 = 512
+    _INT64 = 1024
+    _OP = 255
+# added to an opcode: its result rounded to float32; its result an int32 or an int64, which the
+# run stops at (returns False) where it leaves the range that NumPy's integer arithmetic and a
+# double's exact integers share (an int32's; 2 ** 53 for an int64): NumPy's result would wrap
+# around, or a double would round it
+ROUND32, INT32, INT64 = _ROUND32, _INT32, _INT64
 
 # the opcode of each operation's name (the names of arrayad's primitives where there is one)
 OPCODES = {
@@ -46,16 +53,14 @@ cdef inline double _b(bint v) noexcept nogil:
     return 1.0 if v else 0.0
 
 
-cdef inline void _step(const int[:, ::1] code, double[::1] r) noexcept nogil:
+cdef inline bint _step(const int[:, ::1] code, double[::1] r) noexcept nogil:
+    """One step of ``code``; True where an integer result left its range."""
     cdef Py_ssize_t k
-    cdef int op
-    cdef bint round32
+    cdef int op, flags
     cdef double a, b
     for k in range(code.shape[0]):
-        op = code[k, 0]
-        round32 = op >= _ROUND32
-        if round32:
-            op -= _ROUND32
+        op = code[k, 0] & _OP
+        flags = code[k, 0] - op
         a = r[code[k, 2]]
         b = r[code[k, 3]]
         if op == ADD:
@@ -156,7 +161,16 @@ cdef inline void _step(const int[:, ::1] code, double[::1] r) noexcept nogil:
         elif op == WHERE:
             a = b if a != 0 else r[code[k, 4]]
         # (COPY: a as it is)
-        r[code[k, 1]] = <double><float>a if round32 else a
+        if flags == _ROUND32:
+            a = <double><float>a
+        elif flags == _INT32:
+            if not (-2147483648.0 <= a <= 2147483647.0):
+                return True
+        elif flags == _INT64:
+            if not (-9007199254740992.0 <= a <= 9007199254740992.0):
+                return True
+        r[code[k, 1]] = a
+    return False
 
 
 def run(Py_ssize_t n, bint reverse, const int[:, ::1] code, double[::1] r,
@@ -168,8 +182,10 @@ def run(Py_ssize_t n, bint reverse, const int[:, ::1] code, double[::1] r,
     row i of ``xs`` into the registers ``x_regs``, the registers ``hist_regs`` into row i of
     ``hist`` (the carry entering the step), the body, the registers ``y_regs`` into row i of
     ``ys``, and the registers ``carry_out`` into ``carry_in`` (through ``tmp``: a new carry may
-    read an old one)."""
+    read an old one). Returns False where an integer left its range (NumPy's result would
+    wrap around, or a double round it): the caller replays the scan instead."""
     cdef Py_ssize_t it, i, j
+    cdef bint ok = True
     with nogil:
         for it in range(n):
             i = n - 1 - it if reverse else it
@@ -177,10 +193,13 @@ def run(Py_ssize_t n, bint reverse, const int[:, ::1] code, double[::1] r,
                 r[x_regs[j]] = xs[i, j]
             for j in range(hist_regs.shape[0]):
                 hist[i, j] = r[hist_regs[j]]
-            _step(code, r)
+            if _step(code, r):
+                ok = False
+                break
             for j in range(y_regs.shape[0]):
                 ys[i, j] = r[y_regs[j]]
             for j in range(carry_out.shape[0]):
                 tmp[j] = r[carry_out[j]]
             for j in range(carry_in.shape[0]):
                 r[carry_in[j]] = tmp[j]
+    return ok

@@ -11,15 +11,16 @@ instead, the way a JIT compiler runs a function in its interpreter first and com
 it has shown itself hot:
 
 1. the machine (``scan_machine.py``, NOTE [scan machine]): the body's scalar statements as the
-   instructions of a register machine in Cython, in doubles (float64, float32 rounded, bool).
+   instructions of a register machine in Cython, in doubles (float64, float32 rounded, bool,
+   integers checked to stay exact).
    Nothing to compile, no start-up: the first call of ``jit(grad)`` of the RK4 benchmark
    (10,000 steps) takes a few tens of milliseconds.
 2. numba (``scan_numba.py``): the whole loop as one ``numba.njit`` function, about ten times
    faster than the machine, but its compilation costs about a second the first time (0.2 s in a
    later process, from numba's on-disk cache). It is compiled once the machine has spent
    ``NUMBA_AFTER`` seconds in that scan, so that a program never loses more than about the
-   compile time to the tiering; for a body the machine does not take (integer values) at
-   once, from ``NUMBA_MIN_WORK`` steps x instructions.
+   compile time to the tiering; for a body the machine does not take at once, from
+   ``NUMBA_MIN_WORK`` steps x instructions.
 
 The VJP of a scan is a scan of the body's pullback, so the backward pass runs the same way.
 Where neither tier takes a body, or numba fails to compile it (no error of a compiler reaches
@@ -93,6 +94,9 @@ class _Tiers:
         t0 = time.perf_counter()
         out = self.machine(args, length)
         self.spent += time.perf_counter() - t0
+        if out is None:   # (an integer out of the machine's range: the replay from now on)
+            self.machine, refused = None, "machine: an integer out of its exact range"
+            return None
         runs["machine"] += 1
         return out
 

@@ -11,8 +11,10 @@ forward and backward bodies (about 650 statements) takes about 30 ms, and an ins
 3 ns, where the replay spends a microsecond of NumPy's dispatch per instruction and step.
 
 It computes in doubles: float64, float32 (each float32 result rounded to float32, which gives
-float32's own result for arithmetic and sqrt) and bool (0.0 and 1.0); a body with an integer
-value (a counter) is left to numba or the replay. The arithmetic is IEEE's in C (1/0 is inf,
+float32's own result for arithmetic and sqrt), bool (0.0 and 1.0) and int32/int64 (a counter,
+an index: each integer result is checked to stay within what a double holds exactly and what
+NumPy's integers hold without wrapping around; a run that leaves that range returns None and
+the replay runs the scan, with NumPy's own integer arithmetic). The arithmetic is IEEE's in C (1/0 is inf,
 no warning), the functions libm's in double (an ulp from NumPy's own loops at most, as numba's),
 NumPy's special cases are kept as the numba tier keeps them (sqrt for a power of 0.5, sign,
 maximum and minimum of nan), and a sum adds in order.
@@ -27,13 +29,17 @@ from .lower_numba import _size
 from .scan_lower import MAX_ELEMENTS, Unsupported, _Lowering
 
 _OPCODES = _loop_machine.OPCODES
+# what an instruction adds to its opcode, by the dtype of its result
+_FLAGS = {"float32": _loop_machine.ROUND32, "int32": _loop_machine.INT32,
+          "int64": _loop_machine.INT64}
+_EXACT = 2 ** 53   # (the integers a double holds exactly)
 _NO_REGISTER = 0   # (an unused operand of an instruction: any register reads)
 
 
 class _MachineLowering(_Lowering):
     """The body's scalar statements as registers and instructions."""
 
-    DTYPES = ("float64", "float32", "bool")
+    DTYPES = ("float64", "float32", "bool", "int64", "int32")
 
     def __init__(self, prog):
         super().__init__(prog)
@@ -52,9 +58,12 @@ class _MachineLowering(_Lowering):
             v = 1.0 if value else 0.0
         elif isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
             try:
-                v = float(np.dtype(dt).type(value))   # (as NumPy converts a Python scalar)
-            except OverflowError:
+                v = np.dtype(dt).type(value)   # (as NumPy converts a Python scalar)
+            except (OverflowError, ValueError):
                 raise Unsupported(f"literal {value!r}") from None
+            if dt.startswith("int") and abs(int(v)) > _EXACT:
+                raise Unsupported(f"literal {value!r}")
+            v = float(v)
         else:
             raise Unsupported(f"literal {value!r}")
         key = struct.pack("<d", v)   # (-0.0 is not 0.0)
@@ -70,16 +79,18 @@ class _MachineLowering(_Lowering):
     def instruction(self, op, args, dt):
         dest = self.register()
         a, b, c = (list(args) + [_NO_REGISTER] * 3)[:3]
-        code = _OPCODES[op] + (_loop_machine.ROUND32 if dt == "float32" else 0)
+        code = _OPCODES[op] + _FLAGS.get(dt, 0)
         self.code.append((code, dest, a, b, c))
         return dest
 
     def cast(self, x, src, dt):
         if dt == "bool":
             return self.instruction("truth", [x], dt)
-        if dt == "float32" and src == "float64":
+        if dt == "float32" and src not in ("float32", "bool"):
             return self.instruction("copy", [x], dt)
-        return x   # (a bool is 0.0 or 1.0, a float32 is a float64)
+        if dt == "int32" and src == "int64":   # (checked: NumPy's cast would wrap around)
+            return self.instruction("copy", [x], dt)
+        return x   # (a bool is 0.0 or 1.0, a float32 or an exact integer a float64)
 
 
 def _registers(low, vs):
@@ -119,6 +130,12 @@ class ScanMachine:
         self.hist_types = self.carry_types if save else []
 
     def __call__(self, args, length):
+        """The outputs of the scan, or None where an integer is (or would become) too large
+        for a double to hold exactly, or would wrap around: the replay runs."""
+        for a in args:
+            a = np.asarray(a)
+            if a.dtype.kind in "iu" and a.size and np.abs(a).max() > _EXACT:
+                return None
         r = self.r0.copy()
         for regs, a in zip(self.fixed_regs, args[:self.n_fixed]):
             r[regs] = np.asarray(a, np.float64).ravel()
@@ -131,8 +148,10 @@ class ScanMachine:
         hist = np.empty((length, len(self.hist_regs)))
         ys = np.empty((length, len(self.y_regs)))
         tmp = np.empty(len(self.carry_out))
-        _loop_machine.run(length, self.reverse, self.code, r, self.x_regs, xs, self.hist_regs,
-                          hist, self.y_regs, ys, self.carry_out, self.carry_in, tmp)
+        if not _loop_machine.run(length, self.reverse, self.code, r, self.x_regs, xs,
+                                 self.hist_regs, hist, self.y_regs, ys, self.carry_out,
+                                 self.carry_in, tmp):
+            return None
         carry = _unpack(r[self.carry_in], self.carry_types)
         return tuple(carry + _unpack(ys, self.y_types, length)
                      + _unpack(hist, self.hist_types, length))

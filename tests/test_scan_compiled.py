@@ -428,6 +428,7 @@ def test_integers_stay_numpy_integers(compiled, monkeypatch, dtype):
              (dtype(1), np.arange(45, dtype=dtype), False)]   # (3 ** 45: wraps around)
     if dtype == np.int64:
         cases.append((dtype(2 ** 60), np.arange(3, dtype=dtype), False))   # (not exact)
+        cases.append((np.iinfo(dtype).min, np.arange(3, dtype=dtype), False))   # (nor its abs)
     for init, xs, taken in cases:
         before = _tier_runs()
         with np.errstate(over="ignore"):

@@ -128,13 +128,15 @@ class ScanMachine:
         self.carry_types = [(tuple(v.shape), v.dtype.name) for v in outs[:ncarry]]
         self.y_types = [(tuple(v.shape), v.dtype.name) for v in outs[ncarry:]]
         self.hist_types = self.carry_types if save else []
+        # (the arguments of an integer dtype, checked at each call: see __call__)
+        self.int_args = [j for j, v in enumerate(ins) if v.dtype.name.startswith("int")]
 
     def __call__(self, args, length):
         """The outputs of the scan, or None where an integer is (or would become) too large
         for a double to hold exactly, or would wrap around: the replay runs."""
-        for a in args:
-            a = np.asarray(a)
-            if a.dtype.kind in "iu" and a.size and np.abs(a).max() > _EXACT:
+        for j in self.int_args:
+            a = np.asarray(args[j])
+            if a.size and (a.max() > _EXACT or a.min() < -_EXACT):
                 return None
         r = self.r0.copy()
         for regs, a in zip(self.fixed_regs, args[:self.n_fixed]):

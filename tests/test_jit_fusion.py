@@ -192,6 +192,183 @@ def test_numba_lowering_gives_the_unfused_results(case, monkeypatch, kernel_cach
               atol=1e-15)
 
 
+# -- the tiled replay of NumPy programs (NOTE [tiled replay]) ----------------------------------
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of 3 elements (the last one shorter), from 1 element of a group on: the small
+    samples of the operator database run through several tiles."""
+    from arrayad._jit import lower_tiles
+    monkeypatch.setattr(lower_tiles, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(lower_tiles, "TILE_BYTES", 24)
+
+
+def _bits(got, want, what):
+    got, want = _leaves(got), _leaves(want)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, what
+        # (bit for bit: NumPy's own calls on pieces of the same data; nan where nan)
+        np.testing.assert_array_equal(g, w, err_msg=what, strict=True)
+        for part in ((np.real, np.imag) if g.dtype.kind == "c" else
+                     (lambda a: a,) if g.dtype.kind == "f" else ()):
+            assert np.array_equal(np.signbit(part(g)), np.signbit(part(w))), what
+
+
+@pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
+def test_tiled_replay_gives_the_unfused_results_bit_for_bit(case, small_tiles):
+    from arrayad._jit import lower_tiles
+    be = Backend("numpy")
+    for prog, args in _programs(case, be):
+        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
+        tiled = lower_tiles.lower(prog)
+        if tiled is None:
+            continue
+        check(tiled)
+        with np.errstate(all="ignore"):
+            _bits(compile_replay(tiled)(*leaves), compile_replay(prog)(*leaves),
+                  f"tiled {prog.name}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_replay_keeps_dtype_edge_values_and_powers(dtype, small_tiles):
+    from arrayad._jit import lower_tiles
+    x = np.random.default_rng(6).standard_normal(40).astype(dtype)
+    x[:7] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e-30]
+
+    def f(x, y):
+        # (x ** 2 and x ** 0.5 take NumPy's operator fast paths in the unfused replay)
+        return (ad.log(x * x) / x + ad.sqrt(x) * 3 - ad.exp(x) + x ** 2 - y ** 0.5
+                + ad.maximum(x, y) * -0.0 + x ** 3)
+
+    y = x[::-1].copy()
+    prog = make_program(f)(x, y)
+    tiled = lower_tiles.lower(prog)
+    assert tiled is not None and len(_fused_names(tiled)) == 1
+    with np.errstate(all="ignore"):
+        got = compile_replay(tiled)(x, y)
+        _bits(got, compile_replay(prog)(x, y), "edge values")
+    assert got.dtype == dtype
+
+
+def _tile_ops():
+    from arrayad._jit import lower_numba
+    return sorted(lower_numba._UNARY) + sorted(lower_numba._BINARY)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", _tile_ops())
+def test_tiles_of_a_few_elements_give_numpys_vectorised_results(name, dtype, small_tiles):
+    # (tiles of 3 elements run NumPy's loops for the last few elements of an array, the whole
+    # array its vectorised loops: their results are the same bits)
+    from arrayad._jit import lower_numba, lower_tiles
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(203) * 3).astype(dtype)
+    y = (rng.standard_normal(203) * 3).astype(dtype)
+    x[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    op = getattr(ad, {"pow": "pow", "abs": "abs"}.get(name, name))
+    if name in lower_numba._BINARY:
+        def f(x, y):
+            return op(x * 0.75, y) + 1
+    else:
+        def f(x, y):
+            return op(x * 0.75) + y
+    with np.errstate(all="ignore"):
+        prog = make_program(f)(x, y)
+        tiled = lower_tiles.lower(prog)
+        assert tiled is not None and _fused_names(tiled)
+        _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), name)
+
+
+def test_jit_tiles_large_programs_when_staged_and_not_small_ones():
+    from arrayad._jit import fusion, lower_tiles
+    n = lower_tiles.MIN_ELEMENTS + 5   # (a last tile shorter than the others)
+    x = np.random.default_rng(5).standard_normal(n)
+    j = ad.jit(grad(chain))
+    got = j(x)
+    exe = executable(j.lower(x))
+    assert exe.tiled is not None and _fused_names(exe.tiled) and exe.fused is None
+    with fusion.turned(False):
+        j0 = ad.jit(grad(chain))
+        want = j0(x)
+        assert executable(j0.lower(x)).tiled is None
+    _bits(got, want, "jit(grad(chain))")
+    np.testing.assert_allclose(got, chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    small = ad.jit(grad(chain))
+    small(x[:100])
+    assert executable(small.lower(x[:100])).tiled is None
+    with fusion.turned(False, tiles=True):   # (the tiles without the compilers: the default)
+        j1 = ad.jit(grad(chain))
+        j1(x)
+        assert executable(j1.lower(x)).tiled is not None
+
+
+def test_tiled_kernels_take_any_layout_and_write_into_buffers():
+    from arrayad._jit import lower_tiles
+    n = lower_tiles.MIN_ELEMENTS
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((2 * n,))
+    x = base[::2]                                        # (not contiguous)
+    y = np.broadcast_to(rng.standard_normal(1), (n,))    # (read-only, stride 0)
+    z = rng.standard_normal((n // 4, 4)).T               # (2-d, Fortran order)
+
+    def f(x, y, z):
+        return ad.sin(x) * y + ad.cos(x), ad.exp(-z) * 2 + z
+
+    j = ad.jit(f)
+    got = j(x, y, z)
+    assert executable(j.lower(x, y, z)).tiled is not None
+    with np.errstate(all="ignore"):
+        want = (np.sin(x) * y + np.cos(x), np.exp(-z) * 2 + z)
+    _bits(got, want, "layouts")
+    assert base[::2] is not x and np.array_equal(base[::2], x)   # (inputs untouched)
+    # a group's one output written into an argument's dead buffer (out_kernel)
+    prog = make_program(lambda x: ad.sin(ad.exp(x) * 2) + 1)(base)
+    tiled = lower_tiles.lower(prog)
+    (eqn,) = tiled.eqns
+    buf = np.empty_like(base)
+    assert eqn.prim.out_kernel(base, out=buf)[0] is buf
+    _bits(buf, np.sin(np.exp(base) * 2) + 1, "out_kernel")
+
+
+def test_tiled_replay_from_threads():
+    import concurrent.futures
+    from arrayad._jit import lower_tiles
+    n = lower_tiles.MIN_ELEMENTS * 2
+    xs = [np.random.default_rng(k).standard_normal(n) for k in range(8)]
+    j = ad.jit(grad(chain))
+    j(xs[0])
+    with fusion_off():
+        want = [ad.jit(grad(chain))(x) for x in xs]
+    # (each call has its own tile buffers: calls from threads do not share them)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            for got, w in zip(pool.map(j, xs), want):
+                _bits(got, w, "threads")
+
+
+def fusion_off():
+    from arrayad._jit import fusion
+    return fusion.turned(False)
+
+
+def test_tiled_programs_under_grad_jvp_and_vmap():
+    from arrayad._jit import lower_tiles
+    n = lower_tiles.MIN_ELEMENTS
+    x = np.random.default_rng(10).standard_normal(n)
+    jf = ad.jit(chain)
+    jf(x)
+    assert executable(jf.lower(x)).tiled is not None
+    t = np.cos(x)
+    np.testing.assert_allclose(jvp(jf, (x,), (t,))[1], np.sum(t * chain_vec_grad_np(x)),
+                               rtol=1e-9)
+    np.testing.assert_allclose(grad(jf)(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    jv = ad.jit(chain_vec)
+    jv(x)
+    xs = np.stack([x, -x])
+    np.testing.assert_allclose(vmap(jv)(xs), chain_vec_np(xs), rtol=1e-12)
+
+
 # -- fused programs under transforms -----------------------------------------------------------
 
 def _fused_chain(n, dtype=np.float64):

@@ -44,7 +44,7 @@ from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
 from .passes import plan_memory  # noqa: F401
 from .replay import (Executable, _ProgramPrimitive, executable,  # noqa: F401
                      compile_replay as _compile)
-from . import fusion, lower_dask, lower_numba, lower_torch  # noqa: F401,E402  (the lowerers: NOTE [fusion])
+from . import fusion, lower_dask, lower_numba, lower_tiles, lower_torch  # noqa: F401,E402  (the lowerers: NOTE [fusion])
 
 __all__ = ["jit", "make_program", "Program"]
 

@@ -160,6 +160,10 @@ LOWERERS = {}   # backend name -> (lower, wanted, after); lower_numba.py (NumPy)
 # elements (1.49x against 1.15x the NumPy forward) and no faster at 10^6, while faster in a
 # NumPy-only process; and its first compile costs about a second (NOTE [when to compile]).
 ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "0") == "1"
+# The tiled replay of NumPy programs (NOTE [tiled replay] in ``lower_tiles.py``) compiles
+# nothing and gives the unfused replay's results bit for bit, so it is on unless
+# ARRAYAD_JIT_TILES=0; a compiler's lowering (ARRAYAD_JIT_FUSE=1) takes over once it applies.
+TILED = os.environ.get("ARRAYAD_JIT_TILES", "1") != "0"
 # A program is lowered once its unfused replays have taken this many seconds in all
 # (NOTE [when to compile]); 0: at once, when it is staged.
 FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
@@ -181,19 +185,21 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 
 
 @contextlib.contextmanager
-def turned(on, fuse_after=None):
-    """Programs staged in this block replay fused (``on``) or unfused, whatever
-    ``ARRAYAD_JIT_FUSE`` says (for comparisons); ``fuse_after``, if given, replaces
-    ``FUSE_AFTER`` for them (0: compiled when staged)."""
-    global ENABLED, FUSE_AFTER
-    saved = ENABLED, FUSE_AFTER
+def turned(on, fuse_after=None, tiles=None):
+    """Programs staged in this block replay with the compilers' fusion (``on``) or without,
+    whatever ``ARRAYAD_JIT_FUSE`` says (for comparisons); ``tiles``: with the tiled replay or
+    without (by default as ``on``: ``turned(False)`` is the unfused replay); ``fuse_after``, if
+    given, replaces ``FUSE_AFTER`` for them (0: compiled when staged)."""
+    global ENABLED, FUSE_AFTER, TILED
+    saved = ENABLED, FUSE_AFTER, TILED
     ENABLED = bool(on)
+    TILED = bool(on if tiles is None else tiles)
     if fuse_after is not None:
         FUSE_AFTER = float(fuse_after)
     try:
         yield
     finally:
-        ENABLED, FUSE_AFTER = saved
+        ENABLED, FUSE_AFTER, TILED = saved
 
 
 def register_lowerer(backend_name, lower, wanted=None, after=None):
@@ -205,6 +211,27 @@ def register_lowerer(backend_name, lower, wanted=None, after=None):
     the work), torch.compile's is longer (its compiler takes seconds)."""
     LOWERERS[backend_name] = (lower, wanted or (lambda prog: True),
                               after or (lambda: FUSE_AFTER))
+
+
+TILERS = {}   # backend name -> lower(program) -> program or None; lower_tiles.py (NumPy)
+
+
+def register_tiler(backend_name, lower):
+    """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
+    when they are staged, before any compiler's lowering (NOTE [tiled replay]): a lowering that
+    compiles nothing and keeps the unfused results."""
+    TILERS[backend_name] = lower
+
+
+def tiled(prog):
+    """The program the replay of ``prog`` runs from its staging on (NOTE [tiled replay]); None:
+    ``prog`` itself."""
+    from .passes import run_pass
+    lower = TILERS.get(prog.backend.name) if TILED and prog.cacheable else None
+    if lower is None:
+        return None
+    out = run_pass(lower, prog)
+    return None if out is None or out is prog else out
 
 
 def _lowerer(prog):

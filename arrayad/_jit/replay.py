@@ -312,12 +312,17 @@ class Executable:
         self.prog = prog
         self.name = prog.name
         self.fused = None           # the fused program the replay runs, once lowered
+        self.tiled = None           # the tiled program it runs until then (NOTE [tiled replay])
         self.run_prog = prog
-        self.replay = compile_replay(prog, owner=self)
         self._bound = None
         self._primitive = None
+        fusion = _fusion()
+        if lower:
+            self.tiled = fusion.tiled(prog)
+        if self.tiled is not None:
+            self.run_prog = self.tiled
+        self.replay = compile_replay(self.run_prog, owner=self)
         if lower and prog.cacheable:
-            fusion = _fusion()
             if fusion.wanted(prog):
                 budget = fusion.budget(prog)
                 if budget <= 0:
@@ -325,30 +330,31 @@ class Executable:
                 else:   # (NOTE [when to compile])
                     self.replay = self._timed(self.replay, budget)
 
-    def _timed(self, unfused, budget):
-        """``unfused``, counting its time; lowers the program once it reaches ``budget``."""
+    def _timed(self, before, budget):
+        """``before`` (the unfused or tiled replay), counting its time; lowers the program once
+        it reaches ``budget``."""
         spent = [0.0]
 
         def replay(*args):
             t = _perf_counter()
-            out = unfused(*args)
+            out = before(*args)
             spent[0] += _perf_counter() - t
             if spent[0] >= budget:
-                self.replay = unfused   # (one lowering, also if it fails)
+                self.replay = before   # (one lowering, also if it fails)
                 self.lower()
             return out
-        replay.source = unfused.source
+        replay.source = before.source
         return replay
 
     def lower(self):
         """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
-        compiler's failure leaves the unfused replay, with a warning."""
+        compiler's failure leaves the replay as it was (unfused or tiled), with a warning."""
         try:
             run = _fusion().lower_program(self.prog)
         except Exception as e:   # (a compiler's bug must not break the function)
             import warnings
             warnings.warn(f"arrayad.jit({self.prog.name}): compiling its fused kernels failed "
-                          f"({type(e).__name__}: {e}); it runs unfused.", RuntimeWarning,
+                          f"({type(e).__name__}: {e}); it runs as before.", RuntimeWarning,
                           stacklevel=2)
             return
         if run is not None:
@@ -382,7 +388,8 @@ class Executable:
             prog = self.prog
             ok = (prog.cacheable and prog.outs and prog.in_vars
                   and all(isinstance(a, Var) for a in prog.outs))
-            self._primitive = _ProgramPrimitive(prog, self.fused) if ok else False
+            self._primitive = (_ProgramPrimitive(prog, self.fused or self.tiled) if ok
+                               else False)
         return self._primitive or None
 
 

@@ -1,0 +1,197 @@
+"""The NumPy replay of fused groups in tiles (NOTE [tiled replay]): no compiler, NumPy's own loops.
+
+NOTE [tiled replay]
+-------------------
+The unfused replay of an elementwise chain on a large array makes one pass over memory per
+operation: each result (8 MB for 10^6 float64 elements) is written out and read back by the next
+operation, which waits on memory rather than computing. The tiled replay runs a fused group
+(NOTE [fusion]) as a loop over tiles of ``TILE_BYTES`` of its flattened elements: each tile goes
+through the group's operations, one NumPy call each, into a few tile-sized buffers that stay in
+the processor's cache, and only the group's outputs are written out (into slices of the output
+arrays). The calls are the ones the unfused replay makes (NumPy's ufuncs with ``out=``, or the
+primitive's own backend call where it has no ufunc), on contiguous pieces of the same data, so
+the results are the unfused replay's, bit for bit, and nothing is compiled: a program is tiled
+when it is staged, at no cost beyond writing the loop's Python source.
+
+What it costs is one NumPy call per operation per tile instead of per operation, so it pays
+where the arrays are larger than the caches and the operations' work per tile outweighs a
+call's overhead: groups of fewer than ``MIN_ELEMENTS`` elements stay unfused. Measured
+single-threaded (CPU time) on the gradient of the 13-operation chain (``benchmarks/compare.py``'s
+``chain``): see ``MIN_ELEMENTS`` and ``TILE_BYTES``.
+"""
+
+import operator
+
+import numpy as np
+
+from .fusion import fuse_elementwise, fusible, register_tiler
+from .ir import Var
+from .replay import _callable, numpy_ufunc
+
+# The bytes of one tile of a group's values: a few such buffers live at once per group, which
+# stay in a core's L2 cache (512 kB to 2 MB on current x86 and ARM cores) while each of NumPy's
+# calls still has enough elements to run its vectorised loop at full speed.
+TILE_BYTES = 65536
+# Groups of fewer elements replay unfused (their arrays stay in the caches anyway).
+MIN_ELEMENTS = 32768
+
+
+def _size(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def tileable(e):
+    """Whether the tiled replay computes ``e`` tile by tile: each operand has the result's shape
+    or is 0-d or a Python number (so a tile of the result reads the same tile of each operand)."""
+    out = e.outs[0]
+    if e.prim.xp_name is None:   # (an impl of arrayad's own may look at the whole array)
+        return False
+    if getattr(out.dtype, "kind", "c") == "c":
+        # (NumPy's vectorised complex products round as fused multiply-adds, its scalar loop
+        # for the last few elements does not: a tile would move which elements get which)
+        return False
+    for a in e.ins:
+        if isinstance(a, Var):
+            if a.shape not in (out.shape, ()):
+                return False
+        elif type(a.value) not in (bool, int, float, complex):
+            return False
+    return True
+
+
+def accept(e):
+    """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result."""
+    return _size(e.outs[0].shape) >= MIN_ELEMENTS and tileable(e)
+
+
+def _writer(e):
+    """The function computing ``e`` into an ``out=`` buffer, or None (it returns a new tile)."""
+    if e.prim.xp_name == "pow":
+        # (the replay's ``x ** k`` takes NumPy's fast path for small integer powers, which
+        # np.power does not: the same call keeps the same bits)
+        return None
+    return numpy_ufunc(e)
+
+
+def _source(sub, b, ns):
+    """The Python source of the tiled kernel of the sub-program ``sub``; ``ns`` receives the
+    functions and constants it names."""
+    n_in = len(sub.in_vars)
+    shape = tuple(sub.outs[0].shape)
+    dtype = np.dtype(sub.outs[0].dtype.name)
+    tile = max(1, TILE_BYTES // dtype.itemsize)
+    ns.update(_empty=np.empty, _shape=shape, _dtype=dtype, _n=_size(shape), _T=tile)
+    names = {}
+    full = []      # the inputs read tile by tile
+    for i, v in enumerate(sub.in_vars):
+        if v.shape == ():
+            names[v] = f"a{i}"
+        else:
+            full.append(i)
+    out_index = {}
+    for j, v in enumerate(sub.outs):
+        out_index.setdefault(v, j)
+    last = {}
+    for k, e in enumerate(sub.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                last[a] = k
+
+    def atom(a):
+        if isinstance(a, Var):
+            return names[a]
+        key = f"_k{len(ns)}"
+        ns[key] = a.value
+        return key
+
+    free, n_bufs, owner = [], 0, {}   # tile buffers: free ones, how many, value -> buffer
+    body = [f"        x{i} = f{i}[s:e]" for i in full]
+    for i in full:
+        names[sub.in_vars[i]] = f"x{i}"
+    for k, e in enumerate(sub.eqns):
+        args = [atom(a) for a in e.ins]
+        v = e.outs[0]
+        write = _writer(e)
+        fn = write if write is not None else _callable(e.prim, b)[0]
+        fname = f"_u{k}"
+        ns[fname] = fn
+        # the operands' buffers that die here are free for this result (a ufunc may write
+        # over its own operand: the same elements, read before they are written)
+        for a in dict.fromkeys(e.ins):
+            if isinstance(a, Var) and last.get(a) == k and a in owner:
+                free.append(owner.pop(a))
+        call = f"{fname}({', '.join(args)}"
+        if v in out_index:
+            target = f"p{out_index[v]}[s:e]"
+            if write is not None:
+                body.append(f"        t{v.n} = {call}, out={target})")
+            else:
+                body.append(f"        t{v.n} = {target}")
+                body.append(f"        t{v.n}[...] = {call})")
+        elif write is not None:
+            if free:
+                buf = free.pop()
+            else:
+                buf, n_bufs = n_bufs, n_bufs + 1
+            owner[v] = buf
+            body.append(f"        t{v.n} = {call}, out=b{buf})")
+        else:
+            body.append(f"        t{v.n} = {call})")
+        names[v] = f"t{v.n}"
+    params = [f"a{i}" for i in range(n_in)]
+    lines = [f"def kernel({', '.join(params + ['out=None'])}):"]
+    lines += [f"    f{i} = a{i}.reshape(-1)" for i in full]
+    outs = [f"o{j}" for j in range(len(sub.outs))]
+    lines.append("    if out is None:")
+    lines += [f"        o{j} = _empty(_shape, _dtype)" for j in range(len(sub.outs))]
+    lines.append("    else:")
+    lines.append("        o0 = out")
+    lines += [f"    p{j} = o{j}.reshape(-1)" for j in range(len(sub.outs))]
+    lines += [f"    b{i} = _empty(_T, _dtype)" for i in range(n_bufs)]
+    lines.append("    for s in range(0, _n, _T):")
+    lines.append("        e = s + _T")
+    if n_bufs:
+        lines.append("        if e > _n:   # (the last tile: the buffers' first elements)")
+        lines += [f"            b{i} = b{i}[:_n - s]" for i in range(n_bufs)]
+    lines += body
+    lines.append(f"    return ({', '.join(outs)},)")
+    return "\n".join(lines) + "\n"
+
+
+def make_kernel(sub):
+    """(kernel, out_kernel) of a fused group (NOTE [fusion]): ``kernel(*raw)`` the tuple of its
+    outputs; ``out_kernel(*raw, out=buf)``, for a group of one output, writes into ``buf``."""
+    ns = {}
+    src = _source(sub, sub.backend, ns)
+    exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
+    fn = ns["kernel"]
+    fn.source = src
+
+    def kernel(*raw):
+        return fn(*raw)
+
+    def out_kernel(*raw, out):
+        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
+            return fn(*raw)
+        return fn(*raw, out=out)
+
+    kernel.source = src
+    return kernel, (out_kernel if len(sub.outs) == 1 else None)
+
+
+def wanted(prog):
+    """Whether ``lower`` would tile something of ``prog``: two instructions it accepts."""
+    return sum(1 for e in prog.eqns if fusible(e) and accept(e)) > 1
+
+
+def lower(prog):
+    """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
+    if not wanted(prog):
+        return None
+    return fuse_elementwise(prog, accept, make_kernel)
+
+
+register_tiler("numpy", lower)

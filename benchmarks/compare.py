@@ -335,8 +335,9 @@ def _fused_run(fn, args, on=True):
     """A call of the jitted ``fn`` whose first call stages its program with the compiled fusion
     (``on``), compiling it at once (so that the cell's first call counts the compilation), or
     unfused (neither compiled nor tiled); the later calls replay it."""
-    from arrayad._jit import fusion
+    from arrayad._jit import fusion, lower_numba
 
+    lower_numba.register()   # (numba's loops for NumPy: not arrayad's default, NOTE [tiled replay])
     staged = []
 
     def run():

@@ -11,6 +11,7 @@ import pytest
 
 import arrayad as ad
 from arrayad._jit import check, executable, passes
+from arrayad._jit.ir import Program
 from arrayad._ops._rules import FACTS, NO_FACTS
 from arrayad._jit.fusion import fuse_elementwise
 from arrayad._jit.replay import compile_replay
@@ -40,10 +41,12 @@ def checked_passes(monkeypatch):
 def kernel_cache(tmp_path_factory, monkeypatch):
     """numba's kernels and their on-disk cache in a directory of this test session; programs
     lowered as soon as they are staged (NOTE [when to compile])."""
-    from arrayad._jit import fusion
+    from arrayad._jit import fusion, lower_numba
     monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
     monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
     monkeypatch.setattr(fusion, "ENABLED", True)   # (opt-in: ARRAYAD_JIT_FUSE=1)
+    monkeypatch.setattr(fusion, "LOWERERS", dict(fusion.LOWERERS))
+    lower_numba.register()   # (NumPy programs keep the tiled replay otherwise)
 
 
 def chain_vec_grad_np(x):   # (d chain_vec / dx elementwise, by hand)
@@ -195,7 +198,15 @@ def test_numba_lowering_gives_the_unfused_results(case, monkeypatch, kernel_cach
 # -- the tiled replay of NumPy programs (NOTE [tiled replay]) ----------------------------------
 
 @pytest.fixture
-def small_tiles(monkeypatch):
+def numpy_calls(monkeypatch):
+    """The tiled replay with NumPy's sin and cos (NOTE [vector math]: ARRAYAD_JIT_VECTOR_MATH=0),
+    so that its results are the unfused replay's bit for bit."""
+    from arrayad._jit import vector_math
+    monkeypatch.setattr(vector_math, "FUNCTIONS", {})
+
+
+@pytest.fixture
+def small_tiles(monkeypatch, numpy_calls):
     """Tiles of 3 elements (the last one shorter), from 1 element of a group on: the small
     samples of the operator database run through several tiles."""
     from arrayad._jit import lower_tiles
@@ -280,7 +291,7 @@ def test_tiles_of_a_few_elements_give_numpys_vectorised_results(name, dtype, sma
         _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), name)
 
 
-def test_jit_tiles_large_programs_when_staged_and_not_small_ones():
+def test_jit_tiles_large_programs_when_staged_and_not_small_ones(numpy_calls):
     from arrayad._jit import fusion, lower_tiles
     n = lower_tiles.MIN_ELEMENTS + 5   # (a last tile shorter than the others)
     x = np.random.default_rng(5).standard_normal(n)
@@ -301,9 +312,43 @@ def test_jit_tiles_large_programs_when_staged_and_not_small_ones():
         j1 = ad.jit(grad(chain))
         j1(x)
         assert executable(j1.lower(x)).tiled is not None
+    with fusion.turned(True, fuse_after=0):   # (compiled fusion on: NumPy keeps the tiles)
+        j2 = ad.jit(grad(chain))
+        j2(x)
+        assert executable(j2.lower(x)).fused is None
+        assert executable(j2.lower(x)).tiled is not None
 
 
-def test_tiled_kernels_take_any_layout_and_write_into_buffers():
+def test_constants_of_one_value_are_read_as_numbers_in_tiles(small_tiles):
+    from arrayad._jit import lower_tiles
+    n = 50
+    x = np.random.default_rng(15).standard_normal(n)
+
+    def f(x):
+        ones = ad.full((n,), 2.0)                                   # (one value: a number)
+        ramp = ad.astype(ad.arange(n), ad.float64)                  # (different values)
+        zeros = ad.where(ad.arange(n) > 3, 0.0, -0.0)               # (0.0 and -0.0 differ)
+        return ad.sin(x) * ones + ad.cos(x) * ramp - x / zeros, ad.matmul(ramp, ramp)
+
+    staged = make_program(f)(x)
+    # (arrays made inside are captured, read at every call; as constants of the program they
+    # are folded, as a gradient's are)
+    prog = passes.optimize(Program(staged.name, staged.in_vars, staged.consts, staged.eqns,
+                                   staged.outs, staged.in_spec, staged.out_spec, staged.backend))
+    tiled = lower_tiles.lower(prog)
+    check(tiled)
+    assert sum(1 for v in prog.consts if v.shape) == 3
+    # (left as arrays: the ramp, also read by matmul, and the zeros of both signs)
+    big = [c for v, c in tiled.consts.items() if v.shape]
+    assert len(big) == 2 and not any(lower_tiles._uniform(c) for c in big)
+    with np.errstate(all="ignore"):
+        _bits(compile_replay(tiled)(x), compile_replay(prog)(x), "constants")
+    j = ad.jit(grad(chain))   # (the gradient's seed, 1 broadcast to x's shape)
+    j(x)
+    assert all(v.shape == () for v in executable(j.lower(x)).tiled.consts)
+
+
+def test_tiled_kernels_take_any_layout_and_write_into_buffers(numpy_calls):
     from arrayad._jit import lower_tiles
     n = lower_tiles.MIN_ELEMENTS
     rng = np.random.default_rng(9)
@@ -331,7 +376,7 @@ def test_tiled_kernels_take_any_layout_and_write_into_buffers():
     _bits(buf, np.sin(np.exp(base) * 2) + 1, "out_kernel")
 
 
-def test_tiled_replay_from_threads():
+def test_tiled_replay_from_threads(numpy_calls):
     import concurrent.futures
     from arrayad._jit import lower_tiles
     n = lower_tiles.MIN_ELEMENTS * 2
@@ -367,6 +412,80 @@ def test_tiled_programs_under_grad_jvp_and_vmap():
     jv(x)
     xs = np.stack([x, -x])
     np.testing.assert_allclose(vmap(jv)(xs), chain_vec_np(xs), rtol=1e-12)
+
+
+# -- vector sin and cos (NOTE [vector math]) --------------------------------------------------
+
+def _vector_functions():
+    from arrayad._jit import vector_math
+    if not vector_math.FUNCTIONS:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    return vector_math.FUNCTIONS
+
+
+def _ulps(a, b):
+    """The distance in units in the last place between float64 arrays (0 for nan and nan)."""
+    ia, ib = (v.view(np.int64) for v in (a, b))
+    ia = np.where(ia < 0, np.int64(-2 ** 63) - ia, ia)   # (ordered like the floats)
+    ib = np.where(ib < 0, np.int64(-2 ** 63) - ib, ib)
+    d = np.abs(ia.astype(object) - ib.astype(object)).astype(float)
+    return np.where(np.isnan(a) & np.isnan(b), 0, d)
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_vector_sin_and_cos_stay_within_4_ulp_of_numpy(name):
+    f = _vector_functions()[name]
+    rng = np.random.default_rng(12)
+    parts = [rng.uniform(-s, s, 20001) for s in (1e-300, 1e-8, 1, 4, 100, 1e5, 1e9, 1e300)]
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, np.pi, -np.pi / 2,
+               1.7976931348623157e308, 2.0 ** 1000, 1e22]
+    x = np.concatenate(parts + [np.array(special)])
+    got = f(x, out=np.empty_like(x))
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, name)(x)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert _ulps(got, want).max() <= 4
+    zero = want == 0
+    assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+
+
+def test_vector_functions_take_any_length_in_place_and_fall_back():
+    fs = _vector_functions()
+    rng = np.random.default_rng(13)
+    for n in range(0, 20):   # (every rest after the full vectors of 2, 4 or 8 values)
+        x = rng.standard_normal(n) * 10
+        for name, f in fs.items():
+            want = getattr(np, name)(x)
+            got = f(x, out=np.empty_like(x))
+            assert _ulps(got, want).max() <= 4 if n else got.shape == (0,)
+            y = x.copy()
+            assert f(y, out=y) is y and np.array_equal(y, got)   # (in place: the same values)
+    x = rng.standard_normal(64)
+    for name, f in fs.items():   # (float32, strided: NumPy's own function)
+        x32 = x.astype(np.float32)
+        assert np.array_equal(f(x32, out=np.empty_like(x32)), getattr(np, name)(x32))
+        assert np.array_equal(f(x[::2], out=np.empty(32)), getattr(np, name)(x[::2]))
+
+
+def test_vector_math_can_be_turned_off(monkeypatch):
+    from arrayad._jit import vector_math
+    monkeypatch.setenv("ARRAYAD_JIT_VECTOR_MATH", "0")
+    assert vector_math._load() == {}
+
+
+def test_jit_of_large_arrays_calls_vector_sin_and_cos():
+    from arrayad._jit import fusion, lower_tiles
+    fs = _vector_functions()
+    x = np.random.default_rng(14).standard_normal(lower_tiles.MIN_ELEMENTS + 3) * 5
+    j = ad.jit(grad(chain))
+    got = j(x)
+    kernel = executable(j.lower(x)).tiled.eqns[0].prim.kernel
+    assert {f.__name__ for f in fs.values()} <= set(kernel.source_names)
+    with fusion.turned(False):
+        want = ad.jit(grad(chain))(x)
+    # (the gradient's sums of products of sin and cos: a few ulp of each term)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(got, chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
 
 
 # -- fused programs under transforms -----------------------------------------------------------

@@ -18,11 +18,14 @@ rule transform the sub-program, so a fused program stays differentiable and batc
 is the lowerer's kernel, or the sub-program's replay where there is none.
 
 Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
-outer transforms bind the unfused one. A lowerer is an optional extra: without it (numba not
-installed, a backend without one) the replay is the unfused one, and results are the same. The
-lowerers: NumPy's numba loops (``lower_numba.py``), Dask's one blockwise layer per group running
-those loops or the group's NumPy replay per block (``lower_dask.py``), torch's ``torch.compile``
-of the group's replay (``lower_torch.py``).
+outer transforms bind the unfused one. NumPy programs are tiled when they are staged (NOTE
+[tiled replay] in ``lower_tiles.py``: generated Python over pieces of the arrays, nothing
+compiled). A compiler's lowerer is an optional extra (``ARRAYAD_JIT_FUSE=1``): without it (numba
+not installed, a backend without one) the replay is the unfused or tiled one, and results are
+the same. The lowerers: Dask's one blockwise layer per group running numba's loops
+(``lower_numba.py``) or the group's NumPy replay per block (``lower_dask.py``), torch's
+``torch.compile`` of the group's replay (``lower_torch.py``); numba's loops for NumPy programs
+only where asked for (``lower_numba.register``: the tiled replay is faster).
 """
 
 import collections
@@ -154,11 +157,10 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None):
 
 LOWERERS = {}   # backend name -> (lower, wanted, after); lower_numba.py (NumPy), lower_dask.py
 # and lower_torch.py register themselves
-# Fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, the replay is the
-# unfused one, with no compiler imported or run. Why not on by default: measured in one process
-# with the benchmarks' imports (torch, JAX) it was slower than the unfused replay at 65,536
-# elements (1.49x against 1.15x the NumPy forward) and no faster at 10^6, while faster in a
-# NumPy-only process; and its first compile costs about a second (NOTE [when to compile]).
+# Compiled fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, no compiler
+# is imported or run. Why not on by default: torch.compile takes seconds to tens of seconds, and
+# numba's loops, measured on NumPy programs, were slower than the unfused replay (1.49x against
+# 1.12x the NumPy forward at 65,536 elements), where the tiled replay is faster than both.
 ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "0") == "1"
 # The tiled replay of NumPy programs (NOTE [tiled replay] in ``lower_tiles.py``) compiles
 # nothing and gives the unfused replay's results bit for bit, so it is on unless

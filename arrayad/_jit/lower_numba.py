@@ -1,4 +1,6 @@
-"""The NumPy lowerer of fused groups (NOTE [fusion]): one numba loop per group.
+"""numba's loops for fused groups (NOTE [fusion]): one loop per group, run on the blocks of
+Dask programs (``lower_dask.py``); on NumPy programs only where ``register()`` asks for them
+(the tiled replay, ``lower_tiles.py``, is faster there).
 
 Each fused group becomes the source of one ``numba.njit`` function looping over the elements
 (one pass over the data instead of one per operation, no intermediate arrays), written to a
@@ -214,4 +216,8 @@ def lower(prog):
     return fuse_elementwise(prog, accept, make_kernel)
 
 
-register_lowerer("numpy", lower, wanted)
+def register():
+    """Make numba's loops the compiled fusion of NumPy programs (``ARRAYAD_JIT_FUSE=1``). Not
+    done by default: measured slower than the tiled replay (NOTE [tiled replay]), which NumPy
+    programs keep; for comparisons (``benchmarks/compare.py``) and tests."""
+    register_lowerer("numpy", lower, wanted)

@@ -1,0 +1,72 @@
+"""float64 ``sin`` and ``cos`` for the tiled replay (NOTE [vector math]).
+
+NOTE [vector math]
+------------------
+NumPy computes float64 ``sin`` and ``cos`` one value at a time with the C library's functions
+(about 9 ns a value on a current x86-64 core, where its ``exp`` or a multiplication take under
+1 ns), so they dominate the time of any elementwise program that uses them, and the unfused and
+tiled replays alike wait on them. XLA uses its own vectorised approximations. The GNU C library
+ships vectorised versions of them too, in ``libmvec`` (since glibc 2.22): this module finds them
+at run time (``ctypes``; nothing links to the library, and where it is missing, on another
+system or another processor, ``FUNCTIONS`` is empty and the tiled replay calls NumPy) and calls
+them over a tile's values through ``arrayad._core._vector_math``, 8, 4 or 2 values at a time.
+
+Numerics: ``libmvec``'s functions stay within 4 ulp of the exact result (the GNU C library's
+stated bound; against NumPy's values this module's tests measured at most 3 ulp), give nan for
+nan and +-inf and keep the sign of zero, as NumPy's do; large arguments (beyond about 1e5 in
+magnitude) take their exact slow path. So a jitted program with ``sin`` or ``cos`` on large
+arrays may differ from the unfused replay and from NumPy by a few ulp in those results, and the
+AVX-512, AVX2 and SSE2 versions may differ from each other likewise. ``ARRAYAD_JIT_VECTOR_MATH=0``
+in the environment keeps NumPy's functions (and the tiled replay's results bit for bit the
+unfused replay's).
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+# glibc's names for the vector versions by width (the x86-64 vector function ABI's mangling:
+# b = SSE, d = AVX2, e = AVX-512; N<lanes>v = one vector argument)
+_PREFIX = {2: "_ZGVbN2v_", 4: "_ZGVdN4v_", 8: "_ZGVeN8v_"}
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _vector_function(apply, address, ufunc):
+    """``f(x, out=buf)``: the vector function on contiguous float64 values, else ``ufunc``."""
+    def f(x, out):
+        if (x.dtype == _FLOAT64 and out.dtype == _FLOAT64 and x.ndim == 1 and out.ndim == 1
+                and x.flags.c_contiguous and out.flags.c_contiguous):
+            apply(address, x, out)
+            return out
+        return ufunc(x, out=out)
+    f.__name__ = f"vector_{ufunc.__name__}"
+    return f
+
+
+def _load():
+    """{name: f(x, out=)} of the vector functions found here (NOTE [vector math])."""
+    if os.environ.get("ARRAYAD_JIT_VECTOR_MATH", "1") == "0":
+        return {}
+    try:
+        from .._core import _vector_math
+    except ImportError:   # (a build without it)
+        return {}
+    prefix = _PREFIX.get(_vector_math.width()) if _vector_math.supported() else None
+    if prefix is None:
+        return {}
+    try:
+        lib = ctypes.CDLL("libmvec.so.1")
+    except OSError:   # (no GNU C library, or an older one)
+        return {}
+    out = {}
+    for name in ("sin", "cos"):
+        try:
+            address = ctypes.cast(getattr(lib, prefix + name), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+        out[name] = _vector_function(_vector_math.apply, address, getattr(np, name))
+    return out
+
+
+FUNCTIONS = _load()

@@ -332,9 +332,9 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
 
 
 def _fused_run(fn, args, on=True):
-    """A call of the jitted ``fn`` whose first call stages its program with the compiled fusion
-    (``on``), compiling it at once (so that the cell's first call counts the compilation), or
-    unfused (neither compiled nor tiled); the later calls replay it."""
+    """A call of the jitted ``fn`` whose first call stages its program with numba's loops
+    (``on``), compiling them at once (so that the cell's first call counts the compilation), or
+    unfused; never tiled; the later calls replay it."""
     from arrayad._jit import fusion, lower_numba
 
     lower_numba.register()   # (numba's loops for NumPy: not arrayad's default, NOTE [tiled replay])
@@ -343,7 +343,7 @@ def _fused_run(fn, args, on=True):
     def run():
         if staged:
             return fn(*args)
-        with fusion.turned(on, fuse_after=0):
+        with fusion.turned(on, fuse_after=0, tiles=False):
             out = fn(*args)
         staged.append(True)
         return out
@@ -1213,7 +1213,8 @@ def goal_tables(measured):
 
 
 FUSION_COLUMNS = [("arrayad.jit-unfused", "unfused replay"), ("arrayad.jit", "tiled (default)"),
-                  ("arrayad.jit-fused", "numba loops (opt-in)"), ("jax.jit", "jax.jit")]
+                  ("arrayad.jit-fused", "numba loops (from 32,768 elements)"),
+                  ("jax.jit", "jax.jit")]
 
 
 def fusion_table(measured):
@@ -1294,9 +1295,10 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
         notes.append("arrayad.jit-unfused: `arrayad.jit` without fusion (`ARRAYAD_JIT_TILES=0`): "
                      f"one NumPy call per operation on the whole arrays; {FUSED_NA}")
     if "arrayad.jit-fused" in libs:
-        notes.append("arrayad.jit-fused: `arrayad.jit` with its compiled fusion turned on "
-                     "(opt-in: `ARRAYAD_JIT_FUSE=1`) and compiled at the first call, numba's "
-                     f"kernels in a new on-disk cache; {FUSED_NA}")
+        notes.append("arrayad.jit-fused: `arrayad.jit` with numba's loops for NumPy programs "
+                     "(`ARRAYAD_JIT_FUSE=1` and `lower_numba.register()`, not the tiled replay), "
+                     "compiled at the first call, its kernels in a new on-disk cache; unfused "
+                     f"below numba's 32,768 elements; {FUSED_NA}")
     unverified = [w.name for w in workloads if ref_libs.get(w.name) is None]
     if unverified:
         notes.append("* = not verified, no reference result for: " + ", ".join(unverified))

@@ -473,8 +473,8 @@ def test_vector_math_can_be_turned_off(monkeypatch):
     assert vector_math._load() == {}
 
 
-def test_jit_of_large_arrays_calls_vector_sin_and_cos():
-    from arrayad._jit import fusion, lower_tiles
+def test_jit_of_large_arrays_calls_vector_sin_and_cos(monkeypatch):
+    from arrayad._jit import fusion, lower_tiles, vector_math
     fs = _vector_functions()
     x = np.random.default_rng(14).standard_normal(lower_tiles.MIN_ELEMENTS + 3) * 5
     j = ad.jit(grad(chain))
@@ -486,6 +486,14 @@ def test_jit_of_large_arrays_calls_vector_sin_and_cos():
     # (the gradient's sums of products of sin and cos: a few ulp of each term)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(got, chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+    # a lone sin is a group of its own (the sum outside it)
+    lone = ad.jit(lambda x: ad.sum(ad.sin(x)))
+    np.testing.assert_allclose(lone(x), np.sum(np.sin(x)), rtol=1e-13)
+    assert _fused_names(executable(lone.lower(x)).tiled) == ["fused[sin]"]
+    monkeypatch.setattr(vector_math, "FUNCTIONS", {})   # (NumPy's sin: nothing to gain alone)
+    lone = ad.jit(lambda x: ad.sum(ad.sin(x)))
+    lone(x)
+    assert executable(lone.lower(x)).tiled is None
 
 
 # -- fused programs under transforms -----------------------------------------------------------

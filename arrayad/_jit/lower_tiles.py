@@ -193,9 +193,17 @@ def make_kernel(sub):
     return kernel, (out_kernel if len(sub.outs) == 1 else None)
 
 
+def _vectorised(e):
+    """Whether ``e`` calls a vector math function (NOTE [vector math]): worth a group of its
+    own, as a lone ``sin`` of a large array."""
+    return _writer(e) in vector_math.FUNCTIONS.values()
+
+
 def wanted(prog):
-    """Whether ``lower`` would tile something of ``prog``: two instructions it accepts."""
-    return sum(1 for e in prog.eqns if fusible(e) and accept(e)) > 1
+    """Whether ``lower`` would tile something of ``prog``: two instructions it accepts, or one
+    that calls a vector math function."""
+    ok = [e for e in prog.eqns if fusible(e) and accept(e)]
+    return len(ok) > 1 or any(map(_vectorised, ok))
 
 
 def _uniform(c):
@@ -240,7 +248,7 @@ def lower(prog):
     """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
     if not wanted(prog):
         return None
-    return fuse_elementwise(_uniform_constants(prog), accept, make_kernel)
+    return fuse_elementwise(_uniform_constants(prog), accept, make_kernel, alone=_vectorised)
 
 
 register_tiler("numpy", lower)

@@ -217,7 +217,7 @@ class _ProgramPrimitive(_core.Primitive):
         self.batch = self._batch
         self.node_name = f"Jit{prog.name}Backward"
         self._flat_replay = None
-        self._flat_eval = compile_replay(prog, bound=True, flat=True)
+        self._evaluate = None   # (made when a rule first needs it: ``_flat_eval``)
         # (the captured constants come after the inputs, and get no cotangent or tangent: a
         # Tensor that requires grad makes the program uncacheable, NOTE [captured arrays])
         self._inexact_in = ([getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.in_vars]
@@ -225,6 +225,14 @@ class _ProgramPrimitive(_core.Primitive):
         self._inexact_out = [getattr(v.dtype, "kind", "") in ("f", "c") for v in prog.outs]
         self._pullback = self._pushforward = None
         self._batched = {}
+
+    @property
+    def _flat_eval(self):
+        """The program binding each primitive, flat in and out (what the rules transform);
+        compiled at the first rule's call, not when a program is staged or fused."""
+        if self._evaluate is None:
+            self._evaluate = compile_replay(self.prog, bound=True, flat=True)
+        return self._evaluate
 
     def _impl(self, xp, *raw):
         if self._flat_replay is None:

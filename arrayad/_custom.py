@@ -47,8 +47,7 @@ import types
 import warnings
 
 from ._core import _core
-from ._core._core import (Array, BatchTracer, DualTracer, GradTracer, Interpreter, Primitive,
-                          Tensor, Tracer, bind, shape_of)
+from ._core._core import Array, Interpreter, Primitive, Tensor, Tracer, bind, shape_of
 from ._ops import ops
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, get_rng_state, set_rng_state
@@ -73,7 +72,7 @@ def _reverse(v):
     """Whether reverse mode differentiates ``v``: a grad tracer in its tower, or a Tensor that
     requires grad under grad mode."""
     while isinstance(v, Tracer):
-        if isinstance(v, GradTracer):
+        if v.derivative == "reverse":
             return True
         v = v.value
     return isinstance(v, Tensor) and v.requires_grad and _core.is_grad_enabled()
@@ -85,9 +84,9 @@ def _forward_direct(leaves):
     grad, dual = 0, 0
     for v in leaves:
         while isinstance(v, Tracer):
-            if isinstance(v, GradTracer):
+            if v.derivative == "reverse":
                 grad = max(grad, v._interp.level)
-            elif isinstance(v, DualTracer):
+            elif v.derivative == "forward":
                 dual = max(dual, v._interp.level)
             v = v.value
     return dual > grad
@@ -97,7 +96,7 @@ def _differentiated(v):
     """Whether any transform but vmap sees ``v`` (grad, jvp, jit: jit's program may be
     differentiated later), or the tape records it."""
     while isinstance(v, Tracer):
-        if not isinstance(v, BatchTracer):
+        if not v.batches:
             return True
         v = v.value
     return isinstance(v, Tensor) and v.requires_grad and _core.is_grad_enabled()
@@ -112,14 +111,8 @@ def _constant(v):
     made inside without an array argument, ``ad.zeros(n)``, ``ad.arange(n)``, and what is computed
     from such arrays and the raw inputs alone: no derivative, no batch axis); else None."""
     while isinstance(v, Tracer):
-        if isinstance(v, GradTracer):
-            if v._node is not None:
-                return None
-        elif isinstance(v, DualTracer):
-            if v.tangent is not None:
-                return None
-        elif not isinstance(v, BatchTracer) or v.bdim >= 0:
-            return None      # (a batched value, or a staged one: jit's)
+        if not v._is_constant():   # (a derivative, a batch axis, or a staged value: jit's)
+            return None
         v = v.value
     return None if isinstance(v, Tensor) and v._node is not None else v
 

@@ -150,12 +150,12 @@ def map_blocks(f, *arrays):
 
 def _chunks_of(x):
     """The Dask chunks of the array a value stands for (a batch axis of vmap removed), or None."""
-    from ._core._core import BatchTracer, DualTracer, GradTracer, Tensor
-    if isinstance(x, BatchTracer):
+    from ._core._core import Tensor, Tracer
+    if isinstance(x, Tracer):
         c = _chunks_of(x.value)
-        return c if c is None or x.bdim is None else c[:x.bdim] + c[x.bdim + 1:]
-    if isinstance(x, (GradTracer, DualTracer)):
-        return _chunks_of(x.value)
+        if c is None or not x.batches or x._is_constant():   # (no batch axis at this level)
+            return c
+        return c[:x.bdim] + c[x.bdim + 1:]
     if isinstance(x, Tensor):
         return _chunks_of(x._value)
     return x.chunks if _is_dask(x) else None

@@ -96,3 +96,43 @@ def test_an_interpreter_cannot_be_closed_from_another_thread():
     interp.close()
     assert errors and "closed in another" in errors[0]
     assert not interp.alive
+
+
+def test_a_python_transform_decides_conversions_printing_and_random_draws():
+    # (NOTE [interpreters]: the defaults read the value below and take a draw as it is)
+    x = np.array([0.25, 1.5])
+
+    def convert(t):
+        assert repr(t).startswith("CountingTracer(level=1, value=array([0.25, 1.5 ])")
+        assert float(ad.max(t)) == 1.5 and bool(ad.min(t) > 0)
+        assert np.asarray(t).tolist() == x.tolist()
+        return ad.sum(t) + ad.sum(ad.rand(2) * 0)
+
+    value, names = count(convert)(x)
+    assert value == 1.75 and "sum" in names
+
+    class Refusing(CountingInterpreter):   # (a transform that overrides them)
+        def random_per_batch_element(self):
+            raise RuntimeError("refused: no random numbers here")
+
+    class Opaque(CountingTracer):
+        def _concrete_value(self, what):
+            raise RuntimeError(f"opaque: no {what}()")
+
+        def _describe(self):
+            return "Opaque(...)"
+
+    with Refusing() as interp:
+        t = Opaque(interp, np.array(0.25))
+        assert repr(t) == str(t) == "Opaque(...)"
+        with pytest.raises(RuntimeError, match=r"opaque: no float\(\)"):
+            float(t)
+        with pytest.raises(RuntimeError, match=r"opaque: no bool\(\)"):
+            bool(t)
+        with pytest.raises(RuntimeError, match=r"opaque: no numpy\(\)"):
+            np.asarray(t)
+        with pytest.raises(RuntimeError, match="refused: no random numbers"):
+            ad.rand(2)
+        # (inside grad, a value of it is still its own to convert)
+        with pytest.raises(RuntimeError, match=r"opaque: no float\(\)"):
+            grad(lambda s: s * float(t))(1.0)

@@ -467,6 +467,27 @@ def test_vector_functions_take_any_length_in_place_and_fall_back():
         assert np.array_equal(f(x[::2], out=np.empty(32)), getattr(np, name)(x[::2]))
 
 
+def test_every_vector_width_this_processor_has():
+    # (the 2-, 4- and 8-lane loops: a machine uses its widest; here each is run and checked)
+    import ctypes
+    from arrayad._core import _vector_math
+    from arrayad._jit import vector_math
+    _vector_functions()
+    lib = ctypes.CDLL("libmvec.so.1")
+    x = np.random.default_rng(16).standard_normal(37) * 20
+    widths = [w for w in (2, 4, 8) if w <= _vector_math.width()]
+    assert widths and _vector_math.width() in widths
+    for lanes in widths:
+        for name in ("sin", "cos"):
+            address = ctypes.cast(getattr(lib, vector_math._PREFIX[lanes] + name),
+                                  ctypes.c_void_p).value
+            out = np.empty_like(x)
+            _vector_math.apply(address, x, out, lanes)
+            assert _ulps(out, getattr(np, name)(x)).max() <= 4, (name, lanes)
+    with pytest.raises(ValueError, match="lanes"):
+        _vector_math.apply(address, x, out, 3)
+
+
 def test_vector_math_can_be_turned_off(monkeypatch):
     from arrayad._jit import vector_math
     monkeypatch.setenv("ARRAYAD_JIT_VECTOR_MATH", "0")

@@ -1008,6 +1008,35 @@ cdef class Tracer(Array):
     def __copy__(self):
         raise TypeError(f"arrayad: {type(self).__name__} does not say how to copy itself")
 
+    # -- what each transform decides for its values (NOTE [interpreters]): a tracer class
+    # overrides these, the array protocols above and the package call them
+
+    # Whether this level differentiates its values: "reverse" (grad, vjp), "forward" (jvp), or
+    # None (vmap, jit: jit's program may be differentiated once it is staged).
+    derivative = None
+    # Whether this level adds a batch axis to its values (vmap).
+    batches = False
+
+    def _is_constant(self):
+        """Whether this level adds nothing to the value below: no derivative, no batch axis
+        (an array made inside the transform from no input). A staged value never is."""
+        return False
+
+    def _concrete_value(self, str what):
+        """The value one level down for the Python conversion ``what`` (``float(x)``,
+        ``bool(x)``, ``np.asarray(x)``...), or the error saying why this transform cannot
+        give it."""
+        return self.value
+
+    def _describe(self):
+        """What ``repr(x)`` and ``str(x)`` show."""
+        return f"{type(self).__name__}(level={self._interp.level}, value={self.value!r})"
+
+    def _inplace_error(self, target):
+        """The error for an in-place update that would make ``target`` (of another transform, or
+        of none) hold this tracer; None: the generic one."""
+        return None
+
     def __deepcopy__(self, memo):
         # a tracer of the same transform: values are never written into, so the copy is
         # independent of the original (an in-place update of one rebinds only that one)

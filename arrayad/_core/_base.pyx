@@ -594,6 +594,12 @@ cdef class Interpreter:
         """``value`` (of a lower level) as a constant of this level."""
         return value
 
+    def random_per_batch_element(self):
+        """How a random draw inside this transform is taken: False, as it is; True, one sample
+        per batch element (vmap's ``randomness="different"``); or it raises where it cannot be
+        (vmap's ``"error"``, a staged function that would replay the same numbers)."""
+        return False
+
     def __repr__(self):
         state = "alive" if self.alive else "dead"
         return f"<{type(self).__name__} level={self.level} {state}>"

@@ -25,11 +25,26 @@ Interpreters are compared by identity, so a later transform at the same depth is
 with a dead one. The eager tape is the interpreter below all of them (``_process_eager``): it runs
 when the arguments hold ``Tensor``s and no tracer.
 
+What a transform decides for its values outside ``process`` is declared by its classes too, so
+that no code elsewhere asks which transform a tracer belongs to:
+
+* the tracer's ``_concrete_value(what)``: its value one level down for a Python conversion
+  (``float``, ``bool``, ``np.asarray``...), or the error saying why not (grad and jvp: it would
+  drop a derivative; vmap: the value differs per batch element; jit: it is being staged);
+* its ``_describe()`` (what ``repr`` prints) and ``_inplace_error(target)`` (vmap's message for a
+  batched value written into an unbatched array);
+* its class attributes ``derivative`` ("reverse", "forward" or None) and ``batches``, and
+  ``_is_constant()`` (the level adds nothing: no node, no tangent, no batch axis), which decide
+  whether a value needs a derivative (``autograd.Function``, custom rules) or is a constant;
+* the interpreter's ``random_per_batch_element()``: how a random draw inside it is taken (vmap's
+  ``randomness``; jit refuses, as it would replay the same numbers).
+
 A new transform (a staging tracer for ``jit``, say) is one more pair of classes: a ``Tracer``
 subclass with ``value`` and the properties ``shape``/``dtype``, and an ``Interpreter`` subclass
-overriding ``process`` (and ``lift`` if constants must become tracers); its Python entry point
-opens it with ``with`` and unwraps the outputs. ``bind`` and the other interpreters need no
-change: ``process`` is a virtual (cpdef) method, so the new class may even be written in Python.
+overriding ``process`` (and ``lift`` if constants must become tracers, and the methods above
+where the defaults do not fit); its Python entry point opens it with ``with`` and unwraps the
+outputs. ``bind`` and the other interpreters need no change: ``process`` is a virtual (cpdef)
+method, so the new class may even be written in Python.
 
 NOTE [everything inside is arrayad]
 -----------------------------------
@@ -323,6 +338,14 @@ cdef class BatchInterpreter(Interpreter):
     cpdef object lift(self, object value):
         return _new_batch(self, value, UNBATCHED)
 
+    def random_per_batch_element(self):
+        if self.randomness == "error":
+            raise RuntimeError(
+                "vmap: called random operation while in randomness error mode. Please either use "
+                "the 'same' or 'different' randomness flags on vmap or perform the randomness "
+                "operation out of vmap")
+        return self.randomness == "different"
+
     cpdef object process(self, Primitive prim, tuple args, dict params):
         cdef int out_dim_c = 0
         cdef bint batched = False
@@ -379,9 +402,29 @@ cdef inline void _check_same_interpreter(Tracer self, Tracer other) except *:
         raise _host.inplace_level_error(self, other)
 
 
+cdef object _differentiated_value(Tracer t, str kind, str what):
+    """The value below a grad or jvp tracer ``t`` for the conversion ``what``, unless that
+    would drop a derivative: a constant of the level or an integer value has none to lose
+    (library code's int(n), float(scale), np.asarray(mask) work), nor has a truth value."""
+    if what not in ("bool", "format") and not t._is_constant() and _is_inexact(t.value):
+        raise RuntimeError(
+            f"{kind}: calling {what}() on an array being differentiated would drop its "
+            f"derivative (the result is a plain Python/NumPy value). Keep it an array and use "
+            f"arrayad functions; if you really want a constant, call x.detach() first.")
+    return t.value
+
+
 cdef class GradTracer(Tracer):
+    derivative = "reverse"
+
     def __copy__(self):
         return _new_grad_tracer(self._interp, self.value, self._node, self._idx)
+
+    def _is_constant(self):
+        return self._node is None
+
+    def _concrete_value(self, str what):
+        return _differentiated_value(self, "grad", what)
 
     def _replace(self, GradTracer other not None):
         _check_same_interpreter(self, other)
@@ -391,8 +434,20 @@ cdef class GradTracer(Tracer):
 
 
 cdef class DualTracer(Tracer):
+    derivative = "forward"
+
     def __copy__(self):
         return _new_dual(self._interp, self.value, self.tangent)
+
+    def _is_constant(self):
+        return self.tangent is None
+
+    def _concrete_value(self, str what):
+        return _differentiated_value(self, "jvp", what)
+
+    def _describe(self):
+        return (f"DualTracer(level={self._interp.level}, primal={self.value!r}, "
+                f"tangent={self.tangent!r})")
 
     @property
     def primal(self):
@@ -405,8 +460,35 @@ cdef class DualTracer(Tracer):
 
 
 cdef class BatchTracer(Tracer):
+    batches = True
+
     def __copy__(self):
         return _new_batch(self._interp, self.value, self.bdim)
+
+    def _is_constant(self):
+        return self.bdim == UNBATCHED
+
+    def _concrete_value(self, str what):
+        if self.bdim == UNBATCHED:   # (the same value for every batch element)
+            return self.value
+        if what == "bool":
+            raise RuntimeError(
+                "vmap: It looks like you're attempting to use a Tensor in some data-dependent "
+                "control flow (if/while on an array value). The value differs per batch "
+                "element: use arrayad.where(condition, a, b) to select elementwise instead.")
+        raise RuntimeError(
+            f"vmap: It looks like you're calling {what}() on an array inside vmap. The value "
+            f"differs per batch element; keep it an array (use arrayad functions) or move the "
+            f"conversion out of the vmapped function.")
+
+    def _describe(self):
+        return f"BatchTracer(level={self._interp.level}, bdim={self.bdim}, value={self.value!r})"
+
+    def _inplace_error(self, target):
+        return RuntimeError(
+            "vmap: an in-place operation would write a batched value into an unbatched array "
+            "(one made outside vmap, or with zeros(shape) inside it). Create the array with "
+            "zeros_like(batched_input) or build the result with where()/concat instead.")
 
     @property
     def shape(self):

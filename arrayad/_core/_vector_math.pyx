@@ -11,47 +11,26 @@ cdef extern from *:
     #if defined(__GNUC__) && defined(__x86_64__)
     #include <immintrin.h>
     #define ARRAYAD_VECTOR_MATH 1
-    typedef __m128d (*arrayad_fn2)(__m128d);
-    typedef __m256d (*arrayad_fn4)(__m256d);
-    typedef __m512d (*arrayad_fn8)(__m512d);
 
-    /* (one pattern per width: the full vectors, then the rest copied into a zeroed vector, so
-       that every element goes through the same vector code) */
-    static void arrayad_run2(void *fn, const double *x, double *o, Py_ssize_t n) {
-        arrayad_fn2 f = (arrayad_fn2)fn;
-        Py_ssize_t i = 0;
-        for (; i + 2 <= n; i += 2) _mm_storeu_pd(o + i, f(_mm_loadu_pd(x + i)));
-        if (i < n) {
-            double t[2] = {0.0, 0.0};
-            memcpy(t, x + i, (size_t)(n - i) * sizeof(double));
-            _mm_storeu_pd(t, f(_mm_loadu_pd(t)));
-            memcpy(o + i, t, (size_t)(n - i) * sizeof(double));
+    /* One loop per width: the full vectors, then the rest copied into a zeroed vector, so that
+       every element goes through the same vector code. */
+    #define ARRAYAD_RUN(NAME, LANES, VEC, LOAD, STORE)                                        \
+        static void NAME(void *fn, const double *x, double *o, Py_ssize_t n) {                \
+            VEC (*f)(VEC) = (VEC (*)(VEC))fn;                                                  \
+            Py_ssize_t i = 0;                                                                  \
+            for (; i + LANES <= n; i += LANES) STORE(o + i, f(LOAD(x + i)));                   \
+            if (i < n) {                                                                       \
+                double t[LANES] = {0.0};                                                       \
+                memcpy(t, x + i, (size_t)(n - i) * sizeof(double));                            \
+                STORE(t, f(LOAD(t)));                                                          \
+                memcpy(o + i, t, (size_t)(n - i) * sizeof(double));                            \
+            }                                                                                  \
         }
-    }
+    ARRAYAD_RUN(arrayad_run2, 2, __m128d, _mm_loadu_pd, _mm_storeu_pd)
     __attribute__((target("avx2")))
-    static void arrayad_run4(void *fn, const double *x, double *o, Py_ssize_t n) {
-        arrayad_fn4 f = (arrayad_fn4)fn;
-        Py_ssize_t i = 0;
-        for (; i + 4 <= n; i += 4) _mm256_storeu_pd(o + i, f(_mm256_loadu_pd(x + i)));
-        if (i < n) {
-            double t[4] = {0.0, 0.0, 0.0, 0.0};
-            memcpy(t, x + i, (size_t)(n - i) * sizeof(double));
-            _mm256_storeu_pd(t, f(_mm256_loadu_pd(t)));
-            memcpy(o + i, t, (size_t)(n - i) * sizeof(double));
-        }
-    }
+    ARRAYAD_RUN(arrayad_run4, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd)
     __attribute__((target("avx512f")))
-    static void arrayad_run8(void *fn, const double *x, double *o, Py_ssize_t n) {
-        arrayad_fn8 f = (arrayad_fn8)fn;
-        Py_ssize_t i = 0;
-        for (; i + 8 <= n; i += 8) _mm512_storeu_pd(o + i, f(_mm512_loadu_pd(x + i)));
-        if (i < n) {
-            double t[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-            memcpy(t, x + i, (size_t)(n - i) * sizeof(double));
-            _mm512_storeu_pd(t, f(_mm512_loadu_pd(t)));
-            memcpy(o + i, t, (size_t)(n - i) * sizeof(double));
-        }
-    }
+    ARRAYAD_RUN(arrayad_run8, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd)
     static int arrayad_vector_width(void) {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f")) return 8;
@@ -86,19 +65,24 @@ def width():
     return _width
 
 
-def apply(size_t address, const double[::1] x, double[::1] out):
-    """``out[i] = f(x[i])`` for the vector function of ``width()`` lanes at ``address``; ``x``
-    and ``out`` may be the same array."""
+def apply(size_t address, const double[::1] x, double[::1] out, int lanes=0):
+    """``out[i] = f(x[i])`` for the vector function at ``address`` of ``lanes`` values (by
+    default ``width()``; fewer where the processor has the wider registers too: the tests run
+    every width); ``x`` and ``out`` may be the same array."""
     cdef Py_ssize_t n = x.shape[0]
+    if lanes == 0:
+        lanes = _width
     if out.shape[0] != n:
         raise ValueError(f"vector math: {n} values into {out.shape[0]}")
-    if n == 0 or _width == 0 or address == 0:
+    if lanes not in (2, 4, 8) or lanes > _width:
+        raise ValueError(f"vector math: {lanes} lanes on a processor of {_width}")
+    if n == 0 or address == 0:
         return
     cdef void *fn = <void *>address
     with nogil:
-        if _width == 8:
+        if lanes == 8:
             arrayad_run8(fn, &x[0], &out[0], n)
-        elif _width == 4:
+        elif lanes == 4:
             arrayad_run4(fn, &x[0], &out[0], n)
         else:
             arrayad_run2(fn, &x[0], &out[0], n)

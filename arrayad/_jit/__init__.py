@@ -140,42 +140,12 @@ class JitTracer(Tracer):
         self.value = other.value
         self.var = other.var
 
-    def __repr__(self):
+    def _describe(self):
         return f"JitTracer({self.var.name}:{self.var.type_str()}, {self.var.label})"
 
-    __str__ = __repr__
-
-    def _conversion_error(self, what):
-        return self._interp.conversion_error(self, what)
-
-    def __bool__(self):
-        raise self._conversion_error("bool")
-
-    def __float__(self):
-        raise self._conversion_error("float")
-
-    def __int__(self):
-        raise self._conversion_error("int")
-
-    def __complex__(self):
-        raise self._conversion_error("complex")
-
-    def __index__(self):
-        raise self._conversion_error("index")
-
-    def item(self):
-        raise self._conversion_error("item")
-
-    def tolist(self):
-        raise self._conversion_error("tolist")
-
-    def __array__(self, dtype=None, copy=None):
-        raise self._conversion_error("numpy.asarray")
-
-    def __format__(self, spec):
-        if spec:
-            raise self._conversion_error("format")
-        return repr(self)
+    def _concrete_value(self, what):
+        # (a staged value has none: the program must hold for every value, NOTE [staging])
+        raise self._interp.conversion_error(self, what)
 
 
 class JitInterpreter(Interpreter):
@@ -298,6 +268,9 @@ class JitInterpreter(Interpreter):
             f"jit({self.fname}): the function draws random numbers{_user_frame()}. Under jit they "
             f"would be drawn once, while tracing, and the same numbers replayed on every call. "
             f"Draw them outside the jitted function and pass them as an argument.")
+
+    def random_per_batch_element(self):
+        raise self.random_error()   # (drawn once while tracing, then replayed)
 
     def conversion_error(self, tracer, what):
         var = tracer.var

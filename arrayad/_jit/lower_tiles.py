@@ -26,6 +26,8 @@ at 10^6, 0.53x for tiles of 8 KiB, 0.39x for 16 KiB, 0.30x for 32 KiB, 0.27x for
 0.25x for 128 KiB (a few of these buffers at once must stay in a core's cache).
 """
 
+import math
+
 import numpy as np
 
 from . import vector_math
@@ -40,13 +42,6 @@ from .replay import _callable, numpy_ufunc
 TILE_BYTES = 65536
 # Groups of fewer elements replay unfused (see the module's docstring).
 MIN_ELEMENTS = 1024
-
-
-def _size(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def tileable(e):
@@ -70,7 +65,7 @@ def tileable(e):
 
 def accept(e):
     """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result."""
-    return _size(e.outs[0].shape) >= MIN_ELEMENTS and tileable(e)
+    return math.prod(e.outs[0].shape) >= MIN_ELEMENTS and tileable(e)
 
 
 def _writer(e):
@@ -92,7 +87,7 @@ def _source(sub, b, ns):
     shape = tuple(sub.outs[0].shape)
     dtype = np.dtype(sub.outs[0].dtype.name)
     tile = max(1, TILE_BYTES // dtype.itemsize)
-    ns.update(_empty=np.empty, _shape=shape, _dtype=dtype, _n=_size(shape), _T=tile)
+    ns.update(_empty=np.empty, _shape=shape, _dtype=dtype, _n=math.prod(shape), _T=tile)
     names = {}
     full = []      # the inputs read tile by tile
     for i, v in enumerate(sub.in_vars):

@@ -13,7 +13,7 @@ from .._dtypes import is_inexact
 from ._namespace import ops
 
 from .._core import _core
-from .._core._core import Array, BatchTracer, DualTracer, GradTracer, Tensor, bind
+from .._core._core import Array, Tensor, Tracer, bind
 from .indexing import getitem, setitem
 from .views import Index, make_view
 from ._rules import Declarations
@@ -24,12 +24,8 @@ decl = Declarations(globals())
 
 @decl.glue
 def _inplace_level_error(self, result):
-    if isinstance(result, BatchTracer):
-        return RuntimeError(
-            "vmap: an in-place operation would write a batched value into an unbatched array "
-            "(one made outside vmap, or with zeros(shape) inside it). Create the array with "
-            "zeros_like(batched_input) or build the result with where()/concat instead.")
-    return RuntimeError(
+    special = result._inplace_error(self) if isinstance(result, Tracer) else None
+    return special or RuntimeError(
         f"arrayad: an in-place operation would turn a {type(self).__name__} into a "
         f"{type(result).__name__} of another transform (the array was made outside the "
         f"transform, or with zeros(shape) inside it). Create it with zeros_like(traced_input) "
@@ -54,40 +50,11 @@ def _setitem(x, key, value):
 @decl.glue
 def _concrete(x, what):
     """The concrete backend value of ``x`` for a Python conversion, or a clear error when the
-    conversion would lose a derivative (grad/jvp) or depends on the batch (vmap)."""
-    while True:
-        if isinstance(x, Tensor):
-            return x._value
-        if isinstance(x, BatchTracer):
-            if x.bdim < 0:   # not batched: the same value for every batch element
-                x = x.value
-                continue
-            if what == "bool":
-                raise RuntimeError(
-                    "vmap: It looks like you're attempting to use a Tensor in some data-dependent "
-                    "control flow (if/while on an array value). The value differs per batch "
-                    "element: use arrayad.where(condition, a, b) to select elementwise instead.")
-            raise RuntimeError(
-                f"vmap: It looks like you're calling {what}() on an array inside vmap. The value "
-                f"differs per batch element; keep it an array (use arrayad functions) or move "
-                f"the conversion out of the vmapped function.")
-        if isinstance(x, (GradTracer, DualTracer)):
-            # (a constant of the level - no node, no tangent - or an integer value has no
-            # derivative to lose: library code's int(n), float(scale), np.asarray(mask) work)
-            constant = (x._node is None if isinstance(x, GradTracer) else x.tangent is None)
-            if what not in ("bool", "format") and not constant and is_inexact(x.dtype):
-                kind = "grad" if isinstance(x, GradTracer) else "jvp"
-                raise RuntimeError(
-                    f"{kind}: calling {what}() on an array being differentiated would drop its "
-                    f"derivative (the result is a plain Python/NumPy value). Keep it an array "
-                    f"and use arrayad functions; if you really want a constant, call "
-                    f"x.detach() first.")
-            x = x.value
-            continue
-        error = getattr(x, "_conversion_error", None)   # (a staging tracer: arrayad.jit)
-        if error is not None:
-            raise error(what)
-        return x
+    conversion would lose a derivative (grad/jvp), depends on the batch (vmap) or on a value
+    being staged (jit): each tracer class says (``_concrete_value``)."""
+    while isinstance(x, Tracer):
+        x = x._concrete_value(what)
+    return x._value if isinstance(x, Tensor) else x
 
 
 @decl.glue
@@ -398,12 +365,7 @@ def _repr(x):
         elif x.requires_grad:
             extra.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
-    level = x.interpreter.level
-    if isinstance(x, GradTracer):
-        return f"GradTracer(level={level}, value={x.value!r})"
-    if isinstance(x, DualTracer):
-        return f"DualTracer(level={level}, primal={x.value!r}, tangent={x.tangent!r})"
-    return f"BatchTracer(level={level}, bdim={x.bdim}, value={x.value!r})"
+    return x._describe()   # (each tracer class's own)
 
 
 # -- devices ----------------------------------------------------------------------------------------

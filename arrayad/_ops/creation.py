@@ -884,20 +884,8 @@ def _size_args(size, api):
 def _random(draw, shape, requires_grad, interp):
     """Draw random numbers, honouring the ``randomness`` mode of every enclosing vmap:
     'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
-    different = []
-    for f in _core.interpreters():
-        refuse = getattr(f, "random_error", None)   # (arrayad.jit: drawn once, replayed)
-        if refuse is not None:
-            raise refuse()
-        if isinstance(f, _core.BatchInterpreter):
-            mode = f.randomness
-            if mode == "error":
-                raise RuntimeError(
-                    "vmap: called random operation while in randomness error mode. Please either "
-                    "use the 'same' or 'different' randomness flags on vmap or perform the "
-                    "randomness operation out of vmap")
-            if mode == "different":
-                different.append(f)
+    # (each transform says, outermost first: NOTE [interpreters])
+    different = [f for f in _core.interpreters() if f.random_per_batch_element()]
     full_shape = tuple(f.size for f in different) + tuple(shape)
     if interp is None:
         return _made(draw(full_shape), None, requires_grad)

@@ -7,8 +7,7 @@ import numpy as np
 from ._namespace import ops
 
 from .._core import _core
-from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Tensor, bind, dtype_of,
-                           shape_of)
+from .._core._core import Array, Tensor, Tracer, bind, dtype_of, shape_of
 from .._core._core import structural_zeros, zeros_mask
 from .._dtypes import from_backend, is_inexact, to_backend
 from ._rules import (ELEMENTWISE, MOVING, Declarations, axis_batch, batch_size_of, broadcast_like,
@@ -938,20 +937,18 @@ def _constant_counts(repeats, api):
     between batch elements of vmap would give rows of different lengths: refused."""
     if not isinstance(repeats, Array) or isinstance(repeats, Tensor):
         return repeats
+    if is_inexact(dtype_of(repeats)):
+        raise TypeError(f"{api}: repeats must be integers, got {dtype_of(repeats)}")
     t = repeats
-    while isinstance(t, Array) and not isinstance(t, Tensor):
-        if not isinstance(t, (GradTracer, DualTracer, BatchTracer)):
-            # (jit's: the result's length depends on the counts' values, unknown while it
-            # traces; its conversion error names the argument and the fixes)
-            np.asarray(t)
-        if isinstance(t, BatchTracer) and t.bdim >= 0:
+    while isinstance(t, Tracer):
+        if t.batches and not t._is_constant():
             raise RuntimeError(
                 f"vmap: {api} with repeats that differ between batch elements returns arrays of "
                 f"different lengths, which vmap cannot stack. Pass repeats that are the same for "
                 f"every batch element (computed outside vmap), or loop over the batch.")
-        t = t.value
-    if is_inexact(dtype_of(repeats)):
-        raise TypeError(f"{api}: repeats must be integers, got {dtype_of(repeats)}")
+        # (jit's refuses: the result's length depends on the counts' values, unknown while it
+        # traces; its conversion error names the argument and the fixes)
+        t = t._concrete_value("numpy")
     return Tensor(_core.raw_value(repeats))
 
 

@@ -51,8 +51,8 @@ import types
 
 from .._core import _core
 from .._dtypes import is_inexact
-from .._core._core import (Array, BatchTracer, DualTracer, GradTracer, Primitive, Tensor, Tracer,
-                           bind, dtype_of, is_complex, shape_of, unbroadcast)
+from .._core._core import (Array, Primitive, Tensor, Tracer, bind, dtype_of, is_complex, shape_of,
+                           unbroadcast)
 from .._core._core import fix_scalar as _fix_scalar
 from .._ops import ops
 from .._ops.views import update_in_place
@@ -108,15 +108,13 @@ def _no_tensor(*groups):
 
 
 def _needs_grad(v):
-    while True:
-        if isinstance(v, Tensor):
-            return v.requires_grad and _core.is_grad_enabled()
-        if isinstance(v, (GradTracer, DualTracer)):
+    while isinstance(v, Tracer):   # (each level says: NOTE [interpreters])
+        if v.derivative is not None:
             return True
-        if isinstance(v, BatchTracer):
-            v = v.value
-            continue
-        return False
+        if not v.batches:   # (a staged value: jit stages the call with its rules)
+            return False
+        v = v.value
+    return isinstance(v, Tensor) and v.requires_grad and _core.is_grad_enabled()
 
 
 def _is_float(v):

@@ -528,6 +528,18 @@ def test_map_overlap_two_dimensional_under_vmap_and_central_differences():
         rtol=1e-14)
 
 
+def test_map_overlap_under_jit_sees_the_chunks():
+    # (a block function that sees where its block ends: under jit the same blocks as without)
+    import arrayad.dask as add
+    xn = np.arange(20.0) ** 2
+    x = da.from_array(xn, chunks=5)
+    f = lambda v: add.map_overlap(lambda b: b + ad.roll(b, 1), v, depth=1,  # noqa: E731
+                                  boundary="none")
+    want = da.map_overlap(lambda b: b + np.roll(b, 1), x, depth=1, boundary="none").compute()
+    np.testing.assert_array_equal(f(x).compute(), want)
+    np.testing.assert_array_equal(ad.jit(f)(x).compute(), want)
+
+
 def test_map_overlap_on_other_backends_is_one_block(backend):
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp

@@ -376,6 +376,21 @@ def test_tiled_kernels_take_any_layout_and_write_into_buffers(numpy_calls):
     _bits(buf, np.sin(np.exp(base) * 2) + 1, "out_kernel")
 
 
+def test_a_failing_tiling_warns_and_leaves_the_unfused_replay(monkeypatch):
+    from arrayad._jit import lower_tiles
+
+    def broken(sub):
+        raise RuntimeError("no tiles today")
+
+    monkeypatch.setattr(lower_tiles, "make_kernel", broken)
+    x = np.random.default_rng(17).standard_normal(2 * lower_tiles.MIN_ELEMENTS)
+    j = ad.jit(grad(chain))
+    with pytest.warns(RuntimeWarning, match="tiling its program failed .*no tiles today"):
+        got = j(x)
+    assert executable(j.lower(x)).tiled is None
+    np.testing.assert_allclose(got, chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+
+
 def test_tiled_replay_from_threads(numpy_calls):
     import concurrent.futures
     from arrayad._jit import lower_tiles

@@ -157,16 +157,17 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, alo
 # ---------------------------------------------------------------------------------------------
 # Lowerers: backend name -> function(program) -> fused program or None
 
-LOWERERS = {}   # backend name -> (lower, wanted, after); lower_numba.py (NumPy), lower_dask.py
-# and lower_torch.py register themselves
+LOWERERS = {}   # backend name -> (lower, wanted, after); lower_dask.py and lower_torch.py
+# register themselves, lower_numba.py for NumPy only where ``register()`` asks it to
 # Compiled fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, no compiler
 # is imported or run. Why not on by default: torch.compile takes seconds to tens of seconds, and
 # numba's loops, measured on NumPy programs, were slower than the unfused replay (1.49x against
 # 1.12x the NumPy forward at 65,536 elements), where the tiled replay is faster than both.
 ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "0") == "1"
 # The tiled replay of NumPy programs (NOTE [tiled replay] in ``lower_tiles.py``) compiles
-# nothing and gives the unfused replay's results bit for bit, so it is on unless
-# ARRAYAD_JIT_TILES=0; a compiler's lowering (ARRAYAD_JIT_FUSE=1) takes over once it applies.
+# nothing and gives the unfused replay's results (bit for bit but for the vectorised sin and cos
+# of NOTE [vector math]), so it is on unless ARRAYAD_JIT_TILES=0; a compiler's lowering
+# (ARRAYAD_JIT_FUSE=1) takes over once it applies.
 TILED = os.environ.get("ARRAYAD_JIT_TILES", "1") != "0"
 # A program is lowered once its unfused replays have taken this many seconds in all
 # (NOTE [when to compile]); 0: at once, when it is staged.

@@ -326,7 +326,13 @@ class Executable:
         self._primitive = None
         fusion = _fusion()
         if lower:
-            self.tiled = fusion.tiled(prog)
+            try:
+                self.tiled = fusion.tiled(prog)
+            except Exception as e:   # (a bug of the tiling must not break the function)
+                import warnings
+                warnings.warn(f"arrayad.jit({prog.name}): tiling its program failed "
+                              f"({type(e).__name__}: {e}); it runs unfused.", RuntimeWarning,
+                              stacklevel=2)
         if self.tiled is not None:
             self.run_prog = self.tiled
         self.replay = compile_replay(self.run_prog, owner=self)

@@ -199,10 +199,11 @@ def test_numba_lowering_gives_the_unfused_results(case, monkeypatch, kernel_cach
 
 @pytest.fixture
 def numpy_calls(monkeypatch):
-    """The tiled replay with NumPy's sin and cos (NOTE [vector math]: ARRAYAD_JIT_VECTOR_MATH=0),
+    """The tiled replay with NumPy's calls only (NOTE [vector math]: ARRAYAD_JIT_VECTOR_MATH=0),
     so that its results are the unfused replay's bit for bit."""
     from arrayad._jit import vector_math
     monkeypatch.setattr(vector_math, "FUNCTIONS", {})
+    monkeypatch.setattr(vector_math, "ADDRESSES", {})   # (no tile machine: NOTE [tile machine])
 
 
 @pytest.fixture
@@ -429,6 +430,112 @@ def test_tiled_programs_under_grad_jvp_and_vmap():
     np.testing.assert_allclose(vmap(jv)(xs), chain_vec_np(xs), rtol=1e-12)
 
 
+# -- the tile machine (NOTE [tile machine]) -------------------------------------------------
+
+@pytest.fixture
+def machine(monkeypatch):
+    """Every group of the tile machine's operations in it, in tiles of 3 elements."""
+    from arrayad._jit import lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    monkeypatch.setattr(lower_tiles, "MACHINE_MIN", 1)
+    monkeypatch.setattr(lower_tiles, "MACHINE_MIN_OPS", 1)
+    monkeypatch.setattr(lower_tiles, "MACHINE_TILE", 3)
+
+
+def _machine_names(prog):
+    return [e.prim.name for e in prog.eqns if getattr(e.prim, "fused", False)
+            and e.prim.kernel.source.startswith("tile machine")]
+
+
+@pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
+def test_the_tile_machine_gives_the_unfused_results(case, machine):
+    from arrayad._jit import lower_tiles
+    for prog, args in _programs(case, Backend("numpy")):
+        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
+        tiled = lower_tiles.lower(prog)
+        if tiled is None or not _machine_names(tiled):
+            continue
+        check(tiled)
+        with np.errstate(all="ignore"):
+            got, want = compile_replay(tiled)(*leaves), compile_replay(prog)(*leaves)
+        for g, w in zip(_leaves(got), _leaves(want)):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert np.array_equal(np.isnan(g), np.isnan(w)), prog.name
+            # (libmvec's functions: a few ulp, through the derivative's products)
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15, err_msg=prog.name)
+
+
+def test_the_tile_machine_does_ieee_arithmetic_bit_for_bit(machine):
+    from arrayad._jit import lower_tiles
+    rng = np.random.default_rng(18)
+    x, y = rng.standard_normal(41), rng.standard_normal(41)
+    x[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, 5e-324, -2.0]
+    y[:8] = [1.0, np.inf, 0.0, -0.0, 0.0, 1e308, 2.0, -0.0]
+    c = np.array(-1.5)   # (a 0-d input: a number given at each call)
+
+    def f(x, y, c):
+        return (x + y) * c - x / y + ad.abs(-x) * 2.5 + ad.sqrt(y) + x ** 2 - (3 - y) / c
+
+    prog = make_program(f)(x, y, c)
+    tiled = lower_tiles.lower(prog)
+    assert _machine_names(tiled)
+    with np.errstate(all="ignore"):
+        _bits(compile_replay(tiled)(x, y, c), compile_replay(prog)(x, y, c), "arithmetic")
+        _bits(compile_replay(tiled)(x, y, np.array(4.0)),
+              compile_replay(prog)(x, y, np.array(4.0)), "another number")
+
+
+def test_the_tile_machine_functions_on_edge_values(machine):
+    from arrayad._jit import lower_tiles, vector_math
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, -1e-310, 700.0, -750.0, 1e5, 3.0])
+    for name in vector_math.ADDRESSES:
+        prog = make_program(lambda x: getattr(ad, name)(x * 1.0 + 0.0))(x)
+        tiled = lower_tiles.lower(prog)
+        assert _machine_names(tiled), name
+        with np.errstate(all="ignore"):
+            got, want = compile_replay(tiled)(x), compile_replay(prog)(x)
+        assert np.array_equal(np.isnan(got), np.isnan(want)), name
+        fin = np.isfinite(want)
+        assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)]), name
+        assert _ulps(got[fin], want[fin]).max() <= 4, name
+        zero = want == 0
+        assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero])), name
+
+
+def test_jit_runs_long_programs_on_small_arrays_in_the_tile_machine():
+    from arrayad._jit import fusion, lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+
+    def deep(x):
+        for _ in range(60):
+            x = ad.sin(x) * 0.5 + ad.cos(x * 0.7)
+        return ad.sum(x)
+
+    x = np.random.default_rng(19).standard_normal(64)
+    j = ad.jit(grad(deep))
+    j(x)
+    got = j(x)
+    tiled = executable(j.lower(x)).tiled
+    assert tiled is not None and len(_machine_names(tiled)) == len(tiled.eqns)
+    assert any(len(e.outs) > 1 for e in tiled.eqns)   # (outputs that share one array)
+    with fusion.turned(False):
+        want = ad.jit(grad(deep))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    # a large group of several outputs: an array each; into a dead buffer: out_kernel
+    big = np.random.default_rng(20).standard_normal(70000)
+    two = ad.jit(lambda x: (ad.exp(x) * 2 + x, ad.sum(ad.exp(x) * 2)))
+    a, b = two(big)
+    np.testing.assert_allclose(a, np.exp(big) * 2 + big, rtol=1e-14)
+    np.testing.assert_allclose(b, np.sum(np.exp(big) * 2), rtol=1e-12)
+    prog = make_program(lambda x: ad.sin(ad.exp(x) * 2) + 1)(big)
+    (eqn,) = lower_tiles.lower(prog).eqns
+    buf = np.empty_like(big)
+    assert eqn.prim.out_kernel(big, out=buf)[0] is buf
+    np.testing.assert_allclose(buf, np.sin(np.exp(big) * 2) + 1, rtol=1e-13, atol=1e-15)
+
+
 # -- vector sin and cos (NOTE [vector math]) --------------------------------------------------
 
 def _vector_functions():
@@ -506,7 +613,7 @@ def test_every_vector_width_this_processor_has():
 def test_vector_math_can_be_turned_off(monkeypatch):
     from arrayad._jit import vector_math
     monkeypatch.setenv("ARRAYAD_JIT_VECTOR_MATH", "0")
-    assert vector_math._load() == {}
+    assert vector_math._addresses() == {}
 
 
 def test_jit_of_large_arrays_calls_vector_sin_and_cos(monkeypatch):

@@ -5,8 +5,11 @@ called on 2, 4 or 8 values at a time in the widest vector registers the processo
 AVX2 or AVX-512), the last few values padded to a full vector. Nothing here links to the
 library: on a compiler or processor without these registers ``supported()`` is False."""
 
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
 cdef extern from *:
     """
+    #include <math.h>
     #include <string.h>
     #if defined(__GNUC__) && defined(__x86_64__)
     #include <immintrin.h>
@@ -31,6 +34,56 @@ cdef extern from *:
     ARRAYAD_RUN(arrayad_run4, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd)
     __attribute__((target("avx512f")))
     ARRAYAD_RUN(arrayad_run8, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd)
+    /* The tile machine (NOTE [tile machine] in arrayad/_jit/lower_tiles.py): a program of
+       elementwise instructions run over tiles of the flattened arrays. An instruction is four
+       ints: the operation, the destination slot, two operands (a slot, or -1-k for the k-th
+       constant). Slots: the inputs, then the outputs (pointing into their arrays at the tile),
+       then the temporaries (tile-sized buffers). A call takes its function's index in ``fns``
+       as its second operand. */
+    enum { AD_ADD, AD_SUBTRACT, AD_MULTIPLY, AD_DIVIDE, AD_NEGATIVE, AD_COPY, AD_SQUARE,
+           AD_ABS, AD_SQRT, AD_CALL };
+    #define AD_LOOP(EXPR) for (Py_ssize_t i = 0; i < m; i++) d[i] = (EXPR)
+    #define AD_BINARY(OP)                                                                     \
+        if (A && B) AD_LOOP(A[i] OP B[i]);                                                     \
+        else if (A) AD_LOOP(A[i] OP cb);                                                       \
+        else if (B) AD_LOOP(ca OP B[i]);                                                       \
+        else AD_LOOP(ca OP cb);
+    #define ARRAYAD_EXEC(NAME, RUN)                                                           \
+        static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
+                         double **slots, double **in, Py_ssize_t n_in, double **out,           \
+                         Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) {        \
+            for (Py_ssize_t s = 0; s < n; s += tile) {                                         \
+                Py_ssize_t m = n - s < tile ? n - s : tile;                                    \
+                for (Py_ssize_t k = 0; k < n_in; k++) slots[k] = in[k] + s;                    \
+                for (Py_ssize_t k = 0; k < n_out; k++) slots[n_in + k] = out[k] + s;           \
+                for (Py_ssize_t c = 0; c < n_code; c++) {                                      \
+                    const int *ins = code + 4 * c;                                             \
+                    double *d = slots[ins[1]];                                                 \
+                    int a = ins[2], b = ins[3];                                                \
+                    const double *A = a >= 0 ? slots[a] : NULL;                                \
+                    const double *B = b >= 0 ? slots[b] : NULL;                                \
+                    double ca = a >= 0 ? 0.0 : consts[-1 - a];                                 \
+                    double cb = b >= 0 ? 0.0 : consts[-1 - b];                                 \
+                    switch (ins[0]) {                                                          \
+                    case AD_ADD: AD_BINARY(+) break;                                           \
+                    case AD_SUBTRACT: AD_BINARY(-) break;                                      \
+                    case AD_MULTIPLY: AD_BINARY(*) break;                                      \
+                    case AD_DIVIDE: AD_BINARY(/) break;                                        \
+                    case AD_NEGATIVE: AD_LOOP(-A[i]); break;                                   \
+                    case AD_COPY: AD_LOOP(A[i]); break;                                        \
+                    case AD_SQUARE: AD_LOOP(A[i] * A[i]); break;                               \
+                    case AD_ABS: AD_LOOP(fabs(A[i])); break;                                   \
+                    case AD_SQRT: AD_LOOP(sqrt(A[i])); break;                                  \
+                    case AD_CALL: RUN(fns[ins[3]], A, d, m); break;                            \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }
+    ARRAYAD_EXEC(arrayad_exec2, arrayad_run2)
+    __attribute__((target("avx2")))
+    ARRAYAD_EXEC(arrayad_exec4, arrayad_run4)
+    __attribute__((target("avx512f")))
+    ARRAYAD_EXEC(arrayad_exec8, arrayad_run8)
     static int arrayad_vector_width(void) {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f")) return 8;
@@ -43,6 +96,13 @@ cdef extern from *:
     static void arrayad_run4(void *fn, const double *x, double *o, Py_ssize_t n) {}
     static void arrayad_run8(void *fn, const double *x, double *o, Py_ssize_t n) {}
     static int arrayad_vector_width(void) { return 0; }
+    #define ARRAYAD_NO_EXEC(NAME)                                                             \
+        static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
+                         double **slots, double **in, Py_ssize_t n_in, double **out,           \
+                         Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) {}
+    ARRAYAD_NO_EXEC(arrayad_exec2)
+    ARRAYAD_NO_EXEC(arrayad_exec4)
+    ARRAYAD_NO_EXEC(arrayad_exec8)
     #endif
     """
     int ARRAYAD_VECTOR_MATH
@@ -50,6 +110,15 @@ cdef extern from *:
     void arrayad_run4(void *fn, const double *x, double *o, Py_ssize_t n) nogil
     void arrayad_run8(void *fn, const double *x, double *o, Py_ssize_t n) nogil
     int arrayad_vector_width()
+    void arrayad_exec2(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
+                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
+                       Py_ssize_t n, Py_ssize_t tile) nogil
+    void arrayad_exec4(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
+                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
+                       Py_ssize_t n, Py_ssize_t tile) nogil
+    void arrayad_exec8(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
+                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
+                       Py_ssize_t n, Py_ssize_t tile) nogil
 
 cdef int _width = arrayad_vector_width()
 
@@ -86,3 +155,72 @@ def apply(size_t address, const double[::1] x, double[::1] out, int lanes=0):
             arrayad_run4(fn, &x[0], &out[0], n)
         else:
             arrayad_run2(fn, &x[0], &out[0], n)
+
+
+# the tile machine's operations (the C enum's order)
+OPERATIONS = ("add", "subtract", "multiply", "divide", "negative", "copy", "square", "abs",
+              "sqrt", "call")
+
+
+def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, outputs,
+                Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile):
+    """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` are
+    float64 arrays of ``n`` contiguous elements, ``outputs`` a list of such arrays or one array
+    of shape (outputs, n), ``fns`` the addresses of the vector functions of ``width()`` lanes
+    that its calls name, ``consts`` its constants."""
+    cdef double[:, ::1] block = None if isinstance(outputs, list) else outputs
+    cdef Py_ssize_t n_in = len(inputs), k
+    cdef Py_ssize_t n_out = len(outputs) if block is None else block.shape[0]
+    cdef Py_ssize_t n_slots = n_in + n_out + n_temps
+    if _width == 0:
+        raise RuntimeError("vector math: not supported here")
+    views = []   # (the arrays' views, alive while the machine runs)
+    cdef double **ins = <double **>PyMem_Malloc(max(n_in, 1) * sizeof(double *))
+    cdef double **outs = <double **>PyMem_Malloc(max(n_out, 1) * sizeof(double *))
+    cdef double **slots = <double **>PyMem_Malloc(max(n_slots, 1) * sizeof(double *))
+    cdef void **fn = <void **>PyMem_Malloc(max(len(fns), 1) * sizeof(void *))
+    cdef double *temps = <double *>PyMem_Malloc(max(n_temps * tile, 1) * sizeof(double))
+    cdef const double[::1] src
+    cdef double[::1] dst
+    try:
+        if not (ins and outs and slots and fn and temps):
+            raise MemoryError()
+        for k in range(n_in):
+            src = inputs[k]
+            if src.shape[0] != n:
+                raise ValueError(f"tile machine: input {k} has {src.shape[0]} elements, not {n}")
+            views.append(src)
+            ins[k] = <double *>&src[0] if n else NULL
+        if block is not None and block.shape[1] != n:
+            raise ValueError(f"tile machine: outputs of {block.shape[1]} elements, not {n}")
+        for k in range(n_out):
+            if block is not None:
+                outs[k] = &block[k, 0] if n else NULL
+                continue
+            dst = outputs[k]
+            if dst.shape[0] != n:
+                raise ValueError(f"tile machine: output {k} has {dst.shape[0]} elements, not {n}")
+            views.append(dst)
+            outs[k] = &dst[0] if n else NULL
+        for k in range(n_temps):
+            slots[n_in + n_out + k] = temps + k * tile
+        for k in range(len(fns)):
+            fn[k] = <void *><size_t>fns[k]
+        if n == 0 or code.shape[0] == 0:
+            return
+        with nogil:
+            if _width == 8:
+                arrayad_exec8(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
+                              slots, ins, n_in, outs, n_out, fn, n, tile)
+            elif _width == 4:
+                arrayad_exec4(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
+                              slots, ins, n_in, outs, n_out, fn, n, tile)
+            else:
+                arrayad_exec2(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
+                              slots, ins, n_in, outs, n_out, fn, n, tile)
+    finally:
+        PyMem_Free(ins)
+        PyMem_Free(outs)
+        PyMem_Free(slots)
+        PyMem_Free(fn)
+        PyMem_Free(temps)

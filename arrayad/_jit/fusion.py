@@ -67,13 +67,13 @@ def fusible(eqn):
 MAX_GROUP = 256
 
 
-def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, alone=None):
+def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, worth=None):
     """``prog`` with its maximal elementwise groups fused (NOTE [fusion]); ``accept(eqn)``: may
     ``eqn`` join a group (``fusible`` and the lowerer's own conditions); ``make_kernel(sub)``:
     (kernel, out_kernel) for a group's sub-program, or None to replay it; ``max_group``: the
-    most instructions in a group (``MAX_GROUP``); ``alone(eqn)``: whether an instruction that
-    joins no other makes a group of its own (by default none does: nothing to fuse). Returns a
-    new program (``prog`` itself where nothing is fused)."""
+    most instructions in a group (``MAX_GROUP``); ``worth(eqns)``: whether a group of these
+    instructions is made (by default, two or more: one alone has nothing to fuse). Returns a new
+    program (``prog`` itself where nothing is fused)."""
     max_group = MAX_GROUP if max_group is None else max_group
     parent = {}
 
@@ -117,8 +117,9 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, alo
         group_of[out] = g
         if len(members[g]) >= max_group:
             closed.add(g)
-    groups = [sorted(m) for m in members.values()
-              if len(m) > 1 or (alone is not None and alone(prog.eqns[m[0]]))]
+    if worth is None:
+        worth = lambda eqns: len(eqns) > 1   # noqa: E731
+    groups = [sorted(m) for m in members.values() if worth([prog.eqns[k] for k in m])]
     if not groups:
         return prog
     member_of = {k: i for i, m in enumerate(groups) for k in m}

@@ -64,8 +64,163 @@ def tileable(e):
 
 
 def accept(e):
-    """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result."""
-    return math.prod(e.outs[0].shape) >= MIN_ELEMENTS and tileable(e)
+    """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result; or, from
+    ``MACHINE_MIN`` elements, an operation of the tile machine (NOTE [tile machine])."""
+    n = math.prod(e.outs[0].shape)
+    return ((n >= MIN_ELEMENTS and tileable(e))
+            or (n >= MACHINE_MIN and tileable(e) and _machine_op(e) is not None))
+
+
+# NOTE [tile machine]
+# -------------------
+# A float64 group whose every operation is arithmetic (add, subtract, multiply, divide, negate,
+# square, abs, sqrt) or a function of glibc's vector math library (NOTE [vector math]: sin, cos,
+# exp, log, tanh, expm1, log1p) runs without Python between its operations: the tile machine of
+# ``arrayad._core._vector_math`` executes the group as instructions of four ints over tiles of
+# ``MACHINE_TILE`` elements, its temporaries tile-sized buffers in the cache, in loops the C
+# compiler vectorises for the processor's widest registers. Arithmetic is IEEE, each operation
+# rounded once as NumPy's (the same bits); the functions are libmvec's, within 4 ulp. With no
+# Python call per operation and tile, it pays from ``MACHINE_MIN`` elements (a long program on
+# small arrays, where the unfused replay pays a NumPy call per operation); other groups keep
+# the tiled NumPy calls.
+
+MACHINE_TILE = 1024
+MACHINE_MIN = 16
+MACHINE_MIN_OPS = 8
+BLOCK_ELEMENTS = 65536   # (outputs of groups up to this many values in all share one array)
+
+_MACHINE_ARITHMETIC = {"add": "add", "subtract": "subtract", "multiply": "multiply",
+                       "divide": "divide", "negative": "negative", "positive": "copy",
+                       "square": "square", "abs": "abs", "sqrt": "sqrt"}
+_BINARY = ("add", "subtract", "multiply", "divide")
+
+
+def _machine_op(e):
+    """(the tile machine's operation, the vector function it calls or None) for ``e``, or None
+    where the machine does not compute it (NOTE [tile machine])."""
+    if not vector_math.ADDRESSES or getattr(e.outs[0].dtype, "name", None) != "float64":
+        return None
+    for a in e.ins:
+        if isinstance(a, Var):
+            if getattr(a.dtype, "name", None) != "float64":
+                return None
+        elif type(a.value) not in (int, float):
+            return None
+    name = e.prim.xp_name
+    first_var = bool(e.ins) and isinstance(e.ins[0], Var)
+    if name == "pow":   # (x ** 2: NumPy's operator squares)
+        ok = (len(e.ins) == 2 and first_var and not isinstance(e.ins[1], Var)
+              and e.ins[1].value == 2)
+        return ("square", None) if ok else None
+    op = _MACHINE_ARITHMETIC.get(name)
+    if op is not None:
+        return (op, None) if op in _BINARY or first_var else None
+    if name in vector_math.ADDRESSES and first_var and len(e.ins) == 1:
+        return ("call", name)
+    return None
+
+
+def _machine_program(sub):
+    """(code, constants, positions of the 0-d inputs, temporaries, function addresses) of the
+    tile machine for the group ``sub``, or None (NOTE [tile machine])."""
+    from .._core import _vector_math
+    ops = [_machine_op(e) for e in sub.eqns]
+    if not ops or None in ops:
+        return None
+    full = [v for v in sub.in_vars if v.shape != ()]
+    scalar_pos = [i for i, v in enumerate(sub.in_vars) if v.shape == ()]
+    slot = {v: k for k, v in enumerate(full)}
+    out_slot = {}
+    for j, v in enumerate(sub.outs):
+        out_slot.setdefault(v, len(full) + j)
+    consts = [0.0] * len(scalar_pos)   # (the 0-d inputs, given at each call, then literals)
+    const_of = {sub.in_vars[i]: k for k, i in enumerate(scalar_pos)}
+    temps_at = len(full) + len(sub.outs)
+    last = {}
+    for k, e in enumerate(sub.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                last[a] = k
+
+    def operand(a):
+        if isinstance(a, Var):
+            return -1 - const_of[a] if a in const_of else slot[a]
+        consts.append(float(a.value))
+        return -len(consts)
+
+    free, n_temps, owner, fns, code = [], 0, {}, [], []
+    for k, (e, (op, call)) in enumerate(zip(sub.eqns, ops)):
+        args = [operand(a) for a in e.ins] + [0]
+        if op != "call" and op not in _BINARY:
+            args[1] = 0
+        if (op not in _BINARY and args[0] < 0):   # (a unary operation of a number: folded)
+            return None
+        for a in dict.fromkeys(e.ins):   # (operands dying here free their buffers)
+            if isinstance(a, Var) and last.get(a) == k and a in owner:
+                free.append(owner.pop(a))
+        v = e.outs[0]
+        if v in out_slot:
+            dest = out_slot[v]
+        else:
+            if free:
+                t = free.pop()
+            else:
+                t, n_temps = n_temps, n_temps + 1
+            owner[v] = t
+            dest = temps_at + t
+        slot[v] = dest
+        if op == "call":
+            if vector_math.ADDRESSES[call] not in fns:
+                fns.append(vector_math.ADDRESSES[call])
+            args[1] = fns.index(vector_math.ADDRESSES[call])
+        code.append((_vector_math.OPERATIONS.index(op), dest, args[0], args[1]))
+    return code, consts, scalar_pos, n_temps, tuple(fns)
+
+
+def _machine_kernel(sub, program):
+    """(kernel, out_kernel) running the group ``sub`` in the tile machine."""
+    from .._core._vector_math import run_program
+    code, consts, scalar_pos, n_temps, fns = program
+    code = np.asarray(code, dtype=np.int32).reshape(-1, 4)
+    base = np.asarray(consts, dtype=np.float64)
+    shape = tuple(sub.outs[0].shape)
+    n = math.prod(shape)
+    full_pos = [i for i, v in enumerate(sub.in_vars) if v.shape != ()]
+    n_out = len(sub.outs)
+
+    # (the outputs of a group on small arrays are rows of one array: a group of a long program
+    # has a hundred outputs, which one allocation each would cost more than computing them;
+    # large ones are arrays of their own, so that each is freed when it dies)
+    block = n * n_out <= BLOCK_ELEMENTS and n_out > 1
+
+    def run(raw, outputs):
+        c = base
+        if scalar_pos:
+            c = base.copy()
+            for k, i in enumerate(scalar_pos):
+                c[k] = raw[i]
+        run_program(code, c, [np.ravel(raw[i]) for i in full_pos], outputs, n_temps, fns, n,
+                    MACHINE_TILE)
+
+    def kernel(*raw):
+        if block:
+            outs = np.empty((n_out, n), np.float64)
+            run(raw, outs)
+            return tuple(outs.reshape((n_out,) + shape))
+        outs = [np.empty(shape, np.float64) for _ in range(n_out)]
+        run(raw, [o.reshape(-1) for o in outs])
+        return tuple(outs)
+
+    def out_kernel(*raw, out):
+        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
+            return kernel(*raw)
+        run(raw, [out.reshape(-1)])
+        return (out,)
+
+    kernel.source = f"tile machine: {len(code)} instructions, {n_temps} temporaries"
+    kernel.source_names = ["tile machine"] + [f"vector_{c}" for op, c in
+                                              map(_machine_op, sub.eqns) if c]
+    return kernel, (out_kernel if n_out == 1 else None)
 
 
 def _writer(e):
@@ -168,6 +323,9 @@ def _source(sub, b, ns):
 def make_kernel(sub):
     """(kernel, out_kernel) of a fused group (NOTE [fusion]): ``kernel(*raw)`` the tuple of its
     outputs; ``out_kernel(*raw, out=buf)``, for a group of one output, writes into ``buf``."""
+    program = _machine_program(sub)
+    if program is not None:
+        return _machine_kernel(sub, program)
     ns = {}
     src = _source(sub, sub.backend, ns)
     exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
@@ -194,8 +352,17 @@ def _vectorised(e):
     return _writer(e) in vector_math.FUNCTIONS.values()
 
 
+def _worth(eqns):
+    """Whether a group of these instructions is tiled: two or more, or a lone one that calls a
+    vector math function; below ``MIN_ELEMENTS``, where only the tile machine runs them, at least
+    ``MACHINE_MIN_OPS`` of them (one call of the machine costs a few NumPy calls)."""
+    if len(eqns) < 2 and not _vectorised(eqns[0]):
+        return False
+    return math.prod(eqns[0].outs[0].shape) >= MIN_ELEMENTS or len(eqns) >= MACHINE_MIN_OPS
+
+
 def wanted(prog):
-    """Whether ``lower`` would tile something of ``prog``: two instructions it accepts, or one
+    """Whether ``lower`` might tile something of ``prog``: two instructions it accepts, or one
     that calls a vector math function."""
     ok = [e for e in prog.eqns if fusible(e) and accept(e)]
     return len(ok) > 1 or any(map(_vectorised, ok))
@@ -243,7 +410,7 @@ def lower(prog):
     """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
     if not wanted(prog):
         return None
-    return fuse_elementwise(_uniform_constants(prog), accept, make_kernel, alone=_vectorised)
+    return fuse_elementwise(_uniform_constants(prog), accept, make_kernel, worth=_worth)
 
 
 register_tiler("numpy", lower)

@@ -44,8 +44,14 @@ def _vector_function(apply, address, ufunc):
     return f
 
 
-def _load():
-    """{name: f(x, out=)} of the vector functions found here (NOTE [vector math])."""
+# The functions the tile machine calls (NOTE [tile machine] in lower_tiles.py); of them, the
+# tiled replay's NumPy calls take only sin and cos (NumPy's own others are as fast, and exact).
+NAMES = ("sin", "cos", "exp", "log", "tanh", "expm1", "log1p")
+
+
+def _addresses():
+    """{name: address} of the vector functions of ``NAMES`` found here, of the processor's
+    width (NOTE [vector math])."""
     if os.environ.get("ARRAYAD_JIT_VECTOR_MATH", "1") == "0":
         return {}
     try:
@@ -60,13 +66,22 @@ def _load():
     except OSError:   # (no GNU C library, or an older one)
         return {}
     out = {}
-    for name in ("sin", "cos"):
+    for name in NAMES:
         try:
-            address = ctypes.cast(getattr(lib, prefix + name), ctypes.c_void_p).value
-        except AttributeError:
+            out[name] = ctypes.cast(getattr(lib, prefix + name), ctypes.c_void_p).value
+        except AttributeError:   # (tanh, expm1, log1p: glibc 2.35 on)
             continue
-        out[name] = _vector_function(_vector_math.apply, address, getattr(np, name))
     return out
 
 
+def _load():
+    """{name: f(x, out=)} of the vector sin and cos for the tiled replay's NumPy calls."""
+    if not ADDRESSES:
+        return {}
+    from .._core import _vector_math
+    return {name: _vector_function(_vector_math.apply, ADDRESSES[name], getattr(np, name))
+            for name in ("sin", "cos") if name in ADDRESSES}
+
+
+ADDRESSES = _addresses()
 FUNCTIONS = _load()

@@ -11,7 +11,9 @@ the processor's cache, and only the group's outputs are written out (into slices
 arrays). The calls are the ones the unfused replay makes (NumPy's ufuncs with ``out=``, or the
 primitive's own backend call where it has no ufunc), on contiguous pieces of the same data, so
 the results are the unfused replay's, bit for bit, but for float64 ``sin`` and ``cos``, which
-are vectorised where the C library offers it (NOTE [vector math]); and nothing is compiled: a
+are vectorised where the C library offers it (NOTE [vector math]); a float64 group of arithmetic
+and vector functions runs in the tile machine instead (NOTE [tile machine], below), with no
+Python between its operations, also on small arrays; and nothing is compiled: a
 program is tiled when it is staged, at no cost beyond writing the loop's Python source. A large
 constant of one value read by the group (the gradient's seed, 1 broadcast to the input's shape)
 is read as a number (``_uniform_constants``).
@@ -120,6 +122,17 @@ def _machine_op(e):
     return None
 
 
+def _last_uses(sub):
+    """{variable: the index of the last instruction of ``sub`` that reads it}: where its buffer
+    is free again."""
+    last = {}
+    for k, e in enumerate(sub.eqns):
+        for a in e.ins:
+            if isinstance(a, Var):
+                last[a] = k
+    return last
+
+
 def _machine_program(sub):
     """(code, constants, positions of the 0-d inputs, temporaries, function addresses) of the
     tile machine for the group ``sub``, or None (NOTE [tile machine])."""
@@ -136,11 +149,7 @@ def _machine_program(sub):
     consts = [0.0] * len(scalar_pos)   # (the 0-d inputs, given at each call, then literals)
     const_of = {sub.in_vars[i]: k for k, i in enumerate(scalar_pos)}
     temps_at = len(full) + len(sub.outs)
-    last = {}
-    for k, e in enumerate(sub.eqns):
-        for a in e.ins:
-            if isinstance(a, Var):
-                last[a] = k
+    last = _last_uses(sub)
 
     def operand(a):
         if isinstance(a, Var):
@@ -253,11 +262,7 @@ def _source(sub, b, ns):
     out_index = {}
     for j, v in enumerate(sub.outs):
         out_index.setdefault(v, j)
-    last = {}
-    for k, e in enumerate(sub.eqns):
-        for a in e.ins:
-            if isinstance(a, Var):
-                last[a] = k
+    last = _last_uses(sub)
 
     def atom(a):
         if isinstance(a, Var):

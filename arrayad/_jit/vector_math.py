@@ -1,4 +1,4 @@
-"""float64 ``sin`` and ``cos`` for the tiled replay (NOTE [vector math]).
+"""Vectorised float64 functions for the tiled replay and the tile machine (NOTE [vector math]).
 
 NOTE [vector math]
 ------------------
@@ -9,16 +9,19 @@ tiled replays alike wait on them. XLA uses its own vectorised approximations. Th
 ships vectorised versions of them too, in ``libmvec`` (since glibc 2.22): this module finds them
 at run time (``ctypes``; nothing links to the library, and where it is missing, on another
 system or another processor, ``FUNCTIONS`` is empty and the tiled replay calls NumPy) and calls
-them over a tile's values through ``arrayad._core._vector_math``, 8, 4 or 2 values at a time.
+them over a tile's values through ``arrayad._core._vector_math``, 8, 4 or 2 values at a time:
+the tiled replay's NumPy calls take ``sin`` and ``cos`` from here (``FUNCTIONS``), the tile
+machine (NOTE [tile machine] in ``lower_tiles.py``) every function of ``NAMES`` found
+(``ADDRESSES``), as it cannot call NumPy's loops.
 
 Numerics: ``libmvec``'s functions stay within 4 ulp of the exact result (the GNU C library's
-stated bound; against NumPy's values this module's tests measured at most 3 ulp), give nan for
-nan and +-inf and keep the sign of zero, as NumPy's do; large arguments (beyond about 1e5 in
-magnitude) take their exact slow path. So a jitted program with ``sin`` or ``cos`` on large
-arrays may differ from the unfused replay and from NumPy by a few ulp in those results, and the
-AVX-512, AVX2 and SSE2 versions may differ from each other likewise. ``ARRAYAD_JIT_VECTOR_MATH=0``
-in the environment keeps NumPy's functions (and the tiled replay's results bit for bit the
-unfused replay's).
+stated bound; against NumPy's values the tests measured at most 3 ulp), give nan for nan, the
+same infinities, and keep the sign of zero, as NumPy's do; ``sin`` and ``cos`` of large
+arguments (beyond about 1e5 in magnitude) take an exact slow path. So a jitted program may
+differ from the unfused replay and from NumPy by a few ulp in those results, and the AVX-512,
+AVX2 and SSE2 versions may differ from each other likewise. ``ARRAYAD_JIT_VECTOR_MATH=0`` in the
+environment keeps NumPy's functions and no tile machine (the tiled replay's results bit for bit
+the unfused replay's).
 """
 
 import ctypes

@@ -160,16 +160,26 @@ def _programs(case, be):
     return out
 
 
+def _lowered_runs(case, lower, be):
+    """(name, lowered program, its results, the unfused results) of each VJP and JVP program of
+    ``case`` on backend ``be`` that ``lower`` changes, the lowered program checked."""
+    for prog, args in _programs(case, be):
+        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
+        lowered = lower(prog)
+        if lowered is None:
+            continue
+        check(lowered)
+        with np.errstate(all="ignore"):
+            got, want = compile_replay(lowered)(*leaves), compile_replay(prog)(*leaves)
+        yield prog.name, lowered, got, want
+
+
 @pytest.mark.parametrize("backend_name", BACKENDS)
 @pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
 def test_fusion_on_and_off_give_the_same_programs_results(case, backend_name):
-    be = Backend(backend_name)
-    for prog, args in _programs(case, be):
-        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
-        fused = fuse_elementwise(prog)   # (the sub-programs replayed: any backend)
-        check(fused)
-        want = compile_replay(prog)(*leaves)
-        _same(compile_replay(fused)(*leaves), want, f"fused {prog.name}")
+    # (the sub-programs replayed: any backend)
+    for name, _, got, want in _lowered_runs(case, fuse_elementwise, Backend(backend_name)):
+        _same(got, want, f"fused {name}")
 
 
 # (the elementwise functions: their derivatives' programs are what numba compiles; every other
@@ -182,17 +192,9 @@ NUMBA_CASES = [c for c in FIRST_DIFF if facts_of(c.op.name).fusible]
 def test_numba_lowering_gives_the_unfused_results(case, monkeypatch, kernel_cache):
     from arrayad._jit import lower_numba
     monkeypatch.setattr(lower_numba, "MIN_ELEMENTS", 1)   # (the samples are small)
-    be = Backend("numpy")
-    for prog, args in _programs(case, be):
-        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
-        fused = lower_numba.lower(prog)
-        if fused is None:
-            continue
-        check(fused)
-        want = compile_replay(prog)(*leaves)
+    for name, _, got, want in _lowered_runs(case, lower_numba.lower, Backend("numpy")):
         # (libm's transcendental functions instead of NumPy's loops: an ulp or two)
-        _same(compile_replay(fused)(*leaves), want, f"numba {prog.name}", rtol=1e-13,
-              atol=1e-15)
+        _same(got, want, f"numba {name}", rtol=1e-13, atol=1e-15)
 
 
 # -- the tiled replay of NumPy programs (NOTE [tiled replay]) ----------------------------------
@@ -230,16 +232,8 @@ def _bits(got, want, what):
 @pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
 def test_tiled_replay_gives_the_unfused_results_bit_for_bit(case, small_tiles):
     from arrayad._jit import lower_tiles
-    be = Backend("numpy")
-    for prog, args in _programs(case, be):
-        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
-        tiled = lower_tiles.lower(prog)
-        if tiled is None:
-            continue
-        check(tiled)
-        with np.errstate(all="ignore"):
-            _bits(compile_replay(tiled)(*leaves), compile_replay(prog)(*leaves),
-                  f"tiled {prog.name}")
+    for name, _, got, want in _lowered_runs(case, lower_tiles.lower, Backend("numpy")):
+        _bits(got, want, f"tiled {name}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -451,19 +445,14 @@ def _machine_names(prog):
 @pytest.mark.parametrize("case", FIRST_DIFF, ids=[c.id for c in FIRST_DIFF])
 def test_the_tile_machine_gives_the_unfused_results(case, machine):
     from arrayad._jit import lower_tiles
-    for prog, args in _programs(case, Backend("numpy")):
-        leaves = [a for a in args if not isinstance(a, (int, float, complex, bool))]
-        tiled = lower_tiles.lower(prog)
-        if tiled is None or not _machine_names(tiled):
+    for name, tiled, got, want in _lowered_runs(case, lower_tiles.lower, Backend("numpy")):
+        if not _machine_names(tiled):
             continue
-        check(tiled)
-        with np.errstate(all="ignore"):
-            got, want = compile_replay(tiled)(*leaves), compile_replay(prog)(*leaves)
         for g, w in zip(_leaves(got), _leaves(want)):
             assert g.dtype == w.dtype and g.shape == w.shape
-            assert np.array_equal(np.isnan(g), np.isnan(w)), prog.name
+            assert np.array_equal(np.isnan(g), np.isnan(w)), name
             # (libmvec's functions: a few ulp, through the derivative's products)
-            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15, err_msg=prog.name)
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15, err_msg=name)
 
 
 def test_the_tile_machine_does_ieee_arithmetic_bit_for_bit(machine):

@@ -69,8 +69,8 @@ def accept(e):
     """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result; or, from
     ``MACHINE_MIN`` elements, an operation of the tile machine (NOTE [tile machine])."""
     n = math.prod(e.outs[0].shape)
-    return ((n >= MIN_ELEMENTS and tileable(e))
-            or (n >= MACHINE_MIN and tileable(e) and _machine_op(e) is not None))
+    return tileable(e) and (n >= MIN_ELEMENTS
+                            or (n >= MACHINE_MIN and _machine_op(e) is not None))
 
 
 # NOTE [tile machine]
@@ -122,15 +122,37 @@ def _machine_op(e):
     return None
 
 
-def _last_uses(sub):
-    """{variable: the index of the last instruction of ``sub`` that reads it}: where its buffer
-    is free again."""
+def _places(sub, buffered):
+    """Where each value of the group ``sub`` is written in a tile: ``("out", j)`` for its j-th
+    output (a slice of that output array), ``("tmp", t)`` for a value of an instruction that
+    ``buffered[k]`` says writes into a temporary tile buffer; the others are absent (a new tile).
+    A buffer is reused once the value it holds is read for the last time, also by the
+    instruction that writes over it (an elementwise operation reads each element before it
+    writes it). Returns (places, how many buffers)."""
+    outs = {}
+    for j, v in enumerate(sub.outs):
+        outs.setdefault(v, j)
     last = {}
     for k, e in enumerate(sub.eqns):
         for a in e.ins:
             if isinstance(a, Var):
                 last[a] = k
-    return last
+    places, free, owner, n_bufs = {}, [], {}, 0
+    for k, (e, into_buffer) in enumerate(zip(sub.eqns, buffered)):
+        for a in dict.fromkeys(e.ins):
+            if isinstance(a, Var) and last[a] == k and a in owner:
+                free.append(owner.pop(a))
+        v = e.outs[0]
+        if v in outs:
+            places[v] = ("out", outs[v])
+        elif into_buffer:
+            if free:
+                t = free.pop()
+            else:
+                t, n_bufs = n_bufs, n_bufs + 1
+            owner[v] = t
+            places[v] = ("tmp", t)
+    return places, n_bufs
 
 
 def _machine_program(sub):
@@ -143,13 +165,10 @@ def _machine_program(sub):
     full = [v for v in sub.in_vars if v.shape != ()]
     scalar_pos = [i for i, v in enumerate(sub.in_vars) if v.shape == ()]
     slot = {v: k for k, v in enumerate(full)}
-    out_slot = {}
-    for j, v in enumerate(sub.outs):
-        out_slot.setdefault(v, len(full) + j)
     consts = [0.0] * len(scalar_pos)   # (the 0-d inputs, given at each call, then literals)
     const_of = {sub.in_vars[i]: k for k, i in enumerate(scalar_pos)}
-    temps_at = len(full) + len(sub.outs)
-    last = _last_uses(sub)
+    places, n_temps = _places(sub, [True] * len(sub.eqns))
+    first_slot = {"out": len(full), "tmp": len(full) + len(sub.outs)}
 
     def operand(a):
         if isinstance(a, Var):
@@ -157,32 +176,23 @@ def _machine_program(sub):
         consts.append(float(a.value))
         return -len(consts)
 
-    free, n_temps, owner, fns, code = [], 0, {}, [], []
-    for k, (e, (op, call)) in enumerate(zip(sub.eqns, ops)):
-        args = [operand(a) for a in e.ins] + [0]
-        if op != "call" and op not in _BINARY:
-            args[1] = 0
-        if (op not in _BINARY and args[0] < 0):   # (a unary operation of a number: folded)
-            return None
-        for a in dict.fromkeys(e.ins):   # (operands dying here free their buffers)
-            if isinstance(a, Var) and last.get(a) == k and a in owner:
-                free.append(owner.pop(a))
-        v = e.outs[0]
-        if v in out_slot:
-            dest = out_slot[v]
+    fns, code = [], []
+    for e, (op, call) in zip(sub.eqns, ops):
+        a = operand(e.ins[0])
+        if op in _BINARY:
+            b = operand(e.ins[1])
         else:
-            if free:
-                t = free.pop()
-            else:
-                t, n_temps = n_temps, n_temps + 1
-            owner[v] = t
-            dest = temps_at + t
-        slot[v] = dest
-        if op == "call":
-            if vector_math.ADDRESSES[call] not in fns:
-                fns.append(vector_math.ADDRESSES[call])
-            args[1] = fns.index(vector_math.ADDRESSES[call])
-        code.append((_vector_math.OPERATIONS.index(op), dest, args[0], args[1]))
+            if a < 0:   # (a unary operation of a number: folded)
+                return None
+            b = 0
+            if op == "call":
+                address = vector_math.ADDRESSES[call]
+                if address not in fns:
+                    fns.append(address)
+                b = fns.index(address)
+        kind, index = places[e.outs[0]]
+        slot[e.outs[0]] = first_slot[kind] + index
+        code.append((_vector_math.OPERATIONS.index(op), slot[e.outs[0]], a, b))
     return code, consts, scalar_pos, n_temps, tuple(fns)
 
 
@@ -259,10 +269,8 @@ def _source(sub, b, ns):
             names[v] = f"a{i}"
         else:
             full.append(i)
-    out_index = {}
-    for j, v in enumerate(sub.outs):
-        out_index.setdefault(v, j)
-    last = _last_uses(sub)
+    writers = [_writer(e) for e in sub.eqns]
+    places, n_bufs = _places(sub, [w is not None for w in writers])
 
     def atom(a):
         if isinstance(a, Var):
@@ -271,37 +279,23 @@ def _source(sub, b, ns):
         ns[key] = a.value
         return key
 
-    free, n_bufs, owner = [], 0, {}   # tile buffers: free ones, how many, value -> buffer
     body = [f"        x{i} = f{i}[s:e]" for i in full]
     for i in full:
         names[sub.in_vars[i]] = f"x{i}"
-    for k, e in enumerate(sub.eqns):
+    for k, (e, write) in enumerate(zip(sub.eqns, writers)):
         args = [atom(a) for a in e.ins]
         v = e.outs[0]
-        write = _writer(e)
         fn = write if write is not None else _callable(e.prim, b)[0]
         fname = f"_u{k}"
         ns[fname] = fn
-        # the operands' buffers that die here are free for this result (a ufunc may write
-        # over its own operand: the same elements, read before they are written)
-        for a in dict.fromkeys(e.ins):
-            if isinstance(a, Var) and last.get(a) == k and a in owner:
-                free.append(owner.pop(a))
         call = f"{fname}({', '.join(args)}"
-        if v in out_index:
-            target = f"p{out_index[v]}[s:e]"
-            if write is not None:
-                body.append(f"        t{v.n} = {call}, out={target})")
-            else:
-                body.append(f"        t{v.n} = {target}")
-                body.append(f"        t{v.n}[...] = {call})")
-        elif write is not None:
-            if free:
-                buf = free.pop()
-            else:
-                buf, n_bufs = n_bufs, n_bufs + 1
-            owner[v] = buf
-            body.append(f"        t{v.n} = {call}, out=b{buf})")
+        kind, index = places.get(v, (None, None))
+        if kind == "out" and write is None:
+            body.append(f"        t{v.n} = p{index}[s:e]")
+            body.append(f"        t{v.n}[...] = {call})")
+        elif kind is not None:
+            target = f"p{index}[s:e]" if kind == "out" else f"b{index}"
+            body.append(f"        t{v.n} = {call}, out={target})")
         else:
             body.append(f"        t{v.n} = {call})")
         names[v] = f"t{v.n}"
@@ -334,20 +328,16 @@ def make_kernel(sub):
     ns = {}
     src = _source(sub, sub.backend, ns)
     exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
-    fn = ns["kernel"]
-    fn.source = src
-
-    def kernel(*raw):
-        return fn(*raw)
-
-    def out_kernel(*raw, out):
-        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
-            return fn(*raw)
-        return fn(*raw, out=out)
-
+    kernel = ns["kernel"]
     kernel.source = src
     # (the names of the functions it calls, for tests and for reading the source)
     kernel.source_names = [getattr(v, "__name__", "") for k, v in ns.items() if k.startswith("_u")]
+
+    def out_kernel(*raw, out):
+        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
+            return kernel(*raw)
+        return kernel(*raw, out=out)
+
     return kernel, (out_kernel if len(sub.outs) == 1 else None)
 
 

@@ -551,7 +551,7 @@ def _batched_outputs(prog, batched_in):
     an instruction depends on all of its inputs, a scan's as its carries' fixed point says
     (``_scan_batched``); all of them where an instruction may batch on its own (a rule told
     the vmap's randomness)."""
-    if any(e.prim.batch_axis for e in prog.eqns):
+    if any(e.prim.batch_gets_interpreter for e in prog.eqns):
         return [True] * len(prog.outs)
     batched = {v for v, b in zip(prog.in_vars, batched_in) if b}
     for e in prog.eqns:

@@ -22,11 +22,12 @@ three spec classes say what each decorator means:
   ``jvp`` of ``fun``. A policy may keep some results of the first run (NOTE [saving policy]).
 
 vmap is ``autograd.Function``'s ``_Batched`` (as ``generate_vmap_rule``): the spec's forward, vjp
-and jvp run under ``vmap``, with the randomness of the vmap being batched, which the batching
-interpreter hands to the rule (the primitive has ``batch_axis``). Every rule computes at the level of its inputs (raw arrays, or tracers
-of outer transforms), so what it computes is recorded by the outer transforms: ``hessian``,
-``grad(grad)``, ``jacrev``, ``vmap(grad)``, the eager tape and ``jit`` (the primitive is one
-instruction; its rules stage their work into the program) all compose.
+and jvp run under ``vmap``, with the randomness of the vmap being batched: the batching rule
+asks it of the interpreter, which passes itself (the primitive has ``batch_gets_interpreter``).
+Every rule computes at the level of its inputs (raw arrays, or tracers of outer transforms), so
+what it computes is recorded by the outer transforms: ``hessian``, ``grad(grad)``, ``jacrev``,
+``vmap(grad)``, the eager tape and ``jit`` (the primitive is one instruction; its rules stage
+their work into the program) all compose.
 
 A call with nothing to differentiate runs the function inline (JAX does the same): vmap alone
 batches its operations; jit alone stages them (custom_vjp/custom_jvp still bind under jit, whose
@@ -129,7 +130,7 @@ class _RulePrimitive(Primitive):
         self.vjp = g._vjp_rule
         self.jvp = g._jvp_rule
         self.batch = g._batch_rule
-        self.batch_axis = True   # (the batching rule is told the vmap's randomness)
+        self.batch_gets_interpreter = True   # (the batching rule asks the vmap its randomness)
 
 
 def _positions(nums, n, what, fname):

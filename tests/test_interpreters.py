@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import arrayad as ad
-from arrayad._core._core import Interpreter, Tracer, bind
+from arrayad._core._core import Interpreter, Tracer, bind, raw_value
 from arrayad.func import grad, vmap
 
 
@@ -136,3 +136,47 @@ def test_a_python_transform_decides_conversions_printing_and_random_draws():
         # (inside grad, a value of it is still its own to convert)
         with pytest.raises(RuntimeError, match=r"opaque: no float\(\)"):
             grad(lambda s: s * float(t))(1.0)
+
+
+def test_a_python_transform_decides_where_new_arrays_are_made():
+    pytest.importorskip("array_api_strict")
+    from arrayad.backends import get_backend
+    strict = get_backend("array_api_strict")
+
+    class OnStrict(CountingInterpreter):
+        def placement(self):
+            return strict, strict.default_device()
+
+    with OnStrict():
+        made = ad.zeros(3)
+    assert type(raw_value(made)).__module__.startswith("array_api_strict")
+
+    class Lifting(CountingInterpreter):
+        def lift(self, value):
+            self.names.append("lift")
+            return CountingTracer(self, value)
+
+    class Eager(Lifting):   # (as forward_ad's dual levels: eager code inside)
+        def owns_new_arrays(self):
+            return False
+
+    with Lifting() as interp:
+        assert isinstance(ad.zeros(3), CountingTracer) and interp.names == ["lift"]
+    with Eager() as interp:
+        assert isinstance(ad.zeros(3), ad.Tensor) and interp.names == []
+
+
+def test_a_batching_rule_that_asks_gets_the_interpreter():
+    from arrayad._core._core import Primitive
+    seen = []
+
+    def rule(args, dims, interpreter):
+        seen.append((interpreter.size, interpreter.randomness))
+        return bind(prim, *args), dims[0]
+
+    prim = Primitive("asks_its_vmap", lambda xp, x: x + 1)
+    prim.batch = rule
+    prim.batch_gets_interpreter = True
+    out = vmap(lambda x: bind(prim, x), randomness="same")(np.arange(4.0).reshape(2, 2))
+    np.testing.assert_array_equal(raw_value(out), [[1, 2], [3, 4]])
+    assert seen == [(2, "same")]

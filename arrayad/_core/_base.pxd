@@ -57,7 +57,7 @@ cdef class Primitive:
     cdef public tuple vjp_reads
     cdef public object reuses
     cdef public bint elementwise
-    cdef public bint batch_axis
+    cdef public bint batch_gets_interpreter
     cdef object __weakref__
 
 

@@ -413,10 +413,10 @@ cdef class Primitive:
     cotangents (None = zero).
     jvp(tangents, ans, *args, **params) -> output tangent (None = zero); tangents has None for zero.
     batch(args, dims, **params) -> (out, out_dim); dims has None for unbatched args. With
-    ``batch_axis`` set, the batching interpreter also passes what it knows of its own axis,
-    ``batch(args, dims, axis_size=..., randomness=..., **params)``: a rule that runs user code
-    under a fresh ``vmap`` (autograd.Function's ``vmap`` staticmethod or ``generate_vmap_rule``)
-    must hand it the enclosing vmap's ``randomness``, which only the interpreter knows.
+    ``batch_gets_interpreter`` set, the batching interpreter passes itself,
+    ``batch(args, dims, interpreter=..., **params)``: a rule that runs user code under a fresh
+    ``vmap`` (autograd.Function's ``vmap`` staticmethod or ``generate_vmap_rule``) must hand it
+    the enclosing vmap's size and ``randomness``, which only the interpreter knows.
 
     ``vjp_reads``: which saved values the VJP rule of each argument reads, one bit mask per
     argument (bit 0: the output, bit k: argument k-1); None means all. See NOTE [saved values].
@@ -442,7 +442,7 @@ cdef class Primitive:
         self.vjp_reads = None
         self.reuses = None
         self.elementwise = False
-        self.batch_axis = False
+        self.batch_gets_interpreter = False
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -593,6 +593,21 @@ cdef class Interpreter:
     cpdef object lift(self, object value):
         """``value`` (of a lower level) as a constant of this level."""
         return value
+
+    def owns_new_arrays(self):
+        """Whether arrays made inside without an array argument (``zeros``, ``arange``, random
+        draws) are constants of this transform: True, but for forward_ad's dual levels, which
+        are eager code."""
+        return True
+
+    def placement(self):
+        """(backend, device) of the arrays made inside without an array argument: those of the
+        first input this transform was given (its ``frame``, the raw array under it), or None
+        while it has none."""
+        if self.frame is None:
+            return None
+        b = backend_of(self.frame)
+        return b, b.device_of(self.frame)
 
     def random_per_batch_element(self):
         """How a random draw inside this transform is taken: False, as it is; True, one sample

@@ -37,7 +37,12 @@ that no code elsewhere asks which transform a tracer belongs to:
   ``_is_constant()`` (the level adds nothing: no node, no tangent, no batch axis), which decide
   whether a value needs a derivative (``autograd.Function``, custom rules) or is a constant;
 * the interpreter's ``random_per_batch_element()``: how a random draw inside it is taken (vmap's
-  ``randomness``; jit refuses, as it would replay the same numbers).
+  ``randomness``; jit refuses, as it would replay the same numbers);
+* its ``owns_new_arrays()`` and ``placement()``: whether arrays made inside without an array
+  argument become its constants (not in forward_ad's dual levels, which are eager code) and on
+  which backend and device (those of its first input);
+* a batching rule that needs to know the vmap it batches for (its size, its randomness) gets the
+  interpreter itself (the primitive's ``batch_gets_interpreter``).
 
 A new transform (a staging tracer for ``jit``, say) is one more pair of classes: a ``Tracer``
 subclass with ``value`` and the properties ``shape``/``dtype``, and an ``Interpreter`` subclass
@@ -66,7 +71,7 @@ tracer to a backend that refuses it (array-api-strict, torch):
 
 from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _open_transforms,
                      _grad_enabled, _set_grad_enabled)
-from ._arrays cimport (Node, Tensor, Tracer, _bind, _share_result, _new_node, _is_inexact, dtype_of,
+from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node, _is_inexact, dtype_of,
                        shape_of, _alias)
 from ._arrays import leaf_node
 
@@ -158,7 +163,7 @@ cdef class GradInterpreter(Interpreter):
     def new_input(self, value):
         """A differentiated input: a tracer of ``value`` with a fresh leaf node."""
         if self.frame is None:
-            self.frame = value
+            self.frame = raw_value(value)
         return _new_grad_tracer(self, value, leaf_node(None), 0)
 
     def output(self, x):
@@ -236,6 +241,9 @@ cdef class JvpInterpreter(Interpreter):
     def __init__(self, bint dual_level=False):
         self.dual_level = dual_level
 
+    def owns_new_arrays(self):
+        return not self.dual_level   # (a dual level's block is eager code)
+
     def output(self, x):
         """(value one level down, tangent or None) of a result of the traced function."""
         if isinstance(x, DualTracer) and (<DualTracer>x)._interp is self:
@@ -284,7 +292,7 @@ cdef inline DualTracer _new_dual(Interpreter interp, object primal, object tange
 
 def new_dual(JvpInterpreter interp not None, primal, tangent):
     if interp.frame is None:
-        interp.frame = primal
+        interp.frame = raw_value(primal)
     return _new_dual(interp, primal, tangent)
 
 
@@ -332,7 +340,7 @@ cdef class BatchInterpreter(Interpreter):
 
     def new_input(self, value, int bdim):
         if self.frame is None:
-            self.frame = value
+            self.frame = raw_value(value)
         return _new_batch(self, value, bdim)
 
     cpdef object lift(self, object value):
@@ -371,10 +379,10 @@ cdef class BatchInterpreter(Interpreter):
             out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
         elif rule is None:
             out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
-        elif prim.batch_axis:
-            # (the rule runs user code under a vmap of its own: it gets this one's randomness)
-            out, out_dim = rule(vals, dims, axis_size=self.size, randomness=self.randomness,
-                                **params)
+        elif prim.batch_gets_interpreter:
+            # (the rule runs user code under a vmap of its own: it asks this one its size and
+            # randomness)
+            out, out_dim = rule(vals, dims, interpreter=self, **params)
         else:
             out, out_dim = rule(vals, dims, **params)
         if prim.multiple_results:

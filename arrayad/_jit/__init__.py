@@ -169,7 +169,7 @@ class JitInterpreter(Interpreter):
 
     def new_input(self, value, label):
         if self.frame is None:   # (where arrays made inside belong: NOTE [everything inside
-            self.frame = value   # is arrayad] in the core)
+            self.frame = _core.raw_value(value)   # is arrayad] in the core)
         return JitTracer(self, value, self.new_var(value, label))
 
     def const(self, value, captured=False):

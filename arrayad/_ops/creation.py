@@ -29,7 +29,7 @@ def _frame():
     """The innermost open transform that new arrays belong to, or None (eagerly, and in a
     ``forward_ad.dual_level`` block, which is eager code)."""
     for interp in reversed(_core.interpreters()):
-        if not getattr(interp, "dual_level", False):
+        if interp.owns_new_arrays():
             return interp
     return None
 
@@ -46,10 +46,9 @@ def _placement(device, dtype=None):
         return b, device, interp
     if interp is not None:
         for f in reversed(_core.interpreters()):
-            if f.frame is not None:
-                raw = _core.raw_value(f.frame)
-                b = backend_of(raw)
-                return b, b.device_of(raw) if device is None else device, interp
+            where = f.placement()
+            if where is not None:
+                return where[0], where[1] if device is None else device, interp
     return default_backend(), device, interp
 
 

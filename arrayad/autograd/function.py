@@ -17,9 +17,9 @@ protocol: rules declared once on the primitive, params that are immutable.
   the rule that ran forward within its ``bind`` left the record.
 * impl: runs ``forward`` on the raw arrays (wrapped in plain ``Tensor``: torch-style methods work);
 * vjp: calls the user's ``backward(ctx, *grads)``; jvp: the user's ``jvp``;
-* batch: the primitive has ``batch_axis``, so the batching interpreter passes its size and
-  ``randomness``; the rule calls the user's ``vmap`` staticmethod with them, or with
-  ``generate_vmap_rule`` binds the same primitive with a ``_Batched`` site: the class's forward,
+* batch: the primitive has ``batch_gets_interpreter``, so the batching interpreter passes
+  itself, whose size and ``randomness`` the rule reads; it calls the user's ``vmap``
+  staticmethod with them, or with ``generate_vmap_rule`` binds the same primitive with a ``_Batched`` site: the class's forward,
   backward and jvp run under ``vmap`` with that randomness.
 * ``once_differentiable``: the results of such a backward are tagged by ``_once_p``, a primitive
   whose own VJP and JVP rules refuse (torch's message), so a second derivative fails where it
@@ -254,9 +254,9 @@ def _jvp_rule(tangents, ans, *args, spec):
     return spec.jvp(tangents, ans, args)
 
 
-def _batch_rule(args, dims, spec, axis_size, randomness):
-    # (the primitive has ``batch_axis``: the batching interpreter says its size and randomness)
-    return spec.batch(args, dims, axis_size, randomness)
+def _batch_rule(args, dims, spec, interpreter):
+    # (the primitive has ``batch_gets_interpreter``: the vmap's size and randomness are its own)
+    return spec.batch(args, dims, interpreter.size, interpreter.randomness)
 
 
 
@@ -269,7 +269,7 @@ class _FunctionPrimitive(Primitive):
         self.vjp = _vjp_rule
         self.jvp = _jvp_rule
         self.batch = _batch_rule
-        self.batch_axis = True
+        self.batch_gets_interpreter = True
 
 
 class _Info:

@@ -153,7 +153,7 @@ def test_the_backward_pass_reuses_the_partner_result(forward_results, pair):
         traced[a_name], traced[b_name] = a.value, b.value
         return ad.sum(a * b)
 
-    x = np.linspace(-1.0, 1.0, 5)
+    x = np.linspace(-1.0, 1.0, 100)   # (smaller NumPy arrays recompute: see the next test)
     g = grad(f)(x)
     np.testing.assert_allclose(g, fd_grad(lambda v: np.sum(getattr(np, a_name)(v)
                                                             * getattr(np, b_name)(v)), x),
@@ -163,8 +163,27 @@ def test_the_backward_pass_reuses_the_partner_result(forward_results, pair):
         assert out is traced[name]
 
 
+def test_a_small_numpy_result_is_recomputed(forward_results):
+    x = np.linspace(-1.0, 1.0, 5)   # (a pass over 5 values costs less than sharing it)
+    traced = {}
+
+    def f(v):
+        a, b = ad.sin(v), ad.cos(v)
+        traced["sin"], traced["cos"] = a.value, b.value
+        return ad.sum(a * b)
+
+    before = _core.shared_result_count()
+    ad.sin(ad.tensor(x, requires_grad=True))   # (nothing registered)
+    assert _core.shared_result_count() == before
+    np.testing.assert_allclose(grad(f)(x), np.cos(2 * x), rtol=1e-12)
+    assert sorted(name for name, _ in forward_results) == ["cos", "sin"]
+    for name, out in forward_results:   # computed again, equal to the forward's
+        assert out is not traced[name]
+        np.testing.assert_array_equal(out, traced[name])
+
+
 def test_a_result_nobody_keeps_is_recomputed(forward_results):
-    x = np.linspace(-1.0, 1.0, 5)
+    x = np.linspace(-1.0, 1.0, 100)
     np.testing.assert_allclose(grad(lambda v: ad.sum(ad.sin(v)))(x), np.cos(x), rtol=1e-12)
     # cos(x) computed but thrown away (its node is not on the path to the output)
     np.testing.assert_allclose(grad(lambda v: ad.sum(ad.sin(v)) + 0 * ad.sum(ad.cos(v) > 2))(x),
@@ -187,7 +206,7 @@ def test_shared_results_under_nesting_and_eager():
 
 
 def test_the_registry_stays_bounded():
-    x = np.linspace(-1.0, 1.0, 3)
+    x = np.linspace(-1.0, 1.0, 100)
     g = grad(lambda v: ad.sum(ad.sin(v) * ad.cos(v)))
     before = _core.shared_result_count()
     for _ in range(5000):

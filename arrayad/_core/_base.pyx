@@ -207,6 +207,19 @@ cdef object _backend_of_args(tuple args, bint* numpy_scalars, str api="arrayad")
     cdef object numpy_b = None
     cdef object b
     cdef bint scalars = False
+    cdef bint numpy_array = False
+    # (the common case first: NumPy arrays and Python numbers only are NumPy's, whatever the
+    # arrays' dimensions, and nothing needs converting)
+    for a in args:
+        if type(a) is _inplace_type:
+            numpy_array = True
+        elif not (type(a) is float or type(a) is int or a is None):
+            break
+    else:
+        if numpy_array:
+            b = _backend_of_type.get(_inplace_type)
+            if b is not None:
+                return b
     for a in args:
         b = _backend_of_type.get(type(a))
         if b is None:

@@ -303,6 +303,13 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Array):
         data = ops.asarray(data, dtype=dtype, copy=True)
         t = data.detach() if isinstance(data, Tensor) else data
+    elif (type(data) is _np.ndarray and dtype is None and device is None and _frame() is None
+          and default_backend().name == "numpy"):
+        # (a NumPy array as the leaf of an eager computation, the common case: what asarray
+        # would make of it, a copy on NumPy, without its placement questions)
+        raw = _np.array(data, copy=True)
+        from_backend(raw.dtype)   # (refuses float16, object...)
+        t = Tensor(raw)
     else:
         t = asarray(data, dtype=dtype, device=device, copy=True)
     if requires_grad and isinstance(t, Tensor):

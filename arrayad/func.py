@@ -1429,7 +1429,13 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
         chunk = [piece(x, d, slice(start, stop)) for x, d in zip(leaves, dims)]
         parts.append(_vmap_call(func, chunk, spec, dims, out_dims, randomness, stop - start,
                                 kwargs))
-    join = ops.stack if loop_rows and chunk_size == 1 else ops.concat
+    if loop_rows and len(parts) == 1:
+        # (the Jacobian of a single output value, a Hessian's inner jacrev: the row itself with
+        # its axis, no copy; the Jacobians' rows are results of their own, no one else's)
+        def join(pieces, axis):
+            return ops.expand_dims(pieces[0], axis=axis)
+    else:
+        join = ops.stack if loop_rows and chunk_size == 1 else ops.concat
     out_leaves, out_spec = tree_flatten(parts[0])
     odims = [out_dims] * len(out_leaves) if isinstance(out_dims, int) else \
         broadcast_prefix(out_dims, parts[0])

@@ -198,3 +198,22 @@ def test_default_backend_switch():
     a = ad.randn(4).numpy()
     ad.manual_seed(0)
     np.testing.assert_array_equal(a, ad.randn(4).numpy())
+
+
+def test_tensor_of_a_numpy_array_is_a_copy_placed_as_asarray_places_it():
+    data = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    t = ad.tensor(data, requires_grad=True)
+    assert t.requires_grad and t.is_leaf and t.dtype == ad.float64
+    data[0, 0] = 100.0   # (the caller's array and the tensor do not share memory)
+    assert to_numpy(t)[0, 0] == 0.0 and to_numpy(t).flags.f_contiguous
+    for bad in (np.zeros(2, np.float16), np.zeros(2, object)):
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            ad.tensor(bad)
+    # inside a transform: a constant of it; with another default backend: that backend's
+    from arrayad.func import grad
+    np.testing.assert_array_equal(grad(lambda x: ad.sum(x * ad.tensor(data)))(np.ones((2, 3))),
+                                  data)
+    sx = pytest.importorskip("array_api_strict")
+    with ad.backend("array_api_strict"):
+        s = ad.tensor(data)
+    assert type(s._value).__module__.startswith("array_api_strict") and sx is not None

@@ -12,11 +12,13 @@ transform in, a tracer of that transform out.
 import functools
 from typing import TYPE_CHECKING, Any, Callable
 
+from numpy import ndarray as _ndarray
+
 from . import _dtypes
 from ._dtypes import is_inexact
 from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter, JvpInterpreter,
                           Tensor, dtype_of, interpreters, new_dual, owned, run_backward, shape_of,
-                          topological_order)
+                          topological_order, unit_cotangent)
 from ._ops import ops
 from ._pytree import (LEAF, _node_of, broadcast_prefix, register_dataclass, register_pytree_node,
                       tree_flatten, tree_map, tree_unflatten)
@@ -45,6 +47,8 @@ def _is_bare_array(x):
     """Whether ``x`` is one array that is a leaf of the pytrees (what ``tree_flatten`` would
     give back as it is, and ``_as_array`` pass unchanged): the transforms skip their pytree work
     for it."""
+    if type(x) is _ndarray:   # (the common case, without _is_array's attribute probes)
+        return _node_of(x) is None
     return (isinstance(x, Array) or _is_array(x)) and _node_of(x) is None
 
 
@@ -287,9 +291,6 @@ class _ReverseTrace:
         return out
 
 
-_ONES = {}
-
-
 def _owned(g):
     """A gradient handed to the caller: an array they own and may update in place (not a
     read-only broadcast view, not the cached unit cotangent)."""
@@ -302,17 +303,11 @@ def _owned(g):
 
 
 def _unit_cotangent(value):
-    """1 shaped like the scalar output ``value``. For NumPy a cached read-only 0-d constant (the
-    engine never writes into a cotangent that anything else refers to, and ``grad`` hands back a
-    copy if this constant itself comes out, as for the identity); else ones_like."""
-    if isinstance(value, Array) or backend_of(value).name != "numpy":
-        return ops.ones_like(value)
-    one = _ONES.get(value.dtype)
-    if one is None:
-        one = backend_of(value).ones_like(value)
-        one.flags.writeable = False
-        _ONES[value.dtype] = one
-    return one
+    """1 shaped like the scalar output ``value``: for NumPy the engine's shared read-only
+    constant (``unit_cotangent``), else ones_like."""
+    if type(value) is _ndarray:
+        return unit_cotangent(value)
+    return ops.ones_like(value)
 
 
 def grad_and_value(func, argnums=0, has_aux=False):

@@ -37,4 +37,4 @@ from ._zeros import (_BatchZeros, BinaryJVP, broadcast_like, conj_if_complex, co
                      _Entry, forget_zeros, install_complex_dtypes, is_complex, keep_zeros, _Mask,
                      PartialVJP, strong_products, structural_zero_count, structural_zeros, SumJVP,
                      UnaryJVP, _UnaryShape, UnaryVJP, unbroadcast, zeros_mask)
-from ._tape import (consumed_cotangents, owned, run_backward, topological_order)
+from ._tape import (consumed_cotangents, owned, run_backward, topological_order, unit_cotangent)

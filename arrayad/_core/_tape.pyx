@@ -250,6 +250,24 @@ cdef object _as_grad(object g, bint create_graph):
     return _new_tensor(owned(fix_scalar(g)), None, 0)
 
 
+cdef dict _units = {}   # dtype -> a read-only NumPy 0-d 1 of it
+
+
+cpdef object unit_cotangent(object raw):
+    """1 shaped like the one-element output ``raw`` (a raw array), the seed of a backward pass:
+    for a 0-d NumPy output a cached read-only constant (the engine never writes into a cotangent
+    that anything else refers to, and a gradient handed out is copied when it is this constant,
+    as for the identity); else the backend's ``ones_like``."""
+    if type(raw) is not _inplace_type or raw.ndim != 0:
+        return backend_of(raw).ones_like(raw)
+    one = _units.get(raw.dtype)
+    if one is None:
+        one = backend_of(raw).ones_like(raw)
+        one.flags.writeable = False
+        _units[raw.dtype] = one
+    return one
+
+
 cpdef object owned(object raw):
     """``raw``, or a copy the caller may write into (the backend's ``owned``): what every
     gradient handed out is made of."""

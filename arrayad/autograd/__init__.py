@@ -3,10 +3,11 @@
 
 import functools
 import inspect
+import math
 import threading
 
 from .._core import _core
-from .._core._core import Array, Tensor, backend_of, owned, run_backward, shape_of
+from .._core._core import Array, Tensor, owned, run_backward, shape_of, unit_cotangent
 from .._ops import ops
 from ..backends import _reset
 
@@ -289,11 +290,11 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
                 f"Make an input require grad (x.requires_grad_() or arrayad.tensor(..., "
                 f"requires_grad=True)) before computing the output.")
         if g is None:
-            if int(t.size) != 1:
+            if math.prod(t.shape) != 1:
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs (output {i} has "
                     f"shape {t.shape}); pass gradient= with the output's shape.")
-            g = backend_of(t._value).ones_like(t._value)
+            g = unit_cotangent(t._value)
         else:
             if shape_of(g) != t.shape:
                 raise RuntimeError(

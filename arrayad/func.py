@@ -1009,6 +1009,13 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         blocks = []   # blocks[i][j]: d out_i / d in_j
         for i, o in enumerate(out_leaves):
             n = _numel(shape_of(o))
+            if n == 1 and len(out_leaves) == 1:
+                # (one output value: its row is the gradient, one backward pass with 1; no
+                # batch over one basis vector)
+                cols = vjp_fn(tree_unflatten([ops.ones_like(o)], out_spec))
+                blocks.append([ops.reshape(c, shape_of(o) + shape_of(x))
+                               for c, x in zip(tree_flatten(cols)[0], in_leaves)])
+                continue
             bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
                      for k, other in enumerate(out_leaves)]
 

@@ -6,10 +6,13 @@ what a node may share (NOTE [shared results]); the shapes and dtypes of any valu
 
 import weakref
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.weakref cimport PyWeakref_NewRef
 
 from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _op, backend_of,
-                     fix_scalar, _state, _grad_enabled, _call_impl, _inplace_type)
+                     fix_scalar, _state, _grad_enabled, _call_impl, _inplace_type, _add_p,
+                     _sub_p, _mul_p, _div_p, _neg_p)
 from ._base import escaped_error
 
 cpdef object raw_value(object x):
@@ -381,23 +384,29 @@ def view_of(Array out not None, Array base not None, view):
 # Eager interpreter (the tape below every transform: NOTE [eager tape])
 
 cdef object _process_eager(Primitive prim, tuple args, dict params):
-    cdef list raws = []
+    cdef Py_ssize_t i, n = len(args)
+    cdef tuple raws = PyTuple_New(n)    # (the raw values, the edges: filled in place)
+    cdef tuple edges = PyTuple_New(n)
     cdef bint record = False
-    for a in args:
+    for i in range(n):
+        a = args[i]
+        e = None
         if isinstance(a, Tensor):
-            raws.append((<Tensor>a)._value)
+            v = (<Tensor>a)._value
             if (<Tensor>a)._node is not None:
+                e = ((<Tensor>a)._node, (<Tensor>a)._idx)
                 record = True
         else:
-            raws.append(a)
-    out = _call_impl(prim, tuple(raws), params)
+            v = a
+        Py_INCREF(v)
+        PyTuple_SET_ITEM(raws, i, v)
+        Py_INCREF(e)
+        PyTuple_SET_ITEM(edges, i, e)
+    out = _call_impl(prim, raws, params)
     if not (record and prim.differentiable and _grad_enabled()):
         if prim.multiple_results:
             return tuple([_new_tensor(o, None, 0) for o in out])
         return _new_tensor(out, None, 0)
-    edges = tuple([((<Tensor>a)._node, (<Tensor>a)._idx)
-                   if isinstance(a, Tensor) and (<Tensor>a)._node is not None else None
-                   for a in args])
     if prim.multiple_results:
         node = _new_node(prim, args, params, out, edges, len(out), True)
         return tuple([_new_tensor(o, node if _is_inexact(o) else None, i)
@@ -566,14 +575,14 @@ cdef class Array:
         return _host.to_device(self, device, stream)
 
     # -- arithmetic operators
-    def __add__(self, other): return _bind(<Primitive>_op['add'], (self, other), {})
-    def __radd__(self, other): return _bind(<Primitive>_op['add'], (other, self), {})
-    def __sub__(self, other): return _bind(<Primitive>_op['subtract'], (self, other), {})
-    def __rsub__(self, other): return _bind(<Primitive>_op['subtract'], (other, self), {})
-    def __mul__(self, other): return _bind(<Primitive>_op['multiply'], (self, other), {})
-    def __rmul__(self, other): return _bind(<Primitive>_op['multiply'], (other, self), {})
-    def __truediv__(self, other): return _bind(<Primitive>_op['divide'], (self, other), {})
-    def __rtruediv__(self, other): return _bind(<Primitive>_op['divide'], (other, self), {})
+    def __add__(self, other): return _bind(_add_p, (self, other), {})
+    def __radd__(self, other): return _bind(_add_p, (other, self), {})
+    def __sub__(self, other): return _bind(_sub_p, (self, other), {})
+    def __rsub__(self, other): return _bind(_sub_p, (other, self), {})
+    def __mul__(self, other): return _bind(_mul_p, (self, other), {})
+    def __rmul__(self, other): return _bind(_mul_p, (other, self), {})
+    def __truediv__(self, other): return _bind(_div_p, (self, other), {})
+    def __rtruediv__(self, other): return _bind(_div_p, (other, self), {})
     def __floordiv__(self, other): return _bind(<Primitive>_op['floor_divide'], (self, other), {})
     def __rfloordiv__(self, other): return _bind(<Primitive>_op['floor_divide'], (other, self), {})
     def __mod__(self, other): return _bind(<Primitive>_op['remainder'], (self, other), {})
@@ -592,7 +601,7 @@ cdef class Array:
     def __rlshift__(self, other): return _bind(<Primitive>_op['bitwise_left_shift'], (other, self), {})
     def __rshift__(self, other): return _bind(<Primitive>_op['bitwise_right_shift'], (self, other), {})
     def __rrshift__(self, other): return _bind(<Primitive>_op['bitwise_right_shift'], (other, self), {})
-    def __neg__(self): return _bind(<Primitive>_op['negative'], (self,), {})
+    def __neg__(self): return _bind(_neg_p, (self,), {})
     def __pos__(self): return _bind(<Primitive>_op['positive'], (self,), {})
     def __abs__(self): return _bind(<Primitive>_op['abs'], (self,), {})
     def __invert__(self): return _bind(<Primitive>_op['bitwise_invert'], (self,), {})

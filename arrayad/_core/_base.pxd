@@ -79,7 +79,7 @@ cdef class Meta:
 
 cdef Host _host
 cdef dict _op
-cdef Primitive _mul_p, _add_p, _div_p, _neg_p
+cdef Primitive _mul_p, _add_p, _sub_p, _div_p, _neg_p
 cdef dict _backend_of_type, _scalar_fix
 cdef type _inplace_type
 cdef object _grad_mode, _transforms

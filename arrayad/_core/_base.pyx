@@ -149,7 +149,7 @@ def host():
 
 
 cdef dict _op = {}   # operator name -> the Primitive of the function of the same name
-cdef Primitive _mul_p = None, _add_p = None, _div_p = None, _neg_p = None
+cdef Primitive _mul_p = None, _add_p = None, _sub_p = None, _div_p = None, _neg_p = None
 
 
 _OPERATORS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow",
@@ -162,7 +162,7 @@ def install_operators(dict prims):
     """The primitives behind Python's operators (all of ``_OPERATORS``). The dunders bind them
     directly; the namespace functions of the same names are plain binds of the same primitives,
     so both spellings behave identically."""
-    global _mul_p, _add_p, _div_p, _neg_p
+    global _mul_p, _add_p, _sub_p, _div_p, _neg_p
     missing = [n for n in _OPERATORS if n not in prims and n not in _op]
     wrong = [n for n, p in prims.items() if not isinstance(p, Primitive)]
     if missing or wrong:
@@ -171,6 +171,7 @@ def install_operators(dict prims):
     _op.update(prims)
     _mul_p = _op["multiply"]
     _add_p = _op["add"]
+    _sub_p = _op["subtract"]
     _div_p = _op["divide"]
     _neg_p = _op["negative"]
 

@@ -30,5 +30,5 @@ cdef class BatchTracer(Tracer):
     cdef public int bdim
 
 
-cdef long _reads_mask(tuple reads, object edges)
+cdef long _reads_mask(tuple reads, tuple edges)
 cdef BatchTracer _new_batch(Interpreter interp, object value, int bdim)

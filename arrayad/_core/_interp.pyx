@@ -74,6 +74,8 @@ from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _hos
 from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node, _is_inexact, dtype_of,
                        shape_of, _alias)
 from ._arrays import leaf_node
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
 
 def in_transform():
@@ -108,7 +110,7 @@ cdef object _meta(object v):
     return m
 
 
-cdef long _reads_mask(tuple reads, object edges):
+cdef long _reads_mask(tuple reads, tuple edges):
     """What the VJP rules of the arguments with an edge read, as one ``vjp_reads`` mask (bit 0:
     the output, bit k: argument k-1); -1 (everything) where an argument has no declaration."""
     cdef long mask = 0
@@ -121,14 +123,17 @@ cdef long _reads_mask(tuple reads, object edges):
     return mask
 
 
-cdef tuple _saved_inputs(tuple reads, tuple vals, list edges, object out):
+cdef tuple _saved_inputs(tuple reads, tuple vals, tuple edges, object out):
     """(inputs, output) a node keeps for the rules of the arguments with an edge."""
     cdef long mask = _reads_mask(reads, edges)
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, n = len(vals)
     if mask == -1:
         return vals, out
+    cdef long all_inputs = ((<long>1 << n) - 1) << 1
+    if mask & all_inputs == all_inputs:   # (every input is read: the tuple as it is)
+        return vals, (out if mask & 1 else None)
     cdef list kept = list(vals)
-    for i in range(len(vals)):
+    for i in range(n):
         if not (mask >> (i + 1)) & 1:
             kept[i] = _meta(vals[i])
     return tuple(kept), (out if mask & 1 else None)
@@ -179,23 +184,26 @@ cdef class GradInterpreter(Interpreter):
         return _new_grad_tracer(self, value, None, 0)
 
     cpdef object process(self, Primitive prim, tuple args, dict params):
-        cdef list vals = []
-        cdef list edges = []
+        cdef Py_ssize_t i, n = len(args)
+        cdef tuple tvals = PyTuple_New(n)   # (the values one level down, the edges: filled
+        cdef tuple edges = PyTuple_New(n)   # in place, no lists to convert)
         cdef bint record = False
-        for a in args:
+        for i in range(n):
+            a = args[i]
+            e = None
             if isinstance(a, GradTracer) and (<GradTracer>a)._interp is self:
-                vals.append((<GradTracer>a).value)
-                if (<GradTracer>a)._node is None:   # a constant of this level
-                    edges.append(None)
-                else:
-                    edges.append(((<GradTracer>a)._node, (<GradTracer>a)._idx))
+                v = (<GradTracer>a).value
+                if (<GradTracer>a)._node is not None:   # (else a constant of this level)
+                    e = ((<GradTracer>a)._node, (<GradTracer>a)._idx)
                     record = True
+            elif isinstance(a, Tensor):   # NOTE [in-place after use]: keep it as it is now
+                v = _alias(<Tensor>a)
             else:
-                if isinstance(a, Tensor):   # NOTE [in-place after use]: keep it as it is now
-                    a = _alias(<Tensor>a)
-                vals.append(a)
-                edges.append(None)
-        cdef tuple tvals = tuple(vals)
+                v = a
+            Py_INCREF(v)
+            PyTuple_SET_ITEM(tvals, i, v)
+            Py_INCREF(e)
+            PyTuple_SET_ITEM(edges, i, e)
         out = _bind(prim, tvals, params)
         if not (record and prim.differentiable and _grad_enabled()):
             # a constant of this level (NOTE [everything inside is arrayad])
@@ -203,14 +211,14 @@ cdef class GradInterpreter(Interpreter):
                 return tuple([_new_grad_tracer(self, o, None, 0) for o in out])
             return _new_grad_tracer(self, out, None, 0)
         if prim.multiple_results:
-            node = _new_node(prim, tvals, params, out, tuple(edges), len(out), False)
+            node = _new_node(prim, tvals, params, out, edges, len(out), False)
             return tuple([_new_grad_tracer(self, o, node if _is_inexact(o) else None, i)
                           for i, o in enumerate(out)])
         if prim.vjp_reads is not None and not self.keep_saved:   # NOTE [saved values]
             saved, ans = _saved_inputs(prim.vjp_reads, tvals, edges, out)
-            node = _new_node(prim, saved, params, ans, tuple(edges), 1, False)
+            node = _new_node(prim, saved, params, ans, edges, 1, False)
         else:
-            node = _new_node(prim, tvals, params, out, tuple(edges), 1, False)
+            node = _new_node(prim, tvals, params, out, edges, 1, False)
         if prim.reuses is not None:
             _share_result(prim, tvals[0], out, node)
         return _new_grad_tracer(self, out, node, 0)
@@ -254,18 +262,21 @@ cdef class JvpInterpreter(Interpreter):
         return _new_dual(self, value, None)
 
     cpdef object process(self, Primitive prim, tuple args, dict params):
-        cdef list primals = []
-        cdef list tangents = []
-        cdef bint any_tangent = False
-        for a in args:
+        cdef Py_ssize_t i, n = len(args)
+        cdef tuple tprimals = PyTuple_New(n)   # (filled in place, no lists to convert)
+        cdef tuple tangents = PyTuple_New(n)
+        for i in range(n):
+            a = args[i]
             if isinstance(a, DualTracer) and (<DualTracer>a)._interp is self:
-                primals.append((<DualTracer>a).value)
-                tangents.append((<DualTracer>a).tangent)
-                any_tangent = True
+                v = (<DualTracer>a).value
+                t = (<DualTracer>a).tangent
             else:
-                primals.append(a)
-                tangents.append(None)
-        cdef tuple tprimals = tuple(primals)
+                v = a
+                t = None
+            Py_INCREF(v)
+            PyTuple_SET_ITEM(tprimals, i, v)
+            Py_INCREF(t)
+            PyTuple_SET_ITEM(tangents, i, t)
         out = _bind(prim, tprimals, params)
         tout = None
         if prim.differentiable:
@@ -298,7 +309,7 @@ def new_dual(JvpInterpreter interp not None, primal, tangent):
 
 # -- batching (vmap)
 
-cdef bint _lined_up(list vals, list dims, int* out_dim):
+cdef bint _lined_up(tuple vals, list dims, int* out_dim):
     """Whether an elementwise primitive can run on the batched values as they are: the batched
     ones share one batch dim and one rank, and broadcasting from the right lines up the rest
     (scalars anywhere; unbatched arrays of no higher rank when the batch dim leads)."""
@@ -357,34 +368,35 @@ cdef class BatchInterpreter(Interpreter):
     cpdef object process(self, Primitive prim, tuple args, dict params):
         cdef int out_dim_c = 0
         cdef bint batched = False
-        cdef list vals = []
-        cdef list dims = []
-        for a in args:
+        cdef Py_ssize_t i, n = len(args)
+        cdef tuple tvals = PyTuple_New(n)   # (filled in place, no list to convert)
+        cdef list dims = [None] * n
+        for i in range(n):
+            a = args[i]
             if isinstance(a, BatchTracer) and (<BatchTracer>a)._interp is self:
-                vals.append((<BatchTracer>a).value)
+                v = (<BatchTracer>a).value
                 # (bdim < 0: a value of this level that is not batched, NOTE [everything
                 # inside is arrayad])
                 if (<BatchTracer>a).bdim >= 0:
-                    dims.append((<BatchTracer>a).bdim)
+                    dims[i] = (<BatchTracer>a).bdim
                     batched = True
-                else:
-                    dims.append(None)
             else:
-                vals.append(a)
-                dims.append(None)
+                v = a
+            Py_INCREF(v)
+            PyTuple_SET_ITEM(tvals, i, v)
         rule = prim.batch
         if not batched:   # only unbatched values of this level: one call for the whole batch
-            out, out_dim = _bind(prim, tuple(vals), params), None
-        elif prim.elementwise and _lined_up(vals, dims, &out_dim_c):
-            out, out_dim = _bind(prim, tuple(vals), params), out_dim_c
+            out, out_dim = _bind(prim, tvals, params), None
+        elif prim.elementwise and _lined_up(tvals, dims, &out_dim_c):
+            out, out_dim = _bind(prim, tvals, params), out_dim_c
         elif rule is None:
-            out, out_dim = _host.batch_fallback(prim, vals, dims, params, self)
+            out, out_dim = _host.batch_fallback(prim, list(tvals), dims, params, self)
         elif prim.batch_gets_interpreter:
             # (the rule runs user code under a vmap of its own: it asks this one its size and
             # randomness)
-            out, out_dim = rule(vals, dims, interpreter=self, **params)
+            out, out_dim = rule(list(tvals), dims, interpreter=self, **params)
         else:
-            out, out_dim = rule(vals, dims, **params)
+            out, out_dim = rule(list(tvals), dims, **params)
         if prim.multiple_results:
             if not isinstance(out_dim, (tuple, list)):
                 out_dim = (out_dim,) * len(out)

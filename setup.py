@@ -1,4 +1,5 @@
 """Build the Cython core (arrayad/_core). Everything else is declared in pyproject.toml."""
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
@@ -9,6 +10,11 @@ CORE = ["_base", "_arrays", "_interp", "_zeros", "_tape", "_core"]
 MODULES = CORE + ["_loop_machine", "_vector_math"]
 extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"])
               for name in MODULES]
+# the arithmetic of small float64 arrays (NOTE [small arithmetic]) makes its results with NumPy's
+# C API
+extensions.append(Extension("arrayad._core._small_arith", ["arrayad/_core/_small_arith.pyx"],
+                            include_dirs=[numpy.get_include()],
+                            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]))
 
 setup(
     ext_modules=cythonize(

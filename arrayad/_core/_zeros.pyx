@@ -7,14 +7,14 @@ shapes most elementwise rules share, and the dtype helpers they call.
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from libc.math cimport isfinite as c_isfinite
 from libc.stdint cimport uint32_t, uint64_t
-from cpython.number cimport (PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide,
-                             PyNumber_Multiply, PyNumber_TrueDivide)
+from cpython.number cimport PyNumber_InPlaceMultiply, PyNumber_InPlaceTrueDivide
 from cpython.weakref cimport PyWeakref_NewRef
 
 from ._base cimport (_is_scalar, ThreadState, Primitive, Meta, _host, _op, _mul_p, _add_p, _div_p,
                      _neg_p, _inplace_type, backend_of, fix_scalar, _state)
 from ._arrays cimport Array, Tensor, Tracer, _bind, _new_tensor, dtype_of, shape_of
 from ._interp cimport GradTracer, DualTracer, BatchTracer, _new_batch
+from ._small_arith import multiply as _small_multiply, divide as _small_divide
 
 # NOTE [strong zeros]
 # -------------------
@@ -323,9 +323,9 @@ cdef inline object _product(ThreadState st, Primitive op, object g, object d):
     if g is not None and type(g) is _inplace_type:
         if g is not st.consumable:
             if st.staging is None and (type(d) is _inplace_type or type(d) is float):
-                # (NumPy's operator, as bind would call it, without bind's dispatch: the rules'
-                # most frequent operation)
-                out = PyNumber_Multiply(g, d) if op is _mul_p else PyNumber_TrueDivide(g, d)
+                # (the NumPy backend's function, as bind would call it, without bind's
+                # dispatch: the rules' most frequent operation)
+                out = _small_multiply(g, d) if op is _mul_p else _small_divide(g, d)
                 return out if type(out) is _inplace_type else fix_scalar(out)
             return _bind(op, (g, d), {})
         st.consumable = None

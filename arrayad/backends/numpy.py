@@ -5,6 +5,7 @@ import numpy as np
 from array_api_compat import numpy as compat_numpy
 
 from . import NumpyLikeBackend
+from .._core import _small_arith
 from .._dtypes import _BY_NAME as _STANDARD_NAMES
 
 
@@ -34,11 +35,13 @@ class NumpyBackend(NumpyLikeBackend):
         return x.dtype.kind not in "fc" or bool(np.isfinite(x.sum()))
 
     # The Python operators skip the ufunc's argument parsing: same result, about half the cost
-    # on small arrays (the core uses these for primitives of the same name).
+    # on small arrays (the core uses these for primitives of the same name); the arithmetic
+    # of small float64 arrays skips NumPy's dispatch too (NOTE [small arithmetic]).
     # (``x ** 2`` through the operator takes NumPy's fast path for small integer powers, which
     # np.power does not.)
-    fast = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
-            "divide": operator.truediv, "negative": operator.neg, "pow": operator.pow,
+    fast = {"add": _small_arith.add, "subtract": _small_arith.subtract,
+            "multiply": _small_arith.multiply, "divide": _small_arith.divide,
+            "negative": _small_arith.negative, "pow": operator.pow,
             "matmul": operator.matmul, "broadcast_to": lambda x, shape: _broadcast_to(x, shape),
             "sum": _sum}
 

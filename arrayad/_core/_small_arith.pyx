@@ -1,0 +1,152 @@
+# cython: boundscheck=False, wraparound=False
+"""Arithmetic on small float64 NumPy arrays without NumPy's dispatch (NOTE [small arithmetic]).
+
+NOTE [small arithmetic]
+-----------------------
+On 16 values a NumPy ``x * y`` costs about 0.33 us, nearly all of it NumPy finding its loop
+(argument parsing, type resolution, the output's allocation through the generic path, the
+floating-point error check); ``x * 2.0`` costs 0.5 us, as the Python number is converted first.
+A gradient of a small function makes two or three such calls per operation, so this dispatch is
+a large part of its cost. For the operands where the answer is known without asking (two
+C-contiguous float64 arrays of one shape, or one with a Python float or an int that a double
+holds exactly, up to ``SMALL`` elements), these functions make the output with NumPy's C API and
+run the loop here: the same IEEE operations, so the same values bit for bit (but for which of
+two NaN operands' payload comes out). Where a loop raises a floating-point flag that NumPy
+would report (overflow, underflow, invalid, division by zero), the result is thrown away and
+NumPy computes it again, so that its warnings and ``np.errstate`` apply as before. Any other
+operands (other dtypes, broadcasting, views, subclasses, larger arrays, where NumPy's own
+vectorised loops win) go to the Python operator, which is NumPy's. The NumPy backend names
+these functions as the faster spelling of the primitives of the same names.
+"""
+
+cimport numpy as cnp
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+
+import numpy as np
+
+cnp.import_array()
+
+cdef extern from "<fenv.h>":
+    int feclearexcept(int excepts) nogil
+    int fetestexcept(int excepts) nogil
+    int FE_OVERFLOW
+    int FE_UNDERFLOW
+    int FE_INVALID
+    int FE_DIVBYZERO
+
+cdef extern from *:
+    """
+    /* op: 0 add, 1 subtract, 2 multiply, 3 divide, 4 negative; form: 0 x op y (arrays),
+       1 x op s, 2 s op y (a number s) */
+    #define ARRAYAD_LOOP(EXPR) for (Py_ssize_t i = 0; i < n; i++) o[i] = (EXPR); break;
+    static void arrayad_small_arith(int op, int form, const double *x, const double *y,
+                                    double s, double *o, Py_ssize_t n) {
+        switch (op * 3 + form) {
+            case 0: ARRAYAD_LOOP(x[i] + y[i])
+            case 1: ARRAYAD_LOOP(x[i] + s)
+            case 2: ARRAYAD_LOOP(s + y[i])
+            case 3: ARRAYAD_LOOP(x[i] - y[i])
+            case 4: ARRAYAD_LOOP(x[i] - s)
+            case 5: ARRAYAD_LOOP(s - y[i])
+            case 6: ARRAYAD_LOOP(x[i] * y[i])
+            case 7: ARRAYAD_LOOP(x[i] * s)
+            case 8: ARRAYAD_LOOP(s * y[i])
+            case 9: ARRAYAD_LOOP(x[i] / y[i])
+            case 10: ARRAYAD_LOOP(x[i] / s)
+            case 11: ARRAYAD_LOOP(s / y[i])
+            case 12: ARRAYAD_LOOP(-x[i])
+        }
+    }
+    """
+    void arrayad_small_arith(int op, int form, const double *x, const double *y, double s,
+                             double *o, Py_ssize_t n) nogil
+
+# The largest array taken: beyond it NumPy's vectorised loops win over the dispatch they cost.
+SMALL = 4096
+cdef Py_ssize_t _small = SMALL
+cdef int _FLAGS = FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID | FE_DIVBYZERO
+cdef type _ndarray = np.ndarray
+cdef enum:
+    ADD, SUBTRACT, MULTIPLY, DIVIDE, NEGATIVE
+
+
+cdef inline bint _small_float64(object a):
+    return (type(a) is _ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_SIZE(<cnp.ndarray>a) <= _small)
+
+
+cdef inline bint _exact_number(object v, double* out):
+    """A Python float, or an int that a double holds exactly (NumPy's float64 array op int
+    converts the int to float64); not a bool, not a NumPy scalar."""
+    cdef int overflow = 0
+    cdef long long i
+    if type(v) is float:
+        out[0] = <double>v
+        return True
+    if type(v) is int:
+        i = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow == 0 and -(1 << 53) <= i <= (1 << 53):
+            out[0] = <double>i
+            return True
+    return False
+
+
+cdef object _run(int op, object a, object b):
+    """``a op b`` computed here, or None where these operands are not for this loop or it
+    raised a floating-point flag."""
+    cdef cnp.ndarray x = None, y = None, like, out
+    cdef double s = 0.0
+    cdef int form
+    if _small_float64(a):
+        x = <cnp.ndarray>a
+        if op == NEGATIVE:
+            form = 0
+        elif _small_float64(b) and cnp.PyArray_SAMESHAPE(x, <cnp.ndarray>b):
+            y = <cnp.ndarray>b
+            form = 0
+        elif _exact_number(b, &s):
+            form = 1
+        else:
+            return None
+        like = x
+    elif op != NEGATIVE and _small_float64(b) and _exact_number(a, &s):
+        y = <cnp.ndarray>b
+        form = 2
+        like = y
+    else:
+        return None
+    out = cnp.PyArray_SimpleNew(cnp.PyArray_NDIM(like), cnp.PyArray_DIMS(like), cnp.NPY_DOUBLE)
+    feclearexcept(_FLAGS)
+    arrayad_small_arith(op, form,
+                        <double*>cnp.PyArray_DATA(x) if x is not None else NULL,
+                        <double*>cnp.PyArray_DATA(y) if y is not None else NULL,
+                        s, <double*>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(like))
+    if fetestexcept(_FLAGS):
+        return None   # (NumPy computes it again and reports the flag as it is set to)
+    return out
+
+
+def add(a, b):
+    out = _run(ADD, a, b)
+    return a + b if out is None else out
+
+
+def subtract(a, b):
+    out = _run(SUBTRACT, a, b)
+    return a - b if out is None else out
+
+
+def multiply(a, b):
+    out = _run(MULTIPLY, a, b)
+    return a * b if out is None else out
+
+
+def divide(a, b):
+    out = _run(DIVIDE, a, b)
+    return a / b if out is None else out
+
+
+def negative(a):
+    out = _run(NEGATIVE, a, None)
+    return -a if out is None else out

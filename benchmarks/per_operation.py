@@ -1,0 +1,131 @@
+"""Where the time of a small gradient goes: ``grad`` of the 16-element chain of compare.py timed
+stage by stage, and the same gradient written by hand in NumPy (the floor of any library that
+calls NumPy once per operation). Its table is the one on the performance page ("Where the time
+goes"); run it single-threaded, on a quiet machine:
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/per_operation.py [--markdown]
+
+Each stage is the median of interleaved repetitions (every stage timed once per round, so that a
+change of load hits them alike) of the best of a few loops, in CPU time per call.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import arrayad as ad  # noqa: E402
+from arrayad.func import _ReverseTrace, _unit_cotangent, grad  # noqa: E402
+
+N_OPS = 15   # the chain's operations: 14 elementwise and the sum
+
+
+def chain(xp, x):
+    s = xp.sin(x) * xp.cos(x) + xp.exp(-x * x)
+    y = xp.tanh(s) * 2 - s / 3
+    return xp.sum(xp.log(1 + y * y))
+
+
+def chain_and_gradient_by_hand(x):
+    """The chain and its gradient in NumPy, as a tape would compute it: each operation's
+    derivative times its cotangent, the cotangents of a value used twice added."""
+    a, b = np.sin(x), np.cos(x)
+    p = a * b
+    nx = -x
+    q = nx * x
+    e = np.exp(q)
+    s = p + e
+    th = np.tanh(s)
+    y = th * 2 - s / 3
+    z = 1 + y * y
+    np.sum(np.log(z))
+    gz = np.broadcast_to(np.ones(()), z.shape) / z
+    gy = gz * y + gz * y
+    gs = -gy / 3 + gy * 2 * (1 - th * th)
+    gq = gs * e
+    gx = gq * nx - gq * x
+    return gx + gs * b * b - gs * a * a
+
+
+def stages(x):
+    api = "grad(f)(*args)"
+    f = lambda v: chain(ad, v)   # noqa: E731
+    g = grad(f)
+
+    def traced():
+        return _ReverseTrace(f, x, api, False, spread=False)
+
+    def traced_and_pulled_back():
+        t = _ReverseTrace(f, x, api, False, spread=False)
+        return t.backprop([_unit_cotangent(t.outs[0][0])], retain=False)
+
+    def eager():
+        t = ad.tensor(x, requires_grad=True)
+        f(t).backward()
+        return t.grad
+
+    return [
+        ("the NumPy forward pass alone (the floor of the forward)", lambda: chain(np, x)),
+        ("the same operations as arrayad functions on NumPy arrays, nothing recorded",
+         lambda: f(x)),
+        ("... recorded by `grad` (tracers, tape nodes, `process`)", traced),
+        ("... and the backward pass", traced_and_pulled_back),
+        ("the whole `grad(chain)(x)` call", lambda: g(x)),
+        ("the eager `tensor(x)`, the chain and `.backward()`", eager),
+        ("the chain and its gradient written by hand in NumPy (the floor of the gradient)",
+         lambda: chain_and_gradient_by_hand(x)),
+    ]
+
+
+def per_call(fn, loops):
+    t0 = time.process_time()
+    for _ in range(loops):
+        fn()
+    return (time.process_time() - t0) / loops * 1e6
+
+
+def measure(rounds=15, loops=400):
+    x = np.random.default_rng(0).standard_normal(16)
+    named = stages(x)
+    times = {name: [] for name, _ in named}
+    for _ in range(rounds):
+        for name, fn in named:
+            times[name].append(min(per_call(fn, loops) for _ in range(3)))
+    return [(name, statistics.median(times[name])) for name, _ in named]
+
+
+def table(results, markdown):
+    floor = results[0][1]
+    rows, previous = [], None
+    for i, (name, us) in enumerate(results):
+        per_op = ""
+        if 1 <= i <= 3:   # (the stages that add to the one before them)
+            per_op = f"+{(us - previous) / N_OPS:.2f} us"
+        rows.append((name, f"{us:.1f} us", f"{us / floor:.2f}x", per_op))
+        previous = us
+    head = ("stage, 16 float64 elements", "per call", "/ NumPy forward", "added per operation")
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+    else:
+        lines = ["  ".join(head)] + ["  ".join(r) for r in rows]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, NumPy {np.__version__}, "
+          f"threads {threads}")
+    print(table(measure(args.rounds), args.markdown))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The arithmetic of small float64 NumPy arrays done without NumPy's dispatch (NOTE [small
+arithmetic] in arrayad/_core/_small_arith.pyx) gives NumPy's results: the same values bit for
+bit, dtype, shape and warnings, for the operands it takes and for every other kind it hands back
+to NumPy."""
+import operator
+import warnings
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad._core import _small_arith as small
+
+OPS = [("add", operator.add), ("subtract", operator.sub), ("multiply", operator.mul),
+       ("divide", operator.truediv)]
+
+EDGES = np.array([0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324,
+                  2.2250738585072014e-308, 1.7976931348623157e308, -1e-300, 3.0, 1e16, np.pi])
+
+
+def same(got, want):
+    """NumPy's result exactly: type, dtype, shape, and every bit but a NaN's payload."""
+    want = np.asarray(want)
+    got_a = np.asarray(got)
+    assert got_a.dtype == want.dtype and got_a.shape == want.shape
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got_a), nan)
+    assert (got_a[~nan].view(np.uint64) == want[~nan].view(np.uint64)).all()
+
+
+def pairs():
+    """Every value of EDGES against every other, as two arrays of 256."""
+    return np.repeat(EDGES, len(EDGES)), np.tile(EDGES, len(EDGES))
+
+
+@pytest.mark.parametrize("name,op", OPS)
+def test_arrays_and_numbers_give_numpys_bits(name, op):
+    f = getattr(small, name)
+    x, y = pairs()
+    with np.errstate(all="ignore"):
+        same(f(x, y), op(x, y))
+        for s in (2.0, -0.0, 3, -(2 ** 53), 2 ** 53, 0.1, np.inf):
+            same(f(x, s), op(x, s))
+            same(f(s, y), op(s, y))
+        same(small.negative(x), -x)
+        # a 0-d array and a (1, 1, 16) one
+        same(f(np.array(2.5), np.array(-0.0)), np.asarray(op(np.array(2.5), np.array(-0.0))))
+        z = EDGES.reshape(1, 1, 16)
+        same(f(z, z), op(z, z))
+
+
+@pytest.mark.parametrize("name,op", OPS)
+def test_other_operands_go_to_numpy(name, op):
+    """Other dtypes, broadcasting, views, subclasses, Python ints beyond a double's exact range,
+    bools and NumPy scalars, larger arrays: NumPy's result, of NumPy's dtype."""
+    f = getattr(small, name)
+    x = np.linspace(-2.0, 3.0, 12).reshape(3, 4)
+    cases = [(x.astype(np.float32), x.astype(np.float32)), (x.astype(np.float32), 2.0),
+             (np.arange(12).reshape(3, 4), 3), (x, x[0]), (x, x.T.copy().T), (x[:, ::2], 1.5),
+             (np.asfortranarray(x), np.asfortranarray(x)), (x, 2 ** 60), (x, True),
+             (x, np.float64(0.5)), (x, np.float32(0.5)), (x, 1 + 2j),
+             (np.ones(small.SMALL + 1), np.ones(small.SMALL + 1)),
+             (np.ma.masked_array(x), x)]
+    for a, b in cases:
+        with np.errstate(all="ignore"):
+            want = op(a, b)
+            got = f(a, b)
+        assert type(got) is type(want)
+        same(got, want)
+
+
+@pytest.mark.parametrize("name,op,a,b,flag", [
+    ("divide", operator.truediv, np.ones(4), np.zeros(4), "divide"),
+    ("multiply", operator.mul, np.full(4, 1e300), 1e300, "over"),
+    ("multiply", operator.mul, np.full(4, 1e-300), 1e-300, "under"),
+    ("subtract", operator.sub, np.full(4, np.inf), np.full(4, np.inf), "invalid")])
+def test_a_floating_point_flag_is_numpys_to_report(name, op, a, b, flag):
+    f = getattr(small, name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with np.errstate(all="ignore", **{flag: "warn"}):
+            got = f(a, b)
+    assert len(caught) == 1 and issubclass(caught[0].category, RuntimeWarning)
+    with np.errstate(all="ignore"):
+        same(got, op(a, b))
+    with np.errstate(all="ignore", **{flag: "raise"}), pytest.raises(FloatingPointError):
+        f(a, b)
+
+
+def test_the_numpy_backend_and_the_rules_use_it():
+    x = np.linspace(-1.0, 1.0, 16)
+    np.testing.assert_array_equal(ad.multiply(x, 2), x * 2)
+    g = ad.func.grad(lambda v: ad.sum(ad.tanh(v) * 2 - v / 3))(x)
+    np.testing.assert_allclose(g, 2 * (1 - np.tanh(x) ** 2) - 1 / 3, rtol=1e-14)
+    # a result is a new array of its own, never an operand
+    y = ad.add(x, 0.0)
+    assert y is not x and not np.shares_memory(y, x) and y.flags.writeable

@@ -20,7 +20,9 @@ from ._base cimport (ThreadState, Primitive, _host, _add_p, _inplace_type, backe
                      _state)
 from ._arrays cimport Node, Array, Tensor, _bind, _new_tensor
 from ._interp cimport _reads_mask
-from ._zeros cimport _Mask, _both, _mask_of, _mark, _unmark, _carry, _writable_like
+from ._small_arith import add as _small_add
+from ._zeros cimport (_Mask, _both, _mask_of, _mark, _unmark, _carry, _writable_like, UnaryVJP,
+                      PartialVJP)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,9 +108,10 @@ cdef inline object _accum(object a, object b):
 
 
 cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
-    """slot[i] += ct. In place when that is invisible to everyone: a writeable NumPy array
-    that owns its data and that only this slot refers to (so no saved value, user array or other
-    cotangent shares it), the sum having its shape and dtype; otherwise a new array."""
+    """slot[i] += ct. In place when that is invisible to everyone: a large writeable NumPy
+    array (NOTE [consumed cotangents]: below, a fresh one costs less) that owns its data and that
+    only this slot refers to (so no saved value, user array or other cotangent shares it), the
+    sum having its shape and dtype; otherwise a new array."""
     cdef ThreadState st
     cdef _Mask m = None
     if ct is None:
@@ -120,13 +123,19 @@ cdef inline void _accum_slot(list slot, Py_ssize_t i, object ct):
     st = _state()
     # NOTE [strong zeros]: the sum's structural zeros are those of both terms
     m = _both(_mask_of(st, a), _mask_of(st, ct))
-    if Py_REFCNT(a) == 2 and _writable_like(a, ct):
+    if type(a) is _inplace_type and Py_REFCNT(a) == 2 and a.nbytes >= _CONSUME_BYTES \
+            and _writable_like(a, ct):
         a += ct
         if st.zeros:
             if m is None:
                 _unmark(st, a)
             else:
                 _mark(st, a, m)
+        return
+    if type(a) is _inplace_type and type(ct) is _inplace_type and st.staging is None:
+        # (the NumPy backend's addition, as bind would call it, without bind's dispatch)
+        total = _small_add(a, ct)
+        slot[i] = _mark(st, total if type(total) is _inplace_type else fix_scalar(total), m)
         return
     slot[i] = _mark(st, _bind(_add_p, (a, ct), {}), m)
 
@@ -344,7 +353,16 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
             else:
                 st.consumable = g
         try:
-            out.append(f(g, ans, *args, **params) if params else f(g, ans, *args))
+            # (the two rule shapes of most elementwise functions called as C methods: no
+            # argument tuple)
+            if params:
+                out.append(f(g, ans, *args, **params))
+            elif type(f) is UnaryVJP and len(args) == 1:
+                out.append((<UnaryVJP>f).vjp(g, ans, args[0]))
+            elif type(f) is PartialVJP and len(args) == 2:
+                out.append((<PartialVJP>f).vjp(g, ans, args[0], args[1]))
+            else:
+                out.append(f(g, ans, *args))
         finally:
             if st is not None:
                 st.consumable = None

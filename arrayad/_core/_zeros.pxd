@@ -15,3 +15,18 @@ cdef object _mark(ThreadState st, object v, _Mask m)
 cdef void _unmark(ThreadState st, object v) except *
 cdef void _carry(ThreadState st, object src, object dst) except *
 cdef bint _writable_like(object g, object d)
+
+
+cdef class _UnaryShape:
+    cdef readonly object d
+    cdef readonly bint quotient
+
+
+cdef class UnaryVJP(_UnaryShape):
+    cdef object vjp(self, object g, object ans, object x)
+
+
+cdef class PartialVJP:
+    cdef readonly object d
+    cdef readonly int i
+    cdef object vjp(self, object g, object ans, object x1, object x2)

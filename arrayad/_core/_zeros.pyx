@@ -363,8 +363,6 @@ def strong_products():
 cdef class _UnaryShape:
     """A unary function's derivative ``d(ans, x)``, or with ``quotient`` its reciprocal (log:
     ``x``), which the rules then divide by: one pass over the data instead of two."""
-    cdef readonly object d
-    cdef readonly bint quotient
 
     def __init__(self, d, bint quotient=False):
         self.d = d
@@ -375,6 +373,9 @@ cdef class UnaryVJP(_UnaryShape):
     """``g * conj(d)`` (``g / conj(d)`` with ``quotient``)."""
 
     def __call__(self, g, ans, x):
+        return self.vjp(g, ans, x)
+
+    cdef object vjp(self, object g, object ans, object x):   # (the engine's call: no tuple)
         return _times(_div_p if self.quotient else _mul_p, g, conj_if_complex(self.d(ans, x)))
 
 
@@ -408,14 +409,15 @@ cdef inline object _lift1(object v):
 cdef class PartialVJP:
     """VJP of a binary function for argument ``i`` (0 or 1), partial derivative
     ``d(ans, x1, x2)``: ``g * conj(d)`` summed to the argument's shape."""
-    cdef readonly object d
-    cdef readonly int i
 
     def __init__(self, d, int i):
         self.d = d
         self.i = i
 
     def __call__(self, g, ans, x1, x2):
+        return self.vjp(g, ans, x1, x2)
+
+    cdef object vjp(self, object g, object ans, object x1, object x2):   # (the engine's call)
         ans, x1, x2 = _lift3(ans, x1, x2)
         return unbroadcast(_times(_mul_p, g, conj_if_complex(self.d(ans, x1, x2))),
                            x2 if self.i else x1)

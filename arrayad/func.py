@@ -549,6 +549,21 @@ def value_and_grad(func, argnums=0, has_aux=False):
     return wrapper
 
 
+_VJP_API = "vjp(f, *primals)"
+
+
+def _reverse_outputs(trace, api):
+    """The output values (one level down) of a function traced by ``vjp`` or ``jacrev``,
+    checked: arrays of a floating-point or complex dtype."""
+    _output_leaves(trace.out, api)
+    values = [v for v, _ in trace.outs]
+    for v in values:
+        if not is_inexact(dtype_of(v)):
+            raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
+                               f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
+    return values
+
+
 def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Evaluate ``func`` and return its vector-Jacobian product function (reverse mode).
 
@@ -602,15 +617,9 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     (array([1., 2.]),)
     """
     _check_callable(func, "vjp")
-    api = "vjp(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
-    trace = _ReverseTrace(func, primals, api, has_aux)
-    _output_leaves(trace.out, api)
-    values = [v for v, _ in trace.outs]
-    for v in values:
-        if not is_inexact(dtype_of(v)):
-            raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
-                               f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
+    trace = _ReverseTrace(func, primals, _VJP_API, has_aux)
+    values = _reverse_outputs(trace, _VJP_API)
     out_spec = trace.out_spec
 
     def vjp_fn(*cotangents, retain_graph=True, create_graph=None):
@@ -645,7 +654,12 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
 # ---------------------------------------------------------------------------------------------
 # Forward mode
 
-def _wrap_jvp_inputs(interp, primals, tangents, api):
+_JVP_API = "jvp(f, primals, tangents)"
+
+
+def _checked_jvp_inputs(primals, tangents, api):
+    """The leaves of ``primals`` and ``tangents`` (arrays of one structure, the primals
+    floating-point or complex, each tangent of its primal's shape and backend) and their spec."""
     if not isinstance(primals, (tuple, list)):
         raise RuntimeError(f"{api}: Expected primals to be a tuple. E.g. it should be valid to "
                            f"call f(*primals).")
@@ -657,7 +671,7 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
             f"{api}: Expected primals and tangents to have the same python structure. For "
             f"example, if primals is a tuple of 3 tensors, tangents also must be. Got primals "
             f"with structure {p_spec} and tangents with structure {t_spec}")
-    duals = []
+    ps, ts = [], []
     for p, t in zip(p_leaves, t_leaves):
         p = _as_array(p, api, "primal")
         t = _as_array(t, api, "tangent")
@@ -667,8 +681,22 @@ def _wrap_jvp_inputs(interp, primals, tangents, api):
             raise RuntimeError(
                 f"{api}: Trying to set a forward gradient that has a different size than that of "
                 f"the original Tensor: primal shape {shape_of(p)}, tangent shape {shape_of(t)}.")
-        duals.append(new_dual(interp, p, t))
-    return duals, p_spec, p_leaves
+        ps.append(p)
+        ts.append(t)
+    return ps, ts, p_spec
+
+
+def _on_duals(func, p_leaves, t_leaves, spec, has_aux, api):
+    """``func`` called on duals of the (checked) leaves: the (value one level down, tangent or
+    None) of each leaf of its output, the output's spec, and aux one level down."""
+    with JvpInterpreter() as interp:
+        duals = [new_dual(interp, p, t) for p, t in zip(p_leaves, t_leaves)]
+        out, aux = _split_aux(func(*tree_unflatten(duals, spec)), has_aux, api)
+        leaves, out_spec = _output_leaves(out, api)
+        pairs = [interp.output(o) for o in leaves]
+        if has_aux:
+            aux = tree_map(lambda a: interp.output(a)[0], aux)
+    return pairs, out_spec, aux
 
 
 def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
@@ -730,15 +758,10 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     True
     """
     _check_callable(func, "jvp")
-    api = "jvp(f, primals, tangents)"
+    api = _JVP_API
     native = _Native(tree_flatten(primals)[0])
-    with JvpInterpreter() as interp:
-        duals, spec, _ = _wrap_jvp_inputs(interp, primals, tangents, api)
-        out, aux = _split_aux(func(*tree_unflatten(duals, spec)), has_aux, api)
-        leaves, out_spec = _output_leaves(out, api)
-        pairs = [interp.output(o) for o in leaves]
-        if has_aux:
-            aux = tree_map(lambda a: interp.output(a)[0], aux)
+    p_leaves, t_leaves, spec = _checked_jvp_inputs(primals, tangents, api)
+    pairs, out_spec, aux = _on_duals(func, p_leaves, t_leaves, spec, has_aux, api)
     ps, ts = [], []
     for p, t in pairs:
         if t is None:
@@ -891,6 +914,11 @@ class _Rows:
         return xp.reshape(xp.astype(rows, self.dtype), (m,) + self.shape)
 
 
+def _reshaped(block, shape):
+    """A Jacobian's block (a result of its own) in the shape it is given: itself if it has it."""
+    return block if shape_of(block) == shape else ops.reshape(block, shape)
+
+
 def _basis(like, n, shape):
     """The standard basis of R^n as (n, *shape) rows on the backend of ``like``."""
     return _Rows(like, n, shape, basis=True)
@@ -1002,9 +1030,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             if _is_array(leaf) and dtype_of(leaf).kind == "c":
                 raise RuntimeError("jacrev: Expected all inputs to be real but received complex "
                                    "tensor")
-        res = vjp(partial, *((diff,) if single else diff), has_aux=has_aux)
-        out, vjp_fn = res[0], res[1]
-        out_leaves, out_spec = tree_flatten(out)
+        # (vjp's trace, pulled back directly: the cotangents are made here, nothing to check)
+        trace = _ReverseTrace(partial, (diff,) if single else diff, _VJP_API, has_aux)
+        out_leaves, out_spec = _reverse_outputs(trace, _VJP_API), trace.out_spec
         in_leaves, in_spec = tree_flatten(diff)
         blocks = []   # blocks[i][j]: d out_i / d in_j
         for i, o in enumerate(out_leaves):
@@ -1012,26 +1040,21 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             if n == 1 and len(out_leaves) == 1:
                 # (one output value: its row is the gradient, one backward pass with 1; no
                 # batch over one basis vector)
-                cols = vjp_fn(tree_unflatten([ops.ones_like(o)], out_spec))
-                blocks.append([ops.reshape(c, shape_of(o) + shape_of(x))
-                               for c, x in zip(tree_flatten(cols)[0], in_leaves)])
-                continue
-            bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
-                     for k, other in enumerate(out_leaves)]
+                cols = [_owned(g) for g in trace.backprop([ops.ones_like(o)], retain=False)]
+            else:
+                bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
+                         for k, other in enumerate(out_leaves)]
 
-            def pull(*cts):
-                # (the basis's zeros are zero by construction: NOTE [strong zeros])
-                cts = [constant_zeros(c) for c in cts]
-                return vjp_fn(tree_unflatten(cts, out_spec))
+                def pull(*cts):
+                    # (the basis's zeros are zero by construction: NOTE [strong zeros])
+                    return [_owned(g) for g in trace.backprop([constant_zeros(c) for c in cts])]
 
-            cols = _map_rows(pull, bases, n, chunk_size)
-            col_leaves = tree_flatten(cols)[0]
-            blocks.append([ops.reshape(c, shape_of(o) + shape_of(x))
-                           for c, x in zip(col_leaves, in_leaves)])
+                cols = tree_flatten(_map_rows(pull, bases, n, chunk_size))[0]
+            blocks.append([_reshaped(c, shape_of(o) + shape_of(x)) for c, x in zip(cols, in_leaves)])
         # (in_spec is a leaf's spec for one array argument: unflattening gives the block itself)
         jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
         jac = _Native(tree_flatten(args)[0]).tree(jac)
-        return (jac, res[2]) if has_aux else jac
+        return (jac, _Native(in_leaves).tree(trace.aux)) if has_aux else jac
 
     return wrapper
 
@@ -1118,17 +1141,24 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         out_value = None
         # the primal output and aux do not depend on the tangent: they come out unbatched
         out_dims = (0, None, None) if has_aux else (0, None)
+        for x in in_leaves:
+            _check_float(x, _JVP_API, "primal")
+        spec = tree_flatten(tuple(in_leaves))[1]
         for j, x in enumerate(in_leaves):
             n = _numel(shape_of(x))
 
             def push(t, j=j):
-                # (the basis's zeros are zero by construction: NOTE [strong zeros])
+                # (jvp of partial, without jvp's checks of the tangents it is given: the basis
+                # and zeros are made here. The basis's zeros are zero by construction: NOTE
+                # [strong zeros])
                 tangents = [constant_zeros(t if k == j else ops.zeros_like(v))
                             for k, v in enumerate(in_leaves)]
-                res = jvp(partial, tuple(in_leaves), tuple(tangents), has_aux=has_aux)
-                if has_aux:
-                    return res[1], res[0], res[2]
-                return res[1], res[0]
+                pairs, out_spec, aux = _on_duals(partial, in_leaves, tangents, spec, has_aux,
+                                                 _JVP_API)
+                outs = tree_unflatten([p for p, _ in pairs], out_spec)
+                ts = tree_unflatten([ops.zeros_like(p) if t is None else t for p, t in pairs],
+                                    out_spec)
+                return (ts, outs, aux) if has_aux else (ts, outs)
 
             res = _map_rows(push, [_basis(x, n, shape_of(x))], n, chunk_size, out_dims,
                             randomness)
@@ -1143,7 +1173,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             for j, x in enumerate(in_leaves):
                 col = tree_flatten(columns[j])[0][i]          # (n_j, *out.shape)
                 col = ops.moveaxis(col, 0, -1)                  # (*out.shape, n_j)
-                row.append(ops.reshape(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
+                row.append(_reshaped(col, tuple(shape_of(col)[:-1]) + shape_of(x)))
             per_out.append(tree_unflatten(row, in_spec))
         jac = _Native(tree_flatten(args)[0]).tree(tree_unflatten(per_out, out_spec))
         if has_aux:

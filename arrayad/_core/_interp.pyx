@@ -282,7 +282,9 @@ cdef class JvpInterpreter(Interpreter):
         if prim.differentiable:
             for t in tangents:
                 if t is not None:   # (else only constants of this level: no tangent)
-                    tout = prim.jvp(tangents, out, *tprimals, **params)
+                    # (no keyword dict to build for the many primitives without params)
+                    tout = (prim.jvp(tangents, out, *tprimals, **params) if params
+                            else prim.jvp(tangents, out, *tprimals))
                     break
         # (results without a tangent stay constants of this level: NOTE [everything inside is
         # arrayad])
@@ -396,7 +398,8 @@ cdef class BatchInterpreter(Interpreter):
             # randomness)
             out, out_dim = rule(list(tvals), dims, interpreter=self, **params)
         else:
-            out, out_dim = rule(list(tvals), dims, **params)
+            out, out_dim = (rule(list(tvals), dims, **params) if params
+                            else rule(list(tvals), dims))
         if prim.multiple_results:
             if not isinstance(out_dim, (tuple, list)):
                 out_dim = (out_dim,) * len(out)

@@ -3,7 +3,11 @@ stage by stage, and the same gradient written by hand in NumPy (the floor of any
 calls NumPy once per operation). Its table is the one on the performance page ("Where the time
 goes"); run it single-threaded, on a quiet machine:
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/per_operation.py [--markdown]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/per_operation.py [--markdown] [--profile]
+
+With ``--profile`` (Linux, ``perf`` installed) it also samples the native stacks of a loop of
+the same call and says where the samples fall: NumPy, each module of arrayad's compiled core,
+and Python code (the function, the transforms' wrappers, the rules' formulas).
 
 Each stage is the median of interleaved repetitions (every stage timed once per round, so that a
 change of load hits them alike) of the best of a few loops, in CPU time per call.
@@ -116,15 +120,85 @@ def table(results, markdown):
     return "\n".join(lines)
 
 
+# -- where the samples of a profile fall -----------------------------------------------------------
+
+LOOP = """
+import sys
+sys.path[:0] = [{root!r}, {here!r}]
+import numpy as np
+import arrayad as ad
+from per_operation import chain
+x = np.random.default_rng(0).standard_normal(16)
+g = ad.func.grad(lambda v: chain(ad, v))
+for _ in range({calls}):
+    g(x)
+"""
+
+# where a sample's innermost frame of arrayad's compiled core lies, by module
+CORE_MODULES = {"_arrays": "dispatch and recording (`bind`, tape nodes, the eager tape)",
+                "_interp": "the interpreters' `process` (tracers, saved values)",
+                "_zeros": "the rule shapes and structural zeros",
+                "_tape": "the backward engine (order, rule calls, accumulation)",
+                "_base": "finding the backend and the implementation",
+                "_small_arith": "small float64 arithmetic (NOTE [small arithmetic])"}
+
+
+def profile(calls=40000):
+    """Shares of the samples of ``calls`` calls of ``grad(chain)(x)`` under ``perf record``
+    (Linux; ``perf`` must be installed): NumPy's own code, each module of the core (the
+    innermost of its frames in the sample), and the rest (the interpreter running Python code:
+    the function, ``grad``'s wrapper, the rules written in Python)."""
+    import re
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        script, data = os.path.join(tmp, "loop.py"), os.path.join(tmp, "perf.data")
+        with open(script, "w") as f:
+            here = os.path.dirname(os.path.abspath(__file__))
+            f.write(LOOP.format(calls=calls, root=os.path.dirname(here), here=here))
+        subprocess.run(["perf", "record", "-q", "-F", "1500", "--call-graph", "dwarf,16384",
+                        "-o", data, sys.executable, script], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = subprocess.run(["perf", "script", "-i", data], check=True, capture_output=True,
+                              text=True).stdout
+    shares, total = {}, 0
+    for sample in text.split("\n\n"):
+        frames = [line.split(None, 1)[1] for line in sample.strip().split("\n")[1:]
+                  if len(line.split(None, 1)) == 2]
+        if not any("__pyx_" in f and "arrayad" in f for f in frames):
+            continue   # (starting Python, importing: not the loop)
+        total += 1
+        where = "Python: the function, the transforms' wrappers, the rules' formulas"
+        for f in frames:   # (innermost first)
+            if "_multiarray_umath" in f or "libm." in f or "ufunc" in f:
+                where = "NumPy computing and dispatching"
+                break
+            m = re.search(r"__pyx_\w+?_7arrayad_5_core_\d+(_\w+?)_", f)
+            if m and m.group(1) in CORE_MODULES:
+                where = CORE_MODULES[m.group(1)]
+                break
+        shares[where] = shares.get(where, 0) + 1
+    return {k: v / total for k, v in sorted(shares.items(), key=lambda kv: -kv[1])}, total
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--profile", action="store_true",
+                    help="also sample the native stacks of 40,000 calls with perf (Linux)")
     args = ap.parse_args()
     threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, NumPy {np.__version__}, "
           f"threads {threads}")
     print(table(measure(args.rounds), args.markdown))
+    if args.profile:
+        shares, n = profile()
+        print(f"\nwhere the {n} samples of grad(chain)(x) fell:")
+        if args.markdown:
+            print("\n| where | share |\n|---|---:|")
+        for where, share in shares.items():
+            print(f"| {where} | {share:.0%} |" if args.markdown else f"{share:5.0%}  {where}")
 
 
 if __name__ == "__main__":

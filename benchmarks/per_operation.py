@@ -140,7 +140,7 @@ CORE_MODULES = {"_arrays": "dispatch and recording (`bind`, tape nodes, the eage
                 "_zeros": "the rule shapes and structural zeros",
                 "_tape": "the backward engine (order, rule calls, accumulation)",
                 "_base": "finding the backend and the implementation",
-                "_small_arith": "small float64 arithmetic (NOTE [small arithmetic])"}
+                "_small_arith": "small float64 arithmetic, without NumPy's dispatch"}
 
 
 def profile(calls=40000):
@@ -165,17 +165,19 @@ def profile(calls=40000):
     for sample in text.split("\n\n"):
         frames = [line.split(None, 1)[1] for line in sample.strip().split("\n")[1:]
                   if len(line.split(None, 1)) == 2]
-        if not any("__pyx_" in f and "arrayad" in f for f in frames):
-            continue   # (starting Python, importing: not the loop)
+        if not frames or any(("mport" in f or "Initialize" in f or "Finalize" in f
+                              or "pymain_init" in f) for f in frames):
+            continue   # (starting Python, importing, exiting: not the loop)
         total += 1
         where = "Python: the function, the transforms' wrappers, the rules' formulas"
         for f in frames:   # (innermost first)
             if "_multiarray_umath" in f or "libm." in f or "ufunc" in f:
                 where = "NumPy computing and dispatching"
                 break
-            m = re.search(r"__pyx_\w+?_7arrayad_5_core_\d+(_\w+?)_", f)
-            if m and m.group(1) in CORE_MODULES:
-                where = CORE_MODULES[m.group(1)]
+            m = re.search(r"__pyx_\w+?_7arrayad_5_core_(\d+)", f)   # (Cython's mangled name:
+            module = m and f[m.end():m.end() + int(m.group(1))]       # the module's length, name)
+            if module in CORE_MODULES:
+                where = CORE_MODULES[module]
                 break
         shares[where] = shares.get(where, 0) + 1
     return {k: v / total for k, v in sorted(shares.items(), key=lambda kv: -kv[1])}, total

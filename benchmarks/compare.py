@@ -1521,6 +1521,13 @@ def main(argv=None):
         os.environ["ARRAYAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")
 
     data = make_data()
+    # The peers' modules (torch, jax) put hundreds of MB of Python objects in this process: a
+    # full collection that a workload's garbage triggers would walk all of them, and land in
+    # whichever library's measurement happens to be running (a 1,000-operation gradient doubled
+    # in some processes and not in others). Frozen, they are left out of every collection; each
+    # library's own garbage is still collected as it would be in a program of its own.
+    gc.collect()
+    gc.freeze()
     results = {}
     ref_libs = {}
     t_start = time.perf_counter()

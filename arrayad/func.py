@@ -1050,7 +1050,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                     return [_owned(g) for g in trace.backprop([constant_zeros(c) for c in cts])]
 
                 cols = tree_flatten(_map_rows(pull, bases, n, chunk_size))[0]
-            blocks.append([_reshaped(c, shape_of(o) + shape_of(x)) for c, x in zip(cols, in_leaves)])
+            blocks.append([_reshaped(c, shape_of(o) + shape_of(x))
+                           for c, x in zip(cols, in_leaves)])
         # (in_spec is a leaf's spec for one array argument: unflattening gives the block itself)
         jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
         jac = _Native(tree_flatten(args)[0]).tree(jac)

@@ -3,7 +3,8 @@ stage by stage, and the same gradient written by hand in NumPy (the floor of any
 calls NumPy once per operation). Its table is the one on the performance page ("Where the time
 goes"); run it single-threaded, on a quiet machine:
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/per_operation.py [--markdown] [--profile]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+        python benchmarks/per_operation.py [--markdown] [--profile]
 
 With ``--profile`` (Linux, ``perf`` installed) it also samples the native stacks of a loop of
 the same call and says where the samples fall: NumPy, each module of arrayad's compiled core,

@@ -69,13 +69,14 @@ tracer to a backend that refuses it (array-api-strict, torch):
   the level becomes batched when a batched value is written into it).
 """
 
-from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _open_transforms,
-                     _grad_enabled, _set_grad_enabled)
-from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node, _is_inexact, dtype_of,
-                       shape_of, _alias)
-from ._arrays import leaf_node
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _open_transforms,
+                     _grad_enabled, _set_grad_enabled)
+from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node,
+                       _is_inexact, dtype_of, shape_of, _alias)
+from ._arrays import leaf_node
 
 
 def in_transform():
@@ -129,9 +130,11 @@ cdef tuple _saved_inputs(tuple reads, tuple vals, tuple edges, object out):
     cdef Py_ssize_t i, n = len(vals)
     if mask == -1:
         return vals, out
-    cdef long all_inputs = ((<long>1 << n) - 1) << 1
-    if mask & all_inputs == all_inputs:   # (every input is read: the tuple as it is)
-        return vals, (out if mask & 1 else None)
+    cdef long all_inputs
+    if n < 62:   # (every input is read: the tuple as it is)
+        all_inputs = ((<long>1 << n) - 1) << 1
+        if mask & all_inputs == all_inputs:
+            return vals, (out if mask & 1 else None)
     cdef list kept = list(vals)
     for i in range(n):
         if not (mask >> (i + 1)) & 1:

@@ -19,8 +19,9 @@ protocol: rules declared once on the primitive, params that are immutable.
 * vjp: calls the user's ``backward(ctx, *grads)``; jvp: the user's ``jvp``;
 * batch: the primitive has ``batch_gets_interpreter``, so the batching interpreter passes
   itself, whose size and ``randomness`` the rule reads; it calls the user's ``vmap``
-  staticmethod with them, or with ``generate_vmap_rule`` binds the same primitive with a ``_Batched`` site: the class's forward,
-  backward and jvp run under ``vmap`` with that randomness.
+  staticmethod with them, or with ``generate_vmap_rule`` binds the same primitive with a
+  ``_Batched`` site: the class's forward, backward and jvp run under ``vmap`` with that
+  randomness.
 * ``once_differentiable``: the results of such a backward are tagged by ``_once_p``, a primitive
   whose own VJP and JVP rules refuse (torch's message), so a second derivative fails where it
   would flow, on the tape as under the transforms; the engine has no special case for it.

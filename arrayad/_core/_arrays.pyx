@@ -6,13 +6,12 @@ what a node may share (NOTE [shared results]); the shapes and dtypes of any valu
 
 import weakref
 
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New
 from cpython.weakref cimport PyWeakref_NewRef
 
-from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _op, backend_of,
-                     fix_scalar, _state, _grad_enabled, _call_impl, _inplace_type, _add_p,
-                     _sub_p, _mul_p, _div_p, _neg_p)
+from ._base cimport (_is_scalar, _put, ThreadState, Primitive, Interpreter, Meta, _host, _op,
+                     backend_of, fix_scalar, _state, _grad_enabled, _call_impl, _inplace_type,
+                     _add_p, _sub_p, _mul_p, _div_p, _neg_p)
 from ._base import escaped_error
 
 cpdef object raw_value(object x):
@@ -398,10 +397,8 @@ cdef object _process_eager(Primitive prim, tuple args, dict params):
                 record = True
         else:
             v = a
-        Py_INCREF(v)
-        PyTuple_SET_ITEM(raws, i, v)
-        Py_INCREF(e)
-        PyTuple_SET_ITEM(edges, i, e)
+        _put(raws, i, v)
+        _put(edges, i, e)
     out = _call_impl(prim, raws, params)
     if not (record and prim.differentiable and _grad_enabled()):
         if prim.multiple_results:

@@ -1,9 +1,20 @@
 # Declarations of _base.pyx that the other modules of the core cimport (C calls, C fields).
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+
 
 cdef inline bint _is_scalar(object v):
     """isinstance(v, (int, float, complex, bool)) as three C flag checks: the tuple form goes
     through the generic isinstance protocol, a microsecond on the hot paths that call it."""
     return isinstance(v, float) or isinstance(v, int) or isinstance(v, complex)
+
+
+cdef inline void _put(tuple t, Py_ssize_t i, object v):
+    """``t[i] = v`` in a tuple being filled (made by ``PyTuple_New``, not yet seen by anyone):
+    the interpreters build their tuples of values and edges so, without lists to convert. The
+    tuple keeps a reference of its own (``PyTuple_SET_ITEM`` takes one)."""
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(t, i, v)
 
 
 cdef class Host:

@@ -69,11 +69,10 @@ tracer to a backend that refuses it (array-api-strict, torch):
   the level becomes batched when a batched value is written into it).
 """
 
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New
 
-from ._base cimport (_is_scalar, ThreadState, Primitive, Interpreter, Meta, _host, _open_transforms,
-                     _grad_enabled, _set_grad_enabled)
+from ._base cimport (_is_scalar, _put, ThreadState, Primitive, Interpreter, Meta, _host,
+                     _open_transforms, _grad_enabled, _set_grad_enabled)
 from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node,
                        _is_inexact, dtype_of, shape_of, _alias)
 from ._arrays import leaf_node
@@ -203,10 +202,8 @@ cdef class GradInterpreter(Interpreter):
                 v = _alias(<Tensor>a)
             else:
                 v = a
-            Py_INCREF(v)
-            PyTuple_SET_ITEM(tvals, i, v)
-            Py_INCREF(e)
-            PyTuple_SET_ITEM(edges, i, e)
+            _put(tvals, i, v)
+            _put(edges, i, e)
         out = _bind(prim, tvals, params)
         if not (record and prim.differentiable and _grad_enabled()):
             # a constant of this level (NOTE [everything inside is arrayad])
@@ -276,10 +273,8 @@ cdef class JvpInterpreter(Interpreter):
             else:
                 v = a
                 t = None
-            Py_INCREF(v)
-            PyTuple_SET_ITEM(tprimals, i, v)
-            Py_INCREF(t)
-            PyTuple_SET_ITEM(tangents, i, t)
+            _put(tprimals, i, v)
+            _put(tangents, i, t)
         out = _bind(prim, tprimals, params)
         tout = None
         if prim.differentiable:
@@ -387,8 +382,7 @@ cdef class BatchInterpreter(Interpreter):
                     batched = True
             else:
                 v = a
-            Py_INCREF(v)
-            PyTuple_SET_ITEM(tvals, i, v)
+            _put(tvals, i, v)
         rule = prim.batch
         if not batched:   # only unbatched values of this level: one call for the whole batch
             out, out_dim = _bind(prim, tvals, params), None

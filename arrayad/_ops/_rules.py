@@ -25,6 +25,13 @@ from ._namespace import ops
 from .._core._core import (Primitive, bind, broadcast_like, conj_if_complex,  # noqa: F401
                            dtype_of, forward_result, is_complex, register_primitive, shape_of,
                            structural_zeros, unbroadcast, zeros_mask)
+# The Python operators of the derivative formulas, spelled as functions: ``minus(a, b)`` is
+# ``a - b`` for any operands (tracers, Tensors, every backend's arrays), computed without
+# NumPy's dispatch when both are small float64 NumPy arrays or one is a Python number (NOTE
+# [small arithmetic]): on small arrays a formula's operators cost more than the operation it
+# differentiates.
+from .._core._small_arith import (add as plus, divide as divided,  # noqa: F401
+                                  multiply as times, negative as negated, subtract as minus)
 
 PY_SCALARS = (int, float, complex, bool)
 

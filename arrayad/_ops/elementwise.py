@@ -5,6 +5,8 @@ Unary rows give the derivative ``d(ans, x)``; the VJP is ``g * conj(d)`` and the
 instead (``over=``, log: ``x``) and the rules divide: one pass over the data less. Binary rows
 give both partial derivatives ``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast
 dimensions away (``unbroadcast``).
+The formulas spell their arithmetic as functions (``minus(1, times(ans, ans))`` for
+``1 - ans * ans``): the same operators, faster on small NumPy arrays (``_rules``).
 Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produce bool/int results
 or have a derivative of zero almost everywhere (floor, sign...): their outputs are constants.
 """
@@ -17,8 +19,9 @@ from .views import View, make_view, with_part_p
 
 from .._core._core import (BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of,
                            keep_zeros)
-from ._rules import (ELEMENTWISE, Declarations, broadcast_like, forward_result, is_complex,
-                     names_read, per_primitive, unbroadcast)
+from ._rules import (ELEMENTWISE, Declarations, broadcast_like, divided, forward_result,
+                     is_complex, minus, names_read, negated, per_primitive, plus, times,
+                     unbroadcast)
 
 decl = Declarations(globals(), public_module="arrayad")
 
@@ -69,27 +72,27 @@ def binary(name, d1=None, d2=None, *, doc="", xp_name=None, **rules):
 
 # -- unary, differentiable ----------------------------------------------------------------------
 _sin = unary("sin", lambda ans, x: forward_result(_cos, x))   # NOTE [shared results] in the core
-_cos = unary("cos", lambda ans, x: -forward_result(_sin, x))
-unary("tan", lambda ans, x: 1 + ans * ans)
-unary("asin", over=lambda ans, x: ops.sqrt(1 - x * x))
-unary("acos", over=lambda ans, x: -ops.sqrt(1 - x * x))
-unary("atan", over=lambda ans, x: 1 + x * x)
+_cos = unary("cos", lambda ans, x: negated(forward_result(_sin, x)))
+unary("tan", lambda ans, x: plus(1, times(ans, ans)))
+unary("asin", over=lambda ans, x: ops.sqrt(minus(1, times(x, x))))
+unary("acos", over=lambda ans, x: negated(ops.sqrt(minus(1, times(x, x)))))
+unary("atan", over=lambda ans, x: plus(1, times(x, x)))
 _sinh = unary("sinh", lambda ans, x: forward_result(_cosh, x))
 _cosh = unary("cosh", lambda ans, x: forward_result(_sinh, x))
 _sin.reuses, _cos.reuses, _sinh.reuses, _cosh.reuses = _cos, _sin, _cosh, _sinh
-unary("tanh", lambda ans, x: 1 - ans * ans)
-unary("asinh", over=lambda ans, x: ops.sqrt(x * x + 1))
-unary("acosh", over=lambda ans, x: ops.sqrt(x * x - 1))
-unary("atanh", over=lambda ans, x: 1 - x * x)
+unary("tanh", lambda ans, x: minus(1, times(ans, ans)))
+unary("asinh", over=lambda ans, x: ops.sqrt(plus(times(x, x), 1)))
+unary("acosh", over=lambda ans, x: ops.sqrt(minus(times(x, x), 1)))
+unary("atanh", over=lambda ans, x: minus(1, times(x, x)))
 unary("exp", lambda ans, x: ans)
-unary("expm1", lambda ans, x: ans + 1)
+unary("expm1", lambda ans, x: plus(ans, 1))
 unary("log", over=lambda ans, x: x)
-unary("log1p", over=lambda ans, x: 1 + x)
-unary("log2", over=lambda ans, x: x * math.log(2.0))
-unary("log10", over=lambda ans, x: x * math.log(10.0))
-unary("sqrt", lambda ans, x: 0.5 / ans)
-unary("square", lambda ans, x: 2 * x)
-unary("reciprocal", lambda ans, x: -(ans * ans))
+unary("log1p", over=lambda ans, x: plus(1, x))
+unary("log2", over=lambda ans, x: times(x, math.log(2.0)))
+unary("log10", over=lambda ans, x: times(x, math.log(10.0)))
+unary("sqrt", lambda ans, x: divided(0.5, ans))
+unary("square", lambda ans, x: times(2, x))
+unary("reciprocal", lambda ans, x: negated(times(ans, ans)))
 # |z| is not holomorphic: for complex z the VJP is g * z/|z| (no conj; torch's convention) and
 # the JVP Re(conj(z/|z|) * t), a real tangent for a real output.
 
@@ -127,7 +130,7 @@ decl.primitive("sign", vjp=(_sign_rule,), jvp=(_sign_rule,), batch=ELEMENTWISE, 
                doc="Elementwise sign (x / |x| for complex x).")
 
 # -- unary, linear ------------------------------------------------------------------------------
-linear_unary("negative", lambda g, x: -g, negates=True)
+linear_unary("negative", lambda g, x: negated(g), negates=True)
 linear_unary("positive", lambda g, x: g)
 linear_unary("conj", lambda g, x: ops.conj(g))
 # real/imag: the cotangent of a complex input is complex (g for real, i*g for imag).
@@ -185,7 +188,7 @@ binary("add", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
                    lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP(),
        absorbs_negation="subtract")   # (a + (-b) is a - b, (-a) + b is b - a)
 binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
-                        lambda g, ans, x1, x2: unbroadcast(-g, x2)), reads=["", ""],
+                        lambda g, ans, x1, x2: unbroadcast(negated(g), x2)), reads=["", ""],
        full_jvp=SumJVP(negate=True))
 
 # (x * 1 and 1 * x are x, exactly, also for inf, nan and -0.0; (-a) * b is -(a * b))
@@ -197,10 +200,10 @@ def _over(x, y):
         y = complex(y) if isinstance(y, complex) else math.copysign(0.0, y)
         return x * (complex(math.inf, math.nan) if isinstance(y, complex) else
                     math.copysign(math.inf, y))
-    return x / y
+    return divided(x, y)
 
 
-binary("divide", lambda ans, x1, x2: _over(1.0, x2), lambda ans, x1, x2: _over(-ans, x2))
+binary("divide", lambda ans, x1, x2: _over(1.0, x2), lambda ans, x1, x2: _over(negated(ans), x2))
 
 
 def _pow_d1(ans, x1, x2):
@@ -208,7 +211,7 @@ def _pow_d1(ans, x1, x2):
     # 0 * inf = nan at x1 = 0), as torch and JAX.
     if isinstance(x2, (int, float)):
         if x2 == 2:   # (the common square: no pass for x1 ** 1)
-            return 2 * x1
+            return times(2, x1)
         return ops.zeros_like(x1) if x2 == 0 else x2 * ops.pow(x1, x2 - 1)
     return ops.where(x2 == 0, 0.0, x2 * ops.pow(x1, x2 - 1))
 

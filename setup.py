@@ -8,13 +8,14 @@ CORE = ["_base", "_arrays", "_interp", "_zeros", "_tape", "_core"]
 # and, cimporting nothing of them, the register machine of compiled scans (NOTE [scan machine])
 # and the calls of vector math functions (NOTE [vector math])
 MODULES = CORE + ["_loop_machine", "_vector_math"]
-extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"])
+# and the arithmetic of small float64 arrays (NOTE [small arithmetic]). NumPy's headers for
+# all: the core reads NumPy arrays' shapes and dtypes through its C API where it is hot, and the
+# small arithmetic makes its results with it.
+MODULES = MODULES + ["_small_arith"]
+extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"],
+                        include_dirs=[numpy.get_include()],
+                        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
               for name in MODULES]
-# the arithmetic of small float64 arrays (NOTE [small arithmetic]) makes its results with NumPy's
-# C API
-extensions.append(Extension("arrayad._core._small_arith", ["arrayad/_core/_small_arith.pyx"],
-                            include_dirs=[numpy.get_include()],
-                            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]))
 
 setup(
     ext_modules=cythonize(

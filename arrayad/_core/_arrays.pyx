@@ -14,6 +14,9 @@ from ._base cimport (_is_scalar, _put, ThreadState, Primitive, Interpreter, Meta
                      _add_p, _sub_p, _mul_p, _div_p, _neg_p)
 from ._base import escaped_error
 
+cimport numpy as cnp
+cnp.import_array()
+
 cpdef object raw_value(object x):
     """The raw backend array under ``x``: a Tensor's value, a tracer's value all the way down
     (for a batch tracer, with its batch dimension). Anything else is returned as it is."""
@@ -446,7 +449,8 @@ cpdef object dtype_of(object v):
     if _is_scalar(v):
         return _host.dtype_from_backend(type(v))
     global _last_dt, _last_dtype
-    dt = v.dtype
+    # (a NumPy array's dtype read in C: the attribute lookup cost as much as the cache below)
+    dt = <object>cnp.PyArray_DESCR(<cnp.ndarray>v) if type(v) is _inplace_type else v.dtype
     if dt is _last_dt:   # (most calls in a row see the same dtype)
         return _last_dtype
     # Backend dtypes are (nearly always) singletons: cache by identity, check it is the same.

@@ -16,6 +16,9 @@ from ._arrays cimport Array, Tensor, Tracer, _bind, _new_tensor, dtype_of, shape
 from ._interp cimport GradTracer, DualTracer, BatchTracer, _new_batch
 from ._small_arith import multiply as _small_multiply, divide as _small_divide
 
+cimport numpy as cnp
+cnp.import_array()
+
 # NOTE [strong zeros]
 # -------------------
 # A zero cotangent (or tangent) that is zero by construction contributes zero: the chain rule
@@ -512,6 +515,27 @@ cpdef object conj_if_complex(object v):
     return v
 
 
+cdef inline bint _numpy_like(cnp.ndarray g, object x):
+    """Whether the NumPy array ``g`` has the shape and dtype of ``x``, a NumPy array or the Meta
+    of one (False where it cannot tell cheaply)."""
+    cdef tuple shape
+    cdef Py_ssize_t i, nd = cnp.PyArray_NDIM(g)
+    cdef cnp.npy_intp* dims
+    if type(x) is _inplace_type:
+        return (cnp.PyArray_DESCR(g) is cnp.PyArray_DESCR(<cnp.ndarray>x)
+                and cnp.PyArray_SAMESHAPE(g, <cnp.ndarray>x))
+    if type(x) is not Meta:
+        return False
+    shape = (<Meta>x).shape
+    if len(shape) != nd:
+        return False
+    dims = cnp.PyArray_DIMS(g)
+    for i in range(nd):
+        if dims[i] != <Py_ssize_t>shape[i]:
+            return False
+    return dtype_of(g) is (<Meta>x).dtype
+
+
 cpdef object unbroadcast(object g, object x):
     """Sum ``g`` (shaped like a broadcast result) back down to the shape of ``x``, in ``x``'s
     dtype: the real part when ``x`` is real and ``g`` complex, float32 for a float32 ``x`` that a
@@ -520,6 +544,8 @@ cpdef object unbroadcast(object g, object x):
     Python frame."""
     if x is None or _is_scalar(x):
         return None
+    if type(g) is _inplace_type and _numpy_like(<cnp.ndarray>g, x):
+        return g   # (the common case, read in C: no shape tuples, no dtype lookups)
     gd = dtype_of(g)
     xd = dtype_of(x)
     if gd is not xd:

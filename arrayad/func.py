@@ -104,6 +104,11 @@ class _Native:
         self.mode = mode
 
     @classmethod
+    def of_one(cls, x):
+        """The same for one argument (the raw NumPy array of grad(f)(x) needs no loop)."""
+        return _RAW if type(x) is _ndarray else cls((x,))
+
+    @classmethod
     def of_args(cls, args):
         """The same, from a call's arguments: only containers are flattened."""
         leaves = []
@@ -127,6 +132,9 @@ class _Native:
         if self.mode == "tracer":
             return tree
         return tree_map(self, tree)
+
+
+_RAW = _Native(())   # (raw in, raw out: shared, it has no state but its mode)
 
 
 def _split_aux(out, has_aux, api):
@@ -273,7 +281,9 @@ class _ReverseTrace:
         depend on an input). ``retain=False`` frees each node's saved values as soon as it is
         done (grad, whose graph is used once: a lower peak memory); vjp's pullback keeps them,
         it may be called again."""
-        want = {(t.node, 0): None for t in self.inputs if t is not None}
+        keys = [None if t is None else (t.node, 0) for t in self.inputs]
+        want = dict.fromkeys(keys)
+        want.pop(None, None)
         roots, root_cts = [], []
         for (_, edge), ct in zip(self.outs, cts):
             if edge is not None:
@@ -282,11 +292,11 @@ class _ReverseTrace:
         if roots:
             run_backward(roots, root_cts, retain, False, want, False, None)
         out = []
-        for t in self.inputs:
+        for t, key in zip(self.inputs, keys):
             if t is None:
                 out.append(None)
                 continue
-            g = want[(t.node, 0)]
+            g = want[key]
             out.append(ops.zeros_like(t.value) if g is None else g)
         return out
 
@@ -378,7 +388,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
         if single and len(args) == 1 and not kwargs and _is_bare_array(args[0]):
             # grad(f)(x): f is called with the tracer of x alone, as _replace would
-            native = _Native(args)
+            native = _Native.of_one(args[0])
             trace = _ReverseTrace(func, args[0], api, has_aux, spread=False)
         else:
             native = _Native.of_args(args)
@@ -404,7 +414,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 f"ad.abs(out) ** 2), or use vjp with a complex cotangent.")
         one = _unit_cotangent(value)
         grads = trace.backprop([one], retain=False)
-        grads = [_owned(g) for g in grads]
+        grads = [owned(g) if type(g) is _ndarray else _owned(g) for g in grads]
         if trace.in_spec is LEAF:
             g = grads[0]
             if native.mode == "tensor" or native.mode == "raw" and isinstance(g, Tensor):

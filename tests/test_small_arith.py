@@ -95,3 +95,38 @@ def test_the_numpy_backend_and_the_rules_use_it():
     # a result is a new array of its own, never an operand
     y = ad.add(x, 0.0)
     assert y is not x and not np.shares_memory(y, x) and y.flags.writeable
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int64, np.bool_,
+                                   np.dtype(">f8")])
+@pytest.mark.parametrize("shape", [(), (16,), (3, 4), (0, 2), (1, 1, 5)])
+def test_broadcast_scalar_is_numpys_broadcast_view(dtype, shape):
+    """The zero-stride view of a reduction's 0-d cotangent is np.broadcast_to's: values, dtype,
+    strides, read-only, sharing x's memory (x stays alive through it, and is not leaked)."""
+    import sys
+    x = np.asarray(7, dtype=dtype)
+    want = np.broadcast_to(x, shape)
+    before = sys.getrefcount(x)
+    got = small.broadcast_scalar(x, shape)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.strides == want.strides
+    np.testing.assert_array_equal(got, want)
+    assert not got.flags.writeable and np.shares_memory(got, x) if got.size else True
+    with pytest.raises(ValueError, match="read-only"):
+        got[...] = 1
+    del got
+    for _ in range(100):
+        small.broadcast_scalar(x, shape)
+    assert sys.getrefcount(x) == before
+
+
+def test_broadcast_scalar_refuses_what_it_does_not_take():
+    with pytest.raises(ValueError, match="0-d"):
+        small.broadcast_scalar(np.zeros(3), (3,))
+    with pytest.raises(TypeError):
+        small.broadcast_scalar(1.0, (3,))
+    with pytest.raises(ValueError, match="negative"):
+        small.broadcast_scalar(np.asarray(1.0), (2, -1))
+    # the NumPy backend falls back to np.broadcast_to for anything else
+    from arrayad.backends.numpy import _broadcast_to
+    np.testing.assert_array_equal(_broadcast_to(np.arange(3.0), (2, 3)),
+                                  np.broadcast_to(np.arange(3.0), (2, 3)))

@@ -21,6 +21,14 @@ these functions as the faster spelling of the primitives of the same names.
 
 cimport numpy as cnp
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.ref cimport Py_INCREF
+
+cdef extern from "numpy/arrayobject.h":
+    # (declared here with its reference semantics: it steals ``descr``; it returns a new
+    # reference, or NULL with an exception set)
+    object _new_from_descr "PyArray_NewFromDescr" (
+        void* subtype, void* descr, int nd, cnp.npy_intp* dims, cnp.npy_intp* strides,
+        void* data, int flags, void* obj)
 
 import numpy as np
 
@@ -169,3 +177,29 @@ def divide(a, b):
 def negative(a):
     out = _run(NEGATIVE, a, None)
     return -a if out is None else out
+
+
+def broadcast_scalar(object x, tuple shape):
+    """``np.broadcast_to(x, shape)`` for a 0-d NumPy array ``x`` (the cotangent of a full
+    reduction), made with NumPy's C API: a read-only view with zero strides (np.broadcast_to
+    costs ten times more, and the ndarray constructor's argument parsing three)."""
+    cdef cnp.ndarray a = <cnp.ndarray?>x
+    cdef Py_ssize_t i, nd = len(shape)
+    if cnp.PyArray_NDIM(a) != 0:
+        raise ValueError(f"broadcast_scalar: x must be 0-d, got shape {x.shape}")
+    cdef cnp.npy_intp[64] dims   # (NumPy's own limit: 64 dimensions; 32 before NumPy 2)
+    cdef cnp.npy_intp[64] strides
+    if nd > 64:
+        raise ValueError(f"broadcast_scalar: at most 64 dimensions, got {nd}")
+    for i in range(nd):
+        dims[i] = shape[i]
+        if dims[i] < 0:
+            raise ValueError(f"broadcast_scalar: negative dimension in {shape}")
+        strides[i] = 0
+    descr = <object>cnp.PyArray_DESCR(a)
+    Py_INCREF(descr)   # (NewFromDescr steals a reference to the descriptor)
+    out = _new_from_descr(<void*>np.ndarray, <void*>descr, <int>nd, dims, strides,
+                          cnp.PyArray_DATA(a), 0, NULL)
+    Py_INCREF(a)       # (SetBaseObject steals a reference to the base)
+    cnp.PyArray_SetBaseObject(<cnp.ndarray>out, a)
+    return out

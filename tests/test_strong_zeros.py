@@ -58,6 +58,11 @@ def shared_branches(m, x):
     return m.sum(m.where(x > 0, s, 0.0)) + m.sum(s[1:])
 
 
+def slice_of_difference(m, x):
+    # the slice's zero at x[0] reaches sqrt through subtract's second argument, negated
+    return m.sum((3.0 - m.sqrt(x))[1:])
+
+
 def where_sqrt_moved(m, x):
     # where_sqrt seen through a reshape and a transpose: the structural zeros move with the
     # elements they belong to
@@ -118,6 +123,7 @@ CASES = {
     "where_sqrt": (where_sqrt, [-1.0, 0.0, 0.25, 4.0], [0.0, 0.0, 1.0, 0.25], [1]),
     "slice_sqrt": (slice_sqrt, [0.0, 1.0, 4.0], [0.0, 1.5, 0.75], []),
     "shared_branches": (shared_branches, [0.0, 1.0, 4.0], [0.0, 1.0, 0.5], [0]),
+    "slice_of_difference": (slice_of_difference, [0.0, 1.0, 4.0], [0.0, -0.5, -0.25], [0]),
     "where_sqrt_moved": (where_sqrt_moved, [-1.0, 0.0, 0.25, 4.0], [0.0, 0.0, 1.0, 0.25], [1]),
     "slice_sqrt_moved": (slice_sqrt_moved, [0.0, 1.0, 4.0, 9.0], [0.0, 1.5, 0.75, 0.5], []),
     "masked_reciprocal": (masked_reciprocal, [0.0, 2.0, -4.0], [0.0, -0.25, -0.0625], [0]),

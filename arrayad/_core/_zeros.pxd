@@ -30,3 +30,14 @@ cdef class PartialVJP:
     cdef readonly object d
     cdef readonly int i
     cdef object vjp(self, object g, object ans, object x1, object x2)
+
+
+cdef class ProductVJP:
+    cdef readonly int i
+    cdef object vjp(self, object g, object ans, object x1, object x2)
+
+
+cdef class SumVJP:
+    cdef readonly int i
+    cdef readonly bint negate
+    cdef object vjp(self, object g, object ans, object x1, object x2)

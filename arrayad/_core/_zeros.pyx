@@ -14,7 +14,8 @@ from ._base cimport (_is_scalar, ThreadState, Primitive, Meta, _host, _op, _mul_
                      _neg_p, _inplace_type, backend_of, fix_scalar, _state)
 from ._arrays cimport Array, Tensor, Tracer, _bind, _new_tensor, dtype_of, shape_of
 from ._interp cimport GradTracer, DualTracer, BatchTracer, _new_batch
-from ._small_arith import multiply as _small_multiply, divide as _small_divide
+from ._small_arith import (multiply as _small_multiply, divide as _small_divide,
+                           negative as _small_negative)
 
 cimport numpy as cnp
 cnp.import_array()
@@ -47,7 +48,7 @@ cnp.import_array()
 # Where the values are not known when the rule runs (a staged jit program, Dask, a GPU) and the
 # cotangent has a mask, the select is always made: which cotangents came from a select is known
 # at staging time, so `jit(grad(f))` equals `grad(f)`. The engine's accumulation `g1 + g2` keeps the
-# positions structural in both (`_accum_slot`), and so does add's and subtract's JVP; the
+# positions structural in both (`_accum_slot`), and so do add's and subtract's rules; the
 # linear elementwise rules (negative, conj, real) keep their argument's (`keep_zeros`). Every
 # other rule (reductions, the sums of unbroadcast, a matmul) makes a new value without a mask:
 # its zeros are numbers again, which is conservative (a nan where a mask could have given 0,
@@ -325,7 +326,8 @@ cdef object _times(Primitive op, object g, object d):
 cdef inline object _product(ThreadState st, Primitive op, object g, object d):
     if g is not None and type(g) is _inplace_type:
         if g is not st.consumable:
-            if st.staging is None and (type(d) is _inplace_type or type(d) is float):
+            if st.staging is None and (type(d) is _inplace_type or type(d) is float
+                                       or type(d) is int):
                 # (the NumPy backend's function, as bind would call it, without bind's
                 # dispatch: the rules' most frequent operation)
                 out = _small_multiply(g, d) if op is _mul_p else _small_divide(g, d)
@@ -424,6 +426,41 @@ cdef class PartialVJP:
         ans, x1, x2 = _lift3(ans, x1, x2)
         return unbroadcast(_times(_mul_p, g, conj_if_complex(self.d(ans, x1, x2))),
                            x2 if self.i else x1)
+
+
+cdef class ProductVJP:
+    """VJP of ``x1 * x2`` for argument ``i``: ``g * conj(the other factor)`` summed to the
+    argument's shape (``PartialVJP`` with that partial, read without a call)."""
+
+    def __init__(self, int i):
+        self.i = i
+
+    def __call__(self, g, ans, x1, x2):
+        return self.vjp(g, ans, x1, x2)
+
+    cdef object vjp(self, object g, object ans, object x1, object x2):   # (the engine's call)
+        ans, x1, x2 = _lift3(ans, x1, x2)
+        return unbroadcast(_times(_mul_p, g, conj_if_complex(x1 if self.i else x2)),
+                           x2 if self.i else x1)
+
+
+cdef class SumVJP:
+    """VJP of add for argument ``i`` (of subtract, with ``negate``: the second argument's is
+    ``-g``): ``g`` summed to the argument's shape."""
+
+    def __init__(self, int i, bint negate=False):
+        self.i = i
+        self.negate = negate
+
+    def __call__(self, g, ans, x1, x2):
+        return self.vjp(g, ans, x1, x2)
+
+    cdef object vjp(self, object g, object ans, object x1, object x2):   # (the engine's call)
+        cdef ThreadState st
+        if self.negate and self.i:   # (NOTE [strong zeros]: -g has the structural zeros of g)
+            st = _state()
+            g = _mark(st, _small_negative(g), _mask_of(st, g))
+        return unbroadcast(g, x2 if self.i else x1)
 
 
 cdef class BinaryJVP:

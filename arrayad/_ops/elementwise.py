@@ -17,8 +17,8 @@ import math
 from ._namespace import ops
 from .views import View, make_view, with_part_p
 
-from .._core._core import (BinaryJVP, PartialVJP, SumJVP, UnaryJVP, UnaryVJP, bind, dtype_of,
-                           keep_zeros)
+from .._core._core import (BinaryJVP, PartialVJP, ProductVJP, SumJVP, SumVJP, UnaryJVP,
+                           UnaryVJP, bind, dtype_of, keep_zeros)
 from ._rules import (ELEMENTWISE, Declarations, broadcast_like, divided, forward_result,
                      is_complex, minus, names_read, negated, per_primitive, plus, times,
                      unbroadcast)
@@ -184,15 +184,16 @@ for _name in ["ceil", "floor", "round", "trunc", "signbit", "isfinite", "isinf",
 
 # -- binary ---------------------------------------------------------------------------------------
 # add/subtract are linear: no multiplication by one.
-binary("add", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
-                   lambda g, ans, x1, x2: unbroadcast(g, x2)), reads=["", ""], full_jvp=SumJVP(),
+# (g, or -g for subtract's second argument, summed to the argument's shape: C callables)
+binary("add", vjp=(SumVJP(0), SumVJP(1)), reads=["", ""], full_jvp=SumJVP(),
        absorbs_negation="subtract")   # (a + (-b) is a - b, (-a) + b is b - a)
-binary("subtract", vjp=(lambda g, ans, x1, x2: unbroadcast(g, x1),
-                        lambda g, ans, x1, x2: unbroadcast(negated(g), x2)), reads=["", ""],
+binary("subtract", vjp=(SumVJP(0), SumVJP(1, negate=True)), reads=["", ""],
        full_jvp=SumJVP(negate=True))
 
 # (x * 1 and 1 * x are x, exactly, also for inf, nan and -0.0; (-a) * b is -(a * b))
-binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1, unit=(1, (0, 1)), odd=True)
+# (the partials are the other factor: ProductVJP reads it without calling them)
+binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1, unit=(1, (0, 1)), odd=True,
+       vjp=(ProductVJP(0), ProductVJP(1)))
 def _over(x, y):
     # x / y for a Python scalar divisor too: IEEE's 1 / 0 = inf, as the array backends (and
     # torch's gradient of x / 0), not Python's ZeroDivisionError

@@ -320,6 +320,44 @@ def _unit_cotangent(value):
     return ops.ones_like(value)
 
 
+def _check_scalar_output(out, value, api):
+    """grad's refusals of an output that is not one real value (``value``: its value one level
+    down)."""
+    if not isinstance(out, Array) and not _is_array(out):
+        raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
+    if len(shape_of(out)) != 0:
+        raise RuntimeError(
+            f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with "
+            f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
+            f"instead?")
+    if dtype_of(value).kind == "c":
+        raise RuntimeError(
+            f"{api}: grad can be implicitly created only for real scalar outputs, but f "
+            f"returned a complex one. Differentiate a real function of it (ad.real(out), "
+            f"ad.abs(out) ** 2), or use vjp with a complex cotangent.")
+
+
+def _leaf_gradient(func, x, api, has_aux):
+    """The gradient of ``func`` at the one bare array ``x``, its value and aux (one level down):
+    what ``_ReverseTrace`` and its ``backprop`` do for ``grad(f)(x)``, the common call, without
+    their bookkeeping of pytrees, several outputs and retained graphs (on small arrays that
+    bookkeeping cost a tenth of the call)."""
+    _check_float(x, api, "primal")
+    with GradInterpreter() as interp:
+        t = interp.new_input(x)
+        key = (t._node, 0)   # (taken now: func may update t in place, rebinding it)
+        out, aux = _split_aux(func(t), has_aux, api)
+        value, edge = interp.output(out)
+        if has_aux:
+            aux = tree_map(lambda a: interp.output(a)[0], aux)
+    _check_scalar_output(out, value, api)
+    want = {key: None}
+    if edge is not None:
+        run_backward([edge], [_unit_cotangent(value)], False, False, want, False, None)
+    g = want[key]
+    return (ops.zeros_like(x) if g is None else g), value, aux
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """The gradient of scalar-valued ``func`` and its value, from one evaluation.
 
@@ -389,7 +427,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
         if single and len(args) == 1 and not kwargs and _is_bare_array(args[0]):
             # grad(f)(x): f is called with the tracer of x alone, as _replace would
             native = _Native.of_one(args[0])
-            trace = _ReverseTrace(func, args[0], api, has_aux, spread=False)
+            g, value, aux = _leaf_gradient(func, args[0], api, has_aux)
+            g = owned(g) if type(g) is _ndarray else _owned(g)
+            if native.mode == "tensor" or native.mode == "raw" and isinstance(g, Tensor):
+                g = native(g)    # (= native.tree(g) of a leaf)
         else:
             native = _Native.of_args(args)
 
@@ -398,34 +439,17 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
             trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux,
                                   spread=False)
-        out = trace.out
-        if not isinstance(out, Array) and not _is_array(out):
-            raise RuntimeError(f"{api}: Expected f(*args) to return a Tensor, got {type(out)}")
-        if len(shape_of(out)) != 0:
-            raise RuntimeError(
-                f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with "
-                f"{len(shape_of(out))} dims. Maybe you wanted to use the vjp or jacrev APIs "
-                f"instead?")
-        value = trace.outs[0][0]
-        if dtype_of(value).kind == "c":
-            raise RuntimeError(
-                f"{api}: grad can be implicitly created only for real scalar outputs, but f "
-                f"returned a complex one. Differentiate a real function of it (ad.real(out), "
-                f"ad.abs(out) ** 2), or use vjp with a complex cotangent.")
-        one = _unit_cotangent(value)
-        grads = trace.backprop([one], retain=False)
-        grads = [owned(g) if type(g) is _ndarray else _owned(g) for g in grads]
-        if trace.in_spec is LEAF:
-            g = grads[0]
-            if native.mode == "tensor" or native.mode == "raw" and isinstance(g, Tensor):
-                g = native(g)    # (= native.tree(g) of a leaf)
-        else:
+            value = trace.outs[0][0] if trace.outs else None
+            _check_scalar_output(trace.out, value, api)
+            grads = trace.backprop([_unit_cotangent(value)], retain=False)
+            grads = [owned(g) if type(g) is _ndarray else _owned(g) for g in grads]
             g = tree_unflatten(grads, trace.in_spec)
             if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
                 g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
+            aux = trace.aux
         value = native(value)
         if has_aux:
-            return g, (value, native.tree(trace.aux))
+            return g, (value, native.tree(aux))
         return g, value
 
     return wrapper

@@ -1051,30 +1051,38 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     _check_argnums(argnums, None, "jacrev")
     _check_chunk_size(chunk_size, "jacrev")
 
+    single = isinstance(argnums, int)
+    nums_by_nargs = {}
+
     @functools.wraps(func)
     def wrapper(*args):
-        nums = _check_argnums(argnums, len(args), "jacrev")
-        single = isinstance(argnums, int)
+        nums = nums_by_nargs.get(len(args))
+        if nums is None:
+            nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), "jacrev")
         diff = _select(args, nums, single)
-
-        def partial(*d):
-            return func(*_replace(args, nums, d[0] if single else d, single))
-
-        for leaf in tree_flatten(diff)[0]:
+        in_leaves, in_spec = tree_flatten(diff)
+        for leaf in in_leaves:
             if _is_array(leaf) and dtype_of(leaf).kind == "c":
                 raise RuntimeError("jacrev: Expected all inputs to be real but received complex "
                                    "tensor")
         # (vjp's trace, pulled back directly: the cotangents are made here, nothing to check)
-        trace = _ReverseTrace(partial, (diff,) if single else diff, _VJP_API, has_aux)
+        if len(args) == 1 and single and _is_bare_array(diff):
+            # (jacrev(f)(x), the common call and a Hessian's inner one: f called with the
+            # tracer of x alone, no pytree work)
+            trace = _ReverseTrace(func, diff, _VJP_API, has_aux, spread=False)
+        else:
+            def partial(*d):
+                return func(*_replace(args, nums, d[0] if single else d, single))
+
+            trace = _ReverseTrace(partial, (diff,) if single else diff, _VJP_API, has_aux)
         out_leaves, out_spec = _reverse_outputs(trace, _VJP_API), trace.out_spec
-        in_leaves, in_spec = tree_flatten(diff)
         blocks = []   # blocks[i][j]: d out_i / d in_j
         for i, o in enumerate(out_leaves):
             n = _numel(shape_of(o))
             if n == 1 and len(out_leaves) == 1:
                 # (one output value: its row is the gradient, one backward pass with 1; no
                 # batch over one basis vector)
-                cols = [_owned(g) for g in trace.backprop([ops.ones_like(o)], retain=False)]
+                cols = [_owned(g) for g in trace.backprop([_unit_cotangent(o)], retain=False)]
             else:
                 bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
                          for k, other in enumerate(out_leaves)]
@@ -1088,7 +1096,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                            for c, x in zip(cols, in_leaves)])
         # (in_spec is a leaf's spec for one array argument: unflattening gives the block itself)
         jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
-        jac = _Native(tree_flatten(args)[0]).tree(jac)
+        native = _Native.of_args(args)
+        if native.mode != "raw" or any(isinstance(c, Tensor) for row in blocks for c in row):
+            jac = native.tree(jac)   # (raw in, raw out: nothing to convert in the common case)
         return (jac, _Native(in_leaves).tree(trace.aux)) if has_aux else jac
 
     return wrapper

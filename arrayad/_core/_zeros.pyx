@@ -484,6 +484,22 @@ cdef class BinaryJVP:
         return out
 
 
+cdef class ProductJVP:
+    """JVP of ``x1 * x2``: ``t1 * x2 + t2 * x1``, each part broadcast to the output's shape
+    (``BinaryJVP`` with those partials, read without a call)."""
+
+    def __call__(self, tangents, ans, x1, x2):
+        t1, t2 = tangents[0], tangents[1]
+        ans, x1, x2 = _lift3(ans, x1, x2)
+        out = None
+        if t1 is not None:
+            out = broadcast_like(_times(_mul_p, t1, x2), ans)
+        if t2 is not None:
+            part = broadcast_like(_times(_mul_p, t2, x1), ans)
+            out = part if out is None else _bind(_add_p, (out, part), {})
+        return out
+
+
 cdef class SumJVP:
     """JVP of add (``t1 + t2``) or, with ``negate``, subtract (``t1 - t2``), each tangent
     broadcast to the output's shape."""

@@ -17,8 +17,8 @@ import math
 from ._namespace import ops
 from .views import View, make_view, with_part_p
 
-from .._core._core import (BinaryJVP, PartialVJP, ProductVJP, SumJVP, SumVJP, UnaryJVP,
-                           UnaryVJP, bind, dtype_of, keep_zeros)
+from .._core._core import (BinaryJVP, PartialVJP, ProductJVP, ProductVJP, SumJVP, SumVJP,
+                           UnaryJVP, UnaryVJP, bind, dtype_of, keep_zeros)
 from ._rules import (ELEMENTWISE, Declarations, broadcast_like, divided, forward_result,
                      is_complex, minus, names_read, negated, per_primitive, plus, times,
                      unbroadcast)
@@ -191,9 +191,9 @@ binary("subtract", vjp=(SumVJP(0), SumVJP(1, negate=True)), reads=["", ""],
        full_jvp=SumJVP(negate=True))
 
 # (x * 1 and 1 * x are x, exactly, also for inf, nan and -0.0; (-a) * b is -(a * b))
-# (the partials are the other factor: ProductVJP reads it without calling them)
+# (the partials are the other factor: ProductVJP and ProductJVP read it without calling them)
 binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1, unit=(1, (0, 1)), odd=True,
-       vjp=(ProductVJP(0), ProductVJP(1)))
+       vjp=(ProductVJP(0), ProductVJP(1)), full_jvp=ProductJVP())
 def _over(x, y):
     # x / y for a Python scalar divisor too: IEEE's 1 / 0 = inf, as the array backends (and
     # torch's gradient of x / 0), not Python's ZeroDivisionError

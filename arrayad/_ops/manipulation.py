@@ -377,7 +377,9 @@ def broadcast_to(x, /, shape):
     shape = tuple(shape)
     if shape_of(x) == shape:
         return x
-    return make_view(bind(broadcast_p, x, shape=shape), x, Broadcast(shape))
+    out = bind(broadcast_p, x, shape=shape)
+    # (a raw array's broadcast is no arrayad view: nothing to record, as make_view decides)
+    return make_view(out, x, Broadcast(shape)) if isinstance(x, Array) else out
 
 
 class Broadcast(View):

@@ -357,7 +357,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     >>> x.grad
     tensor([ 4.,  8., 12.])
     """
-    _no_transform("backward")
+    if _core.in_transform():   # (_no_transform, inline: this is every .backward())
+        _no_transform("backward")
     tensors = _as_tuple(tensors)
     if grad_variables is not None:
         grad_tensors = grad_variables

@@ -37,15 +37,19 @@ cdef void _check_not_updated(Node node) except *:
     if node.inputs is None:
         return
     cdef long mask = -1
+    cdef bint masked = False
     cdef Py_ssize_t i
-    cdef tuple reads = (<Primitive>node.prim).vjp_reads
-    if reads is not None and node._edges is not None:
-        mask = _reads_mask(reads, node._edges)
+    cdef tuple reads
     for i in range(len(node.inputs)):
         a = node.inputs[i]
-        if not (mask >> (i + 1)) & 1:
+        if not (isinstance(a, Array) and (<Array>a)._updated_at > node._made_at):
             continue
-        if isinstance(a, Array) and (<Array>a)._updated_at > node._made_at:
+        if not masked:   # (what the rule reads, asked only of an updated input: seldom)
+            reads = (<Primitive>node.prim).vjp_reads
+            if reads is not None and node._edges is not None:
+                mask = _reads_mask(reads, node._edges)
+            masked = True
+        if (mask >> (i + 1)) & 1:
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: an input of {node.name()} of shape {tuple(a.shape)} was "

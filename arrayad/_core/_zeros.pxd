@@ -20,6 +20,8 @@ cdef bint _writable_like(object g, object d)
 cdef class _UnaryShape:
     cdef readonly object d
     cdef readonly bint quotient
+    cdef int _reads   # 1: d is "ans", 2: "x", 0: a function
+    cdef object derivative(self, object ans, object x)
 
 
 cdef class UnaryVJP(_UnaryShape):

@@ -367,11 +367,23 @@ def strong_products():
 
 cdef class _UnaryShape:
     """A unary function's derivative ``d(ans, x)``, or with ``quotient`` its reciprocal (log:
-    ``x``), which the rules then divide by: one pass over the data instead of two."""
+    ``x``), which the rules then divide by: one pass over the data instead of two. ``d`` may be
+    the name ``"ans"`` or ``"x"`` when the derivative is the result or the input itself (exp,
+    log's reciprocal): read, not called."""
 
     def __init__(self, d, bint quotient=False):
+        if isinstance(d, str) and d not in ("ans", "x"):
+            raise ValueError(f"a derivative named by a string is 'ans' or 'x', got {d!r}")
         self.d = d
         self.quotient = quotient
+        self._reads = 1 if d == "ans" else 2 if d == "x" else 0
+
+    cdef object derivative(self, object ans, object x):
+        if self._reads == 1:
+            return ans
+        if self._reads == 2:
+            return x
+        return self.d(ans, x)
 
 
 cdef class UnaryVJP(_UnaryShape):
@@ -381,7 +393,8 @@ cdef class UnaryVJP(_UnaryShape):
         return self.vjp(g, ans, x)
 
     cdef object vjp(self, object g, object ans, object x):   # (the engine's call: no tuple)
-        return _times(_div_p if self.quotient else _mul_p, g, conj_if_complex(self.d(ans, x)))
+        return _times(_div_p if self.quotient else _mul_p, g,
+                      conj_if_complex(self.derivative(ans, x)))
 
 
 cdef class UnaryJVP(_UnaryShape):
@@ -391,7 +404,7 @@ cdef class UnaryJVP(_UnaryShape):
         t = tangents[0]
         if t is None:
             return None
-        return _times(_div_p if self.quotient else _mul_p, t, self.d(ans, x))
+        return _times(_div_p if self.quotient else _mul_p, t, self.derivative(ans, x))
 
 
 cdef tuple _lift3(object ans, object x1, object x2):

@@ -28,13 +28,15 @@ decl = Declarations(globals(), public_module="arrayad")
 
 def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
     """An elementwise unary function; ``deriv(ans, x)`` is its derivative (None: nondiff), or
-    ``over(ans, x)`` the derivative's reciprocal (log: x), so that the rules divide by it."""
+    ``over(ans, x)`` the derivative's reciprocal (log: x), so that the rules divide by it; either
+    may be the name ``"ans"`` or ``"x"`` when it is the result or the input itself."""
     rules = {}
     if deriv is not None or over is not None:
         # (g * conj(d) and t * d, or g / conj(over) and t / over: C callables, "Rule shapes"
         # in the core)
         d = deriv if over is None else over
-        rules = dict(vjp=(UnaryVJP(d, over is not None),), reads=[names_read(d)],
+        rules = dict(vjp=(UnaryVJP(d, over is not None),),
+                     reads=[d if isinstance(d, str) else names_read(d)],
                      full_jvp=UnaryJVP(d, over is not None))
     return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x, /",
                           differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
@@ -84,9 +86,9 @@ unary("tanh", lambda ans, x: minus(1, times(ans, ans)))
 unary("asinh", over=lambda ans, x: ops.sqrt(plus(times(x, x), 1)))
 unary("acosh", over=lambda ans, x: ops.sqrt(minus(times(x, x), 1)))
 unary("atanh", over=lambda ans, x: minus(1, times(x, x)))
-unary("exp", lambda ans, x: ans)
+unary("exp", "ans")
 unary("expm1", lambda ans, x: plus(ans, 1))
-unary("log", over=lambda ans, x: x)
+unary("log", over="x")
 unary("log1p", over=lambda ans, x: plus(1, x))
 unary("log2", over=lambda ans, x: times(x, math.log(2.0)))
 unary("log10", over=lambda ans, x: times(x, math.log(10.0)))

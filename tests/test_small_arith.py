@@ -51,12 +51,13 @@ def test_arrays_and_numbers_give_numpys_bits(name, op):
 
 @pytest.mark.parametrize("name,op", OPS)
 def test_other_operands_go_to_numpy(name, op):
-    """Other dtypes, broadcasting, views, subclasses, Python ints beyond a double's exact range,
-    bools and NumPy scalars, larger arrays: NumPy's result, of NumPy's dtype."""
+    """Other dtypes, broadcasting along other axes than the leading ones, views, subclasses,
+    Python ints beyond a double's exact range, bools and NumPy scalars, larger arrays: NumPy's
+    result, of NumPy's dtype."""
     f = getattr(small, name)
     x = np.linspace(-2.0, 3.0, 12).reshape(3, 4)
     cases = [(x.astype(np.float32), x.astype(np.float32)), (x.astype(np.float32), 2.0),
-             (np.arange(12).reshape(3, 4), 3), (x, x[0]), (x, x.T.copy().T), (x[:, ::2], 1.5),
+             (np.arange(12).reshape(3, 4), 3), (x, np.ones((3, 1))), (x, x.T.copy().T), (x[:, ::2], 1.5),
              (np.asfortranarray(x), np.asfortranarray(x)), (x, 2 ** 60), (x, True),
              (x, np.float64(0.5)), (x, np.float32(0.5)), (x, 1 + 2j),
              (np.ones(small.SMALL + 1), np.ones(small.SMALL + 1)),
@@ -69,7 +70,24 @@ def test_other_operands_go_to_numpy(name, op):
         same(got, want)
 
 
+@pytest.mark.parametrize("name,op", OPS)
+def test_a_lower_rank_operand_repeated_gives_numpys_bits(name, op):
+    """One operand holding the other's last axes (as vmap's batched values meet unbatched
+    ones), on either side, a 0-d array among them: taken, every value NumPy's."""
+    f = getattr(small, name)
+    x, _ = pairs()
+    big = x.reshape(16, 16)
+    row = EDGES[::-1].copy()
+    cases = [(big, row), (row, big), (big.reshape(4, 4, 16), row), (row, big.reshape(2, 8, 16)),
+             (big.reshape(2, 8, 16), big[:8].copy()), (big, np.array(-1.5)),
+             (np.array(np.inf), big), (np.ones((0, 16)), row)]
+    for a, b in cases:
+        with np.errstate(all="ignore"):
+            same(f(a, b), op(a, b))
+
+
 @pytest.mark.parametrize("name,op,a,b,flag", [
+    ("divide", operator.truediv, np.ones((3, 4)), np.zeros(4), "divide"),
     ("divide", operator.truediv, np.ones(4), np.zeros(4), "divide"),
     ("multiply", operator.mul, np.full(4, 1e300), 1e300, "over"),
     ("multiply", operator.mul, np.full(4, 1e-300), 1e-300, "under"),

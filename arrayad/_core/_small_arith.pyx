@@ -8,15 +8,17 @@ On 16 values a NumPy ``x * y`` costs about 0.33 us, nearly all of it NumPy findi
 floating-point error check); ``x * 2.0`` costs 0.5 us, as the Python number is converted first.
 A gradient of a small function makes two or three such calls per operation, so this dispatch is
 a large part of its cost. For the operands where the answer is known without asking (two
-C-contiguous float64 arrays of one shape, or one with a Python float or an int that a double
-holds exactly, up to ``SMALL`` elements), these functions make the output with NumPy's C API and
-run the loop here: the same IEEE operations, so the same values bit for bit (but for which of
-two NaN operands' payload comes out). Where a loop raises a floating-point flag that NumPy
-would report (overflow, underflow, invalid, division by zero), the result is thrown away and
-NumPy computes it again, so that its warnings and ``np.errstate`` apply as before. Any other
-operands (other dtypes, broadcasting, views, subclasses, larger arrays, where NumPy's own
-vectorised loops win) go to the Python operator, which is NumPy's. The NumPy backend names
-these functions as the faster spelling of the primitives of the same names.
+C-contiguous float64 arrays of one shape, or where one holds the other's last axes, as a vmap's
+batched values meet unbatched ones and NumPy repeats the smaller; or an array with a Python
+float or an int that a double holds exactly; up to ``SMALL`` elements), these functions make the
+output with NumPy's C API and run the loop here: the same IEEE operations, so the same values
+bit for bit (but for which of two NaN operands' payload comes out). Where a loop raises a
+floating-point flag that NumPy would report (overflow, underflow, invalid, division by zero),
+the result is thrown away and NumPy computes it again, so that its warnings and ``np.errstate``
+apply as before. Any other operands (other dtypes, broadcasting along other axes, views,
+subclasses, larger arrays, where NumPy's own vectorised loops win) go to the Python operator,
+which is NumPy's. The NumPy backend names these functions as the faster spelling of the
+primitives of the same names.
 """
 
 cimport numpy as cnp
@@ -85,9 +87,20 @@ cdef extern from *:
             case 12: ARRAYAD_LOOP(-x[i])
         }
     }
+    /* x op y where one of them holds the other's last axes (NumPy's broadcasting of a
+       lower-rank operand, as vmap's batched values meet unbatched ones): ``rows`` blocks of
+       ``m`` values, the repeated operand (repeat: 1 y, 2 x) read again for each block */
+    static void arrayad_small_rows(int op, int repeat, const double *x, const double *y,
+                                   double *o, Py_ssize_t rows, Py_ssize_t m) {
+        for (Py_ssize_t r = 0; r < rows; r++)
+            arrayad_small_arith(op, 0, repeat == 2 ? x : x + r * m, repeat == 1 ? y : y + r * m,
+                                0.0, o + r * m, m);
+    }
     """
     void arrayad_small_arith(int op, int form, const double *x, const double *y, double s,
                              double *o, Py_ssize_t n) nogil
+    void arrayad_small_rows(int op, int repeat, const double *x, const double *y, double *o,
+                            Py_ssize_t rows, Py_ssize_t m) nogil
 
 # The largest array taken: beyond it NumPy's vectorised loops win over the dispatch they cost.
 SMALL = 4096
@@ -119,24 +132,48 @@ cdef inline bint _exact_number(object v, double* out):
     return False
 
 
+cdef inline Py_ssize_t _repeats(cnp.ndarray small, cnp.ndarray big):
+    """How many times ``small`` repeats in ``big`` when its shape is ``big``'s last axes (1 for
+    one shape), or -1 (other shapes; an empty ``small``)."""
+    cdef int k, ns = cnp.PyArray_NDIM(small), nb = cnp.PyArray_NDIM(big)
+    cdef cnp.npy_intp* ds = cnp.PyArray_DIMS(small)
+    cdef cnp.npy_intp* db = cnp.PyArray_DIMS(big)
+    cdef Py_ssize_t m = cnp.PyArray_SIZE(small)
+    if ns > nb or m == 0:
+        return -1
+    for k in range(1, ns + 1):
+        if ds[ns - k] != db[nb - k]:
+            return -1
+    return cnp.PyArray_SIZE(big) // m
+
+
 cdef object _run(int op, object a, object b):
     """``a op b`` computed here, or None where these operands are not for this loop or it
     raised a floating-point flag."""
     cdef cnp.ndarray x = None, y = None, like, out
     cdef double s = 0.0
-    cdef int form
+    cdef int form, repeat = 0
+    cdef Py_ssize_t rows = 1
     if _small_float64(a):
         x = <cnp.ndarray>a
         if op == NEGATIVE:
             form = 0
-        elif _small_float64(b) and cnp.PyArray_SAMESHAPE(x, <cnp.ndarray>b):
+        elif _small_float64(b):
             y = <cnp.ndarray>b
             form = 0
+            rows = _repeats(y, x)
+            if rows >= 0:
+                repeat = 1   # (rows == 1: one shape, nothing repeated)
+            else:
+                rows = _repeats(x, y)
+                if rows < 0:
+                    return None
+                repeat = 2
         elif _exact_number(b, &s):
             form = 1
         else:
             return None
-        like = x
+        like = y if repeat == 2 else x
     elif op != NEGATIVE and _small_float64(b) and _exact_number(a, &s):
         y = <cnp.ndarray>b
         form = 2
@@ -145,10 +182,15 @@ cdef object _run(int op, object a, object b):
         return None
     out = cnp.PyArray_SimpleNew(cnp.PyArray_NDIM(like), cnp.PyArray_DIMS(like), cnp.NPY_DOUBLE)
     arrayad_clear_flags()
-    arrayad_small_arith(op, form,
-                        <double*>cnp.PyArray_DATA(x) if x is not None else NULL,
-                        <double*>cnp.PyArray_DATA(y) if y is not None else NULL,
-                        s, <double*>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(like))
+    if repeat and rows != 1:
+        arrayad_small_rows(op, repeat, <double*>cnp.PyArray_DATA(x), <double*>cnp.PyArray_DATA(y),
+                           <double*>cnp.PyArray_DATA(out), rows,
+                           cnp.PyArray_SIZE(y if repeat == 1 else x))
+    else:
+        arrayad_small_arith(op, form,
+                            <double*>cnp.PyArray_DATA(x) if x is not None else NULL,
+                            <double*>cnp.PyArray_DATA(y) if y is not None else NULL,
+                            s, <double*>cnp.PyArray_DATA(out), cnp.PyArray_SIZE(like))
     if arrayad_test_flags():
         return None   # (NumPy computes it again and reports the flag as it is set to)
     return out

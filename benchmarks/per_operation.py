@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import arrayad as ad  # noqa: E402
-from arrayad.func import _ReverseTrace, _unit_cotangent, grad  # noqa: E402
+from arrayad._core._core import GradInterpreter, run_backward  # noqa: E402
+from arrayad.func import _unit_cotangent, grad  # noqa: E402
 
 N_OPS = 15   # the chain's operations: 14 elementwise and the sum
 
@@ -57,16 +58,19 @@ def chain_and_gradient_by_hand(x):
 
 
 def stages(x):
-    api = "grad(f)(*args)"
     f = lambda v: chain(ad, v)   # noqa: E731
     g = grad(f)
 
-    def traced():
-        return _ReverseTrace(f, x, api, False, spread=False)
+    def traced():   # (grad's trace of one array, without its checks)
+        with GradInterpreter() as interp:
+            t = interp.new_input(x)
+            return t._node, interp.output(f(t))
 
-    def traced_and_pulled_back():
-        t = _ReverseTrace(f, x, api, False, spread=False)
-        return t.backprop([_unit_cotangent(t.outs[0][0])], retain=False)
+    def traced_and_pulled_back():   # (and its pullback from 1, without handing the result out)
+        node, (value, edge) = traced()
+        want = {(node, 0): None}
+        run_backward([edge], [_unit_cotangent(value)], False, False, want, False, None)
+        return want[(node, 0)]
 
     def eager():
         t = ad.tensor(x, requires_grad=True)

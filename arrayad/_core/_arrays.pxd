@@ -49,7 +49,6 @@ cdef unsigned long long _clock
 
 cpdef object raw_value(object x)
 cdef object _bind(Primitive prim, tuple args, dict params)
-cdef void _share_result(Primitive prim, object x, object out, Node node) except *
 cdef Node _new_node(object prim, tuple inputs, dict params, object ans, tuple edges,
                     int n_outputs, bint eager)
 cdef bint _is_inexact(object v)

@@ -1,17 +1,18 @@
 # cython: language_level=3
 """The containers and the dispatch: ``Array`` and its kinds (the eager ``Tensor``, the base of
 the tracers), ``bind``, the eager tape's records (``Node``, NOTE [eager tape] in ``_tape.pyx``) and
-what a node may share (NOTE [shared results]); the shapes and dtypes of any value.
+``forward_result``, a rule's question to what the nodes share (NOTE [shared results] in
+``_base.pyx``); the shapes and dtypes of any value.
 """
 
 import weakref
 
 from cpython.tuple cimport PyTuple_New
-from cpython.weakref cimport PyWeakref_NewRef
 
 from ._base cimport (_is_scalar, _put, ThreadState, Primitive, Interpreter, Meta, _host, _op,
                      backend_of, fix_scalar, _state, _grad_enabled, _call_impl, _inplace_type,
-                     _add_p, _sub_p, _mul_p, _div_p, _neg_p)
+                     _add_p, _sub_p, _mul_p, _div_p, _neg_p, _live_entry, _share_result,
+                     _forget_result)
 from ._base import escaped_error
 
 cimport numpy as cnp
@@ -143,90 +144,7 @@ cdef object _process_below_staging(Interpreter top, Primitive prim, tuple args, 
         st.staging = saved
 
 
-# NOTE [shared results]
-# ---------------------
-# Some derivatives are other primitives of the same input: d sin(x) = cos(x), d cos(x) = -sin(x)
-# (sinh/cosh alike). Code that computes both (rotations, Fourier features, sin(x) * cos(x)) would
-# pay each transcendental pass twice in the backward pass. So the recorded results of primitives
-# with ``reuses`` set are registered, weakly, under (primitive, input); when the partner
-# (cos for sin) is recorded on the same input, each of the two nodes keeps the other's result
-# (``Node.partner_result``) until its own VJP has run, and the rule asks ``forward_result``,
-# which finds it. Nothing is kept alive that no node needs; a result that is gone is recomputed.
-# Only rules ask, and rules never write into their operands, so handing out the same object
-# twice is safe. The registry (``ThreadState.results``: (primitive, id(input)) -> weak references
-# to (input, result, node)) is the recording thread's; a node released by another thread leaves
-# its entries to that thread's next sweep. A NumPy array of fewer than ``_SHARE_MIN_ELEMENTS``
-# elements is not registered: there the registry's weak references cost more than the pass.
-
-
-cdef tuple _live_entry(dict results, object prim, object x):
-    """The registry entry of ``prim`` applied to this very ``x``, or None (an entry whose input
-    died may sit under the same id as a new object)."""
-    entry = results.get((prim, id(x)))
-    if entry is not None and (<tuple>entry)[0]() is x:
-        return <tuple>entry
-    return None
-
-
-# Below this many elements a NumPy array's partner result costs less to compute again than to
-# share (measured on grad of sin(x) * cos(x) & co.: sharing cost 1 us more at 16 elements, and
-# saved 3 us at 256 and 16 us at 1,024).
-cdef Py_ssize_t _SHARE_MIN_ELEMENTS = 64
-
-
-cdef void _share_result(Primitive prim, object x, object out, Node node) except *:
-    if type(x) is _inplace_type and x.size < _SHARE_MIN_ELEMENTS:
-        return
-    cdef ThreadState st = _state()
-    cdef dict results = st.results
-    try:
-        entry = (PyWeakref_NewRef(x, None), PyWeakref_NewRef(out, None),
-                 PyWeakref_NewRef(node, None))
-    except TypeError:   # a value that cannot be weakly referenced: nothing to share
-        return
-    partner = _live_entry(results, prim.reuses, x)
-    if partner is not None:
-        partner_out = partner[1]()
-        partner_node = partner[2]()
-        if partner_out is not None and partner_node is not None:
-            node.partner_result = partner_out
-            if ((<Node>partner_node).prim is prim.reuses and isinstance(prim.reuses, Primitive)
-                    and (<Primitive>prim.reuses).reuses is prim):
-                (<Node>partner_node).partner_result = out
-    if len(results) >= st.results_sweep_at:   # drop the entries whose values have died
-        for k in [k for k, e in results.items() if e[0]() is None or e[1]() is None]:
-            del results[k]
-        # (a big graph may hold many live entries: sweep again only when it has doubled)
-        st.results_sweep_at = max(64, 2 * len(results))
-    results[(prim, id(x))] = entry
-
-
-cdef void _forget_result(Node node) except *:
-    """Registry entries a released node no longer needs (NOTE [shared results]): its partner's
-    result, which its rule has read, and its own once the partner's node has run too (an entry
-    would otherwise only wait for the next sweep)."""
-    if not node.inputs:
-        return
-    x = node.inputs[0]
-    if isinstance(x, Tensor):
-        x = (<Tensor>x)._value
-    cdef Primitive prim = <Primitive>node.prim
-    cdef dict results = _state().results
-    partner = _live_entry(results, prim.reuses, x)
-    partner_node = None
-    if partner is not None:
-        partner_node = partner[2]()
-        del results[(prim.reuses, id(x))]
-    own = _live_entry(results, prim, x)
-    if (own is not None and own[2]() is node
-            and (partner_node is None or (<Node>partner_node).released)):
-        del results[(prim, id(x))]
-
-
-def shared_result_count():
-    """How many entries this thread's registry holds (tests check that it stays bounded)."""
-    return len(_state().results)
-
+# (NOTE [shared results]: the registry is in _base.pyx, beside its state)
 
 def forward_result(Primitive prim not None, object x):
     """``prim(x)``: the result the forward pass computed, when a node still keeps it, else
@@ -297,8 +215,11 @@ cdef class Node:
 
     cpdef release(self):
         """Drop the saved values (after a backward pass without retain_graph)."""
-        if type(self.prim) is Primitive and (<Primitive>self.prim).reuses is not None:
-            _forget_result(self)
+        if (type(self.prim) is Primitive and (<Primitive>self.prim).reuses is not None
+                and self.inputs):
+            x = self.inputs[0]
+            _forget_result(<Primitive>self.prim,
+                           (<Tensor>x)._value if isinstance(x, Tensor) else x, self)
         self.inputs = None
         self.ans = None
         self.params = None

@@ -103,3 +103,6 @@ cdef tuple _open_transforms()
 cdef bint _grad_enabled() except -1
 cdef void _set_grad_enabled(bint mode) except *
 cdef object _call_impl(Primitive prim, tuple args, dict params)
+cdef tuple _live_entry(dict results, object prim, object x)
+cdef void _share_result(Primitive prim, object x, object out, object node) except *
+cdef void _forget_result(Primitive prim, object x, object node) except *

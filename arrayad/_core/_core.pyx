@@ -27,9 +27,10 @@ from ._base import (backend_of, common_backend, escaped_error, fix_scalar, grad_
                     install_host, install_operators, Interpreter, interpreters, is_grad_enabled,
                     Meta, _not_installed, _OPERATORS, Primitive, _primitive_by_name, _PRIMITIVES,
                     register_backend_type, register_inplace_accumulation, register_primitive,
-                    set_grad_enabled_flag, stack_depth, thread_state, ThreadState)
+                    set_grad_enabled_flag, shared_result_count, stack_depth, thread_state,
+                    ThreadState)
 from ._arrays import (alias, Array, bind, dtype_of, forward_result, leaf_node, Node, raw_value,
-                      _rebuild_tensor, shape_of, shared_result_count, _Size, stamp_update, Tensor,
+                      _rebuild_tensor, shape_of, _Size, stamp_update, Tensor,
                       Tracer, view_of)
 from ._interp import (BatchInterpreter, BatchTracer, DualTracer, GradInterpreter, GradTracer,
                       in_transform, JvpInterpreter, new_batch, new_dual, new_grad_tracer)

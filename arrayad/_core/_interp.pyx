@@ -72,9 +72,9 @@ tracer to a backend that refuses it (array-api-strict, torch):
 from cpython.tuple cimport PyTuple_New
 
 from ._base cimport (_is_scalar, _put, ThreadState, Primitive, Interpreter, Meta, _host,
-                     _open_transforms, _grad_enabled, _set_grad_enabled)
-from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _share_result, _new_node,
-                       _is_inexact, dtype_of, shape_of, _alias)
+                     _open_transforms, _grad_enabled, _set_grad_enabled, _share_result)
+from ._arrays cimport (Node, Tensor, Tracer, raw_value, _bind, _new_node, _is_inexact,
+                       dtype_of, shape_of, _alias)
 from ._arrays import leaf_node
 
 

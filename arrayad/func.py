@@ -346,10 +346,11 @@ def _leaf_gradient(func, x, api, has_aux):
     with GradInterpreter() as interp:
         t = interp.new_input(x)
         key = (t._node, 0)   # (taken now: func may update t in place, rebinding it)
-        out, aux = _split_aux(func(t), has_aux, api)
-        value, edge = interp.output(out)
+        out, aux = func(t), None
         if has_aux:
+            out, aux = _split_aux(out, has_aux, api)
             aux = tree_map(lambda a: interp.output(a)[0], aux)
+        value, edge = interp.output(out)
     _check_scalar_output(out, value, api)
     want = {key: None}
     if edge is not None:
@@ -415,6 +416,12 @@ def grad_and_value(func, argnums=0, has_aux=False):
     array(14.)
     """
     _check_callable(func, "grad_and_value")
+    return _gradient_function(func, argnums, has_aux, with_value=True)
+
+
+def _gradient_function(func, argnums, has_aux, with_value):
+    """``grad_and_value(func, ...)``, or with ``with_value=False`` ``grad(func, ...)``: the same
+    call, handing back the gradient alone (one Python frame less than wrapping the other)."""
     api = "grad_and_value(f)(*args)"
     single = isinstance(argnums, int)
     nums_by_nargs = {}
@@ -447,6 +454,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
             if native.mode != "raw" or any(isinstance(v, Tensor) for v in grads):
                 g = native.tree(g)   # (raw in, raw out: nothing to convert in the common case)
             aux = trace.aux
+        if not with_value:
+            return (g, native.tree(aux)) if has_aux else g
         value = native(value)
         if has_aux:
             return g, (value, native.tree(aux))
@@ -523,14 +532,7 @@ def grad(func, argnums=0, has_aux=False):
     (array([2., 4.]), (2,))
     """
     _check_callable(func, "grad")
-    gv = grad_and_value(func, argnums, has_aux)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        g, value = gv(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
-
-    return wrapper
+    return _gradient_function(func, argnums, has_aux, with_value=False)
 
 
 def value_and_grad(func, argnums=0, has_aux=False):

@@ -86,8 +86,27 @@ def test_a_lower_rank_operand_repeated_gives_numpys_bits(name, op):
             same(f(a, b), op(a, b))
 
 
+@pytest.mark.parametrize("name,op", OPS)
+def test_an_operand_repeating_one_value_gives_numpys_bits(name, op):
+    """An operand of the other's shape that repeats one value in memory (np.broadcast_to of a
+    number: a full reduction's cotangent) is read as that number, on either side; repeated
+    along some axes only, or of another shape, it is NumPy's."""
+    f = getattr(small, name)
+    big = pairs()[0].reshape(16, 16)
+    cases = []
+    for v in EDGES:
+        cases += [(np.broadcast_to(np.asarray(v), (16,)), EDGES),
+                  (EDGES, np.broadcast_to(np.asarray(v), (16,))),
+                  (np.broadcast_to(np.asarray(v), (16, 16)), big)]
+    cases += [(np.broadcast_to(EDGES, (16, 16)), big), (big, np.broadcast_to(EDGES[:1], (1, 16)))]
+    for a, b in cases:
+        with np.errstate(all="ignore"):
+            same(f(a, b), op(a, b))
+
+
 @pytest.mark.parametrize("name,op,a,b,flag", [
     ("divide", operator.truediv, np.ones((3, 4)), np.zeros(4), "divide"),
+    ("divide", operator.truediv, np.broadcast_to(np.ones(()), (4,)), np.zeros(4), "divide"),
     ("divide", operator.truediv, np.ones(4), np.zeros(4), "divide"),
     ("multiply", operator.mul, np.full(4, 1e300), 1e300, "over"),
     ("multiply", operator.mul, np.full(4, 1e-300), 1e-300, "under"),

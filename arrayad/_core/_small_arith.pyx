@@ -10,7 +10,8 @@ A gradient of a small function makes two or three such calls per operation, so t
 a large part of its cost. For the operands where the answer is known without asking (two
 C-contiguous float64 arrays of one shape, or where one holds the other's last axes, as a vmap's
 batched values meet unbatched ones and NumPy repeats the smaller; or an array with a Python
-float or an int that a double holds exactly; up to ``SMALL`` elements), these functions make the
+float, an int that a double holds exactly, or an array of its shape that repeats one value in
+memory, as a reduction's cotangent does; up to ``SMALL`` elements), these functions make the
 output with NumPy's C API and run the loop here: the same IEEE operations, so the same values
 bit for bit (but for which of two NaN operands' payload comes out). Where a loop raises a
 floating-point flag that NumPy would report (overflow, underflow, invalid, division by zero),
@@ -132,6 +133,25 @@ cdef inline bint _exact_number(object v, double* out):
     return False
 
 
+cdef inline bint _one_value_like(object v, cnp.ndarray like, double* out):
+    """A float64 NumPy array of ``like``'s shape whose elements are all one value in memory
+    (zero strides: np.broadcast_to of one number, such as a full reduction's cotangent), read
+    as that number."""
+    cdef int k
+    cdef cnp.ndarray a
+    if type(v) is not _ndarray:
+        return False
+    a = <cnp.ndarray>v
+    if (cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or cnp.PyArray_SIZE(a) == 0
+            or not cnp.PyArray_SAMESHAPE(a, like)):
+        return False
+    for k in range(cnp.PyArray_NDIM(a)):
+        if cnp.PyArray_STRIDES(a)[k] != 0 and cnp.PyArray_DIMS(a)[k] != 1:
+            return False
+    out[0] = (<double*>cnp.PyArray_DATA(a))[0]
+    return True
+
+
 cdef inline Py_ssize_t _repeats(cnp.ndarray small, cnp.ndarray big):
     """How many times ``small`` repeats in ``big`` when its shape is ``big``'s last axes (1 for
     one shape), or -1 (other shapes; an empty ``small``)."""
@@ -169,12 +189,13 @@ cdef object _run(int op, object a, object b):
                 if rows < 0:
                     return None
                 repeat = 2
-        elif _exact_number(b, &s):
+        elif _exact_number(b, &s) or _one_value_like(b, x, &s):
             form = 1
         else:
             return None
         like = y if repeat == 2 else x
-    elif op != NEGATIVE and _small_float64(b) and _exact_number(a, &s):
+    elif op != NEGATIVE and _small_float64(b) and (_exact_number(a, &s)
+                                                  or _one_value_like(a, <cnp.ndarray>b, &s)):
         y = <cnp.ndarray>b
         form = 2
         like = y

@@ -281,9 +281,7 @@ class _ReverseTrace:
         depend on an input). ``retain=False`` frees each node's saved values as soon as it is
         done (grad, whose graph is used once: a lower peak memory); vjp's pullback keeps them,
         it may be called again."""
-        keys = [None if t is None else (t.node, 0) for t in self.inputs]
-        want = dict.fromkeys(keys)
-        want.pop(None, None)
+        want = {(t.node, 0): None for t in self.inputs if t is not None}
         roots, root_cts = [], []
         for (_, edge), ct in zip(self.outs, cts):
             if edge is not None:
@@ -292,11 +290,11 @@ class _ReverseTrace:
         if roots:
             run_backward(roots, root_cts, retain, False, want, False, None)
         out = []
-        for t, key in zip(self.inputs, keys):
+        for t in self.inputs:
             if t is None:
                 out.append(None)
                 continue
-            g = want[key]
+            g = want[(t.node, 0)]
             out.append(ops.zeros_like(t.value) if g is None else g)
         return out
 

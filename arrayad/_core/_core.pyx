@@ -36,7 +36,7 @@ from ._interp import (BatchInterpreter, BatchTracer, DualTracer, GradInterpreter
                       in_transform, JvpInterpreter, new_batch, new_dual, new_grad_tracer)
 from ._zeros import (_BatchZeros, BinaryJVP, broadcast_like, conj_if_complex, constant_zeros,
                      _Entry, forget_zeros, install_complex_dtypes, is_complex, keep_zeros, _Mask,
-                     PartialVJP, ProductJVP, ProductVJP, strong_products, structural_zero_count,
+                     PartialVJP, strong_products, structural_zero_count,
                      structural_zeros, SumJVP, SumVJP, UnaryJVP, _UnaryShape, UnaryVJP,
                      unbroadcast, zeros_mask)
 from ._tape import (consumed_cotangents, owned, run_backward, topological_order, unit_cotangent)

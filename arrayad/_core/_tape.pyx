@@ -22,7 +22,7 @@ from ._arrays cimport Node, Array, Tensor, _bind, _new_tensor
 from ._interp cimport _reads_mask
 from ._small_arith import add as _small_add
 from ._zeros cimport (_Mask, _both, _mask_of, _mark, _unmark, _carry, _writable_like, UnaryVJP,
-                      PartialVJP, ProductVJP, SumVJP)
+                      PartialVJP, SumVJP)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,8 +367,6 @@ cdef object _call_vjp(Primitive prim, tuple edges, object g, object ans, tuple a
                 out.append((<PartialVJP>f).vjp(g, ans, args[0], args[1]))
             elif type(f) is SumVJP and len(args) == 2:
                 out.append((<SumVJP>f).vjp(g, ans, args[0], args[1]))
-            elif type(f) is ProductVJP and len(args) == 2:
-                out.append((<ProductVJP>f).vjp(g, ans, args[0], args[1]))
             else:
                 out.append(f(g, ans, *args))
         finally:

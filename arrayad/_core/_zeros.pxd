@@ -20,7 +20,7 @@ cdef bint _writable_like(object g, object d)
 cdef class _UnaryShape:
     cdef readonly object d
     cdef readonly bint quotient
-    cdef int _reads   # 1: d is "ans", 2: "x", 0: a function
+    cdef int _reads   # 1: d is "ans", 2: "x", 0: a function (_named)
     cdef object derivative(self, object ans, object x)
 
 
@@ -31,11 +31,7 @@ cdef class UnaryVJP(_UnaryShape):
 cdef class PartialVJP:
     cdef readonly object d
     cdef readonly int i
-    cdef object vjp(self, object g, object ans, object x1, object x2)
-
-
-cdef class ProductVJP:
-    cdef readonly int i
+    cdef int _reads   # 1: d is "ans", 2: "x1", 3: "x2", 0: a function (_named)
     cdef object vjp(self, object g, object ans, object x1, object x2)
 
 

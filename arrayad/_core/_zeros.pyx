@@ -365,18 +365,44 @@ def strong_products():
 # backward and forward pass; as C callables they cost one Python frame (the formula's) instead of
 # three.
 
+cdef int _named(object d, tuple names) except -1:
+    """For a derivative given by name, one of ``names`` (the rule's arguments: the derivative is
+    the result or an input itself, exp's or multiply's, read rather than called), its position
+    counted from 1; 0 for a function."""
+    if not isinstance(d, str):
+        return 0
+    if d not in names:
+        raise ValueError(f"a derivative named by a string is one of {', '.join(names)}, "
+                         f"got {d!r}")
+    return names.index(d) + 1
+
+
+cdef inline object _partial(int named, object d, object ans, object x1, object x2):
+    """A binary function's partial derivative: the argument ``named`` gives, else ``d``'s
+    value."""
+    if named == 1:
+        return ans
+    if named == 2:
+        return x1
+    if named == 3:
+        return x2
+    return d(ans, x1, x2)
+
+
+cdef tuple _UNARY = ("ans", "x")
+cdef tuple _BINARY = ("ans", "x1", "x2")
+
+
 cdef class _UnaryShape:
     """A unary function's derivative ``d(ans, x)``, or with ``quotient`` its reciprocal (log:
     ``x``), which the rules then divide by: one pass over the data instead of two. ``d`` may be
     the name ``"ans"`` or ``"x"`` when the derivative is the result or the input itself (exp,
-    log's reciprocal): read, not called."""
+    log's reciprocal)."""
 
     def __init__(self, d, bint quotient=False):
-        if isinstance(d, str) and d not in ("ans", "x"):
-            raise ValueError(f"a derivative named by a string is 'ans' or 'x', got {d!r}")
+        self._reads = _named(d, _UNARY)
         self.d = d
         self.quotient = quotient
-        self._reads = 1 if d == "ans" else 2 if d == "x" else 0
 
     cdef object derivative(self, object ans, object x):
         if self._reads == 1:
@@ -426,9 +452,11 @@ cdef inline object _lift1(object v):
 
 cdef class PartialVJP:
     """VJP of a binary function for argument ``i`` (0 or 1), partial derivative
-    ``d(ans, x1, x2)``: ``g * conj(d)`` summed to the argument's shape."""
+    ``d(ans, x1, x2)`` (or the name of the argument it is, multiply's ``"x2"``): ``g * conj(d)``
+    summed to the argument's shape."""
 
     def __init__(self, d, int i):
+        self._reads = _named(d, _BINARY)
         self.d = d
         self.i = i
 
@@ -437,24 +465,9 @@ cdef class PartialVJP:
 
     cdef object vjp(self, object g, object ans, object x1, object x2):   # (the engine's call)
         ans, x1, x2 = _lift3(ans, x1, x2)
-        return unbroadcast(_times(_mul_p, g, conj_if_complex(self.d(ans, x1, x2))),
-                           x2 if self.i else x1)
-
-
-cdef class ProductVJP:
-    """VJP of ``x1 * x2`` for argument ``i``: ``g * conj(the other factor)`` summed to the
-    argument's shape (``PartialVJP`` with that partial, read without a call)."""
-
-    def __init__(self, int i):
-        self.i = i
-
-    def __call__(self, g, ans, x1, x2):
-        return self.vjp(g, ans, x1, x2)
-
-    cdef object vjp(self, object g, object ans, object x1, object x2):   # (the engine's call)
-        ans, x1, x2 = _lift3(ans, x1, x2)
-        return unbroadcast(_times(_mul_p, g, conj_if_complex(x1 if self.i else x2)),
-                           x2 if self.i else x1)
+        return unbroadcast(
+            _times(_mul_p, g, conj_if_complex(_partial(self._reads, self.d, ans, x1, x2))),
+            x2 if self.i else x1)
 
 
 cdef class SumVJP:
@@ -477,11 +490,15 @@ cdef class SumVJP:
 
 
 cdef class BinaryJVP:
-    """JVP of a binary function with partial derivatives ``d1``, ``d2`` (None: zero):
-    ``t1 * d1 + t2 * d2``, each part broadcast to the output's shape."""
+    """JVP of a binary function with partial derivatives ``d1``, ``d2`` (None: zero; or the
+    names of the arguments they are, as for ``PartialVJP``): ``t1 * d1 + t2 * d2``, each part
+    broadcast to the output's shape."""
     cdef readonly object d1, d2
+    cdef int _reads1, _reads2
 
     def __init__(self, d1, d2):
+        self._reads1 = _named(d1, _BINARY)
+        self._reads2 = _named(d2, _BINARY)
         self.d1 = d1
         self.d2 = d2
 
@@ -490,25 +507,11 @@ cdef class BinaryJVP:
         ans, x1, x2 = _lift3(ans, x1, x2)
         out = None
         if t1 is not None and self.d1 is not None:
-            out = broadcast_like(_times(_mul_p, t1, self.d1(ans, x1, x2)), ans)
+            out = broadcast_like(
+                _times(_mul_p, t1, _partial(self._reads1, self.d1, ans, x1, x2)), ans)
         if t2 is not None and self.d2 is not None:
-            part = broadcast_like(_times(_mul_p, t2, self.d2(ans, x1, x2)), ans)
-            out = part if out is None else _bind(_add_p, (out, part), {})
-        return out
-
-
-cdef class ProductJVP:
-    """JVP of ``x1 * x2``: ``t1 * x2 + t2 * x1``, each part broadcast to the output's shape
-    (``BinaryJVP`` with those partials, read without a call)."""
-
-    def __call__(self, tangents, ans, x1, x2):
-        t1, t2 = tangents[0], tangents[1]
-        ans, x1, x2 = _lift3(ans, x1, x2)
-        out = None
-        if t1 is not None:
-            out = broadcast_like(_times(_mul_p, t1, x2), ans)
-        if t2 is not None:
-            part = broadcast_like(_times(_mul_p, t2, x1), ans)
+            part = broadcast_like(
+                _times(_mul_p, t2, _partial(self._reads2, self.d2, ans, x1, x2)), ans)
             out = part if out is None else _bind(_add_p, (out, part), {})
         return out
 

@@ -332,7 +332,10 @@ def names_read(fn):
     """The parameters of a derivative formula ``fn`` that its body reads, from its bytecode,
     as a string for ``defvjp(reads=...)``. Inferred rather than declared so that it cannot drift
     from the formula; anything unusual (a parameter captured by an inner function, varargs)
-    counts as reading every parameter."""
+    counts as reading every parameter. A derivative given by the name of the argument it is
+    (exp's ``"ans"``, the rule shapes read it without a call) reads that one."""
+    if isinstance(fn, str):
+        return fn
     code = fn.__code__
     params = code.co_varnames[:code.co_argcount]
     if code.co_cellvars or code.co_flags & (CO_VARARGS | CO_VARKEYWORDS):

@@ -4,7 +4,8 @@ Unary rows give the derivative ``d(ans, x)``; the VJP is ``g * conj(d)`` and the
 (holomorphic convention, as torch). Rows whose derivative is a reciprocal give its denominator
 instead (``over=``, log: ``x``) and the rules divide: one pass over the data less. Binary rows
 give both partial derivatives ``d1(ans, x1, x2)`` and ``d2(...)``; the VJP sums the broadcast
-dimensions away (``unbroadcast``).
+dimensions away (``unbroadcast``). A derivative that is the result or an argument itself is given
+by its name (exp: ``"ans"``; multiply: ``"x2"`` and ``"x1"``), read rather than called.
 The formulas spell their arithmetic as functions (``minus(1, times(ans, ans))`` for
 ``1 - ans * ans``): the same operators, faster on small NumPy arrays (``_rules``).
 Linear functions give their VJP and JVP directly. Rows marked ``nondiff`` produce bool/int results
@@ -17,8 +18,8 @@ import math
 from ._namespace import ops
 from .views import View, make_view, with_part_p
 
-from .._core._core import (BinaryJVP, PartialVJP, ProductJVP, ProductVJP, SumJVP, SumVJP,
-                           UnaryJVP, UnaryVJP, bind, dtype_of, keep_zeros)
+from .._core._core import (BinaryJVP, PartialVJP, SumJVP, SumVJP, UnaryJVP, UnaryVJP, bind,
+                           dtype_of, keep_zeros)
 from ._rules import (ELEMENTWISE, Declarations, broadcast_like, divided, forward_result,
                      is_complex, minus, names_read, negated, per_primitive, plus, times,
                      unbroadcast)
@@ -35,8 +36,7 @@ def unary(name, deriv=None, *, over=None, doc="", xp_name=None):
         # (g * conj(d) and t * d, or g / conj(over) and t / over: C callables, "Rule shapes"
         # in the core)
         d = deriv if over is None else over
-        rules = dict(vjp=(UnaryVJP(d, over is not None),),
-                     reads=[d if isinstance(d, str) else names_read(d)],
+        rules = dict(vjp=(UnaryVJP(d, over is not None),), reads=[names_read(d)],
                      full_jvp=UnaryJVP(d, over is not None))
     return decl.primitive(name, xp_name=xp_name or name, batch=ELEMENTWISE, api="x, /",
                           differentiable=bool(rules), doc=doc or f"Elementwise {name}.", **rules)
@@ -193,9 +193,8 @@ binary("subtract", vjp=(SumVJP(0), SumVJP(1, negate=True)), reads=["", ""],
        full_jvp=SumJVP(negate=True))
 
 # (x * 1 and 1 * x are x, exactly, also for inf, nan and -0.0; (-a) * b is -(a * b))
-# (the partials are the other factor: ProductVJP and ProductJVP read it without calling them)
-binary("multiply", lambda ans, x1, x2: x2, lambda ans, x1, x2: x1, unit=(1, (0, 1)), odd=True,
-       vjp=(ProductVJP(0), ProductVJP(1)), full_jvp=ProductJVP())
+# (the partials are the other factor, named: the rule shapes read it without a call)
+binary("multiply", "x2", "x1", unit=(1, (0, 1)), odd=True)
 def _over(x, y):
     # x / y for a Python scalar divisor too: IEEE's 1 / 0 = inf, as the array backends (and
     # torch's gradient of x / 0), not Python's ZeroDivisionError

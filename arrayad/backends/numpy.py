@@ -78,7 +78,6 @@ class NumpyBackend(NumpyLikeBackend):
         return "cpu"
 
 
-
 def make():
     from .._core import _core
     _core.register_inplace_accumulation(np.ndarray)

@@ -367,7 +367,7 @@ def test_tiled_kernels_take_any_layout_and_write_into_buffers(numpy_calls):
     tiled = lower_tiles.lower(prog)
     (eqn,) = tiled.eqns
     buf = np.empty_like(base)
-    assert eqn.prim.out_kernel(base, out=buf)[0] is buf
+    assert eqn.prim.out_kernel(base, out=(buf,))[0] is buf
     _bits(buf, np.sin(np.exp(base) * 2) + 1, "out_kernel")
 
 
@@ -521,7 +521,7 @@ def test_jit_runs_long_programs_on_small_arrays_in_the_tile_machine():
     prog = make_program(lambda x: ad.sin(ad.exp(x) * 2) + 1)(big)
     (eqn,) = lower_tiles.lower(prog).eqns
     buf = np.empty_like(big)
-    assert eqn.prim.out_kernel(big, out=buf)[0] is buf
+    assert eqn.prim.out_kernel(big, out=(buf,))[0] is buf
     np.testing.assert_allclose(buf, np.sin(np.exp(big) * 2) + 1, rtol=1e-13, atol=1e-15)
 
 

@@ -40,8 +40,10 @@ from .._pytree import tree_flatten
 
 class FusedPrimitive(_ProgramPrimitive):
     """A fused group (NOTE [fusion]): a sub-program as one primitive; ``kernel(*raw)`` runs it
-    (returns the tuple of outputs), and ``out_kernel(*raw, out=buffer)`` where the kernel can
-    write its one output into a dead buffer (``plan_memory``)."""
+    (returns the tuple of outputs), and ``out_kernel(*raw, out=buffers)`` where the kernel
+    writes into given arrays (``buffers``: one per output, a C-contiguous array of its shape and
+    dtype, or None for one the kernel makes): a dead buffer (``plan_memory``) or the replay's
+    pool's (NOTE [buffer pool])."""
 
     fused = True
 
@@ -53,6 +55,13 @@ class FusedPrimitive(_ProgramPrimitive):
         if kernel is not None:
             self.impl = lambda xp, *raw: kernel(*raw)
             self._flat_replay = kernel
+
+
+def _writable(buffer):
+    """Whether a kernel writes into ``buffer`` (given to its ``out_kernel``) through a flat view:
+    a C-contiguous array (else ``reshape(-1)`` would copy it, and the writes be lost: a ufunc's
+    result on transposed operands is Fortran-ordered); None asks the kernel to make one."""
+    return buffer is not None and buffer.flags.c_contiguous
 
 
 def fusible(eqn):

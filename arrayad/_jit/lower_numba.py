@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from .fusion import fuse_elementwise, fusible, register_lowerer
+from .fusion import _writable, fuse_elementwise, fusible, register_lowerer
 
 # (scalar spellings of the elementwise primitives numba compiles, by xp_name)
 _BINARY = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
@@ -178,7 +178,7 @@ def _load(src):
 
 def make_kernel(sub):
     """(kernel, out_kernel) of a fused group: ``kernel(*raw)`` the tuple of its outputs;
-    ``out_kernel(*raw, out=buf)`` for a group of one output, writing into ``buf``."""
+    ``out_kernel(*raw, out=buffers)`` writing into the given ones (``FusedPrimitive``)."""
     fn = _load(_source(sub, "kernel"))
     shape = tuple(sub.outs[0].shape)
     dtype = np.dtype(sub.outs[0].dtype.name)
@@ -195,12 +195,11 @@ def make_kernel(sub):
         return tuple(outs)
 
     def out_kernel(*raw, out):
-        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
-            return kernel(*raw)
-        fn(n, *args(raw), out.reshape(-1))
-        return (out,)
+        outs = tuple(o if _writable(o) else np.empty(shape, dtype) for o in out)
+        fn(n, *args(raw), *(o.reshape(-1) for o in outs))
+        return outs
 
-    return kernel, (out_kernel if n_out == 1 else None)
+    return kernel, out_kernel
 
 
 def wanted(prog):

@@ -33,9 +33,9 @@ import math
 import numpy as np
 
 from . import vector_math
-from .fusion import fuse_elementwise, fusible, register_tiler
+from .fusion import _writable, fuse_elementwise, fusible, register_tiler
 from .ir import Eqn, Var
-from .passes import _fresh
+from .passes import _fresh, dce
 from .replay import _callable, numpy_ufunc
 
 # The bytes of one tile of a group's values: a few such buffers live at once per group, which
@@ -197,7 +197,7 @@ def _machine_program(sub):
 
 
 def _machine_kernel(sub, program):
-    """(kernel, out_kernel) running the group ``sub`` in the tile machine."""
+    """(kernel, out_kernel) running the group ``sub`` in the tile machine (``FusedPrimitive``)."""
     from .._core._vector_math import run_program
     code, consts, scalar_pos, n_temps, fns = program
     code = np.asarray(code, dtype=np.int32).reshape(-1, 4)
@@ -231,15 +231,14 @@ def _machine_kernel(sub, program):
         return tuple(outs)
 
     def out_kernel(*raw, out):
-        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
-            return kernel(*raw)
-        run(raw, [out.reshape(-1)])
-        return (out,)
+        outs = tuple(o if _writable(o) else np.empty(shape, np.float64) for o in out)
+        run(raw, [o.reshape(-1) for o in outs])
+        return outs
 
     kernel.source = f"tile machine: {len(code)} instructions, {n_temps} temporaries"
     kernel.source_names = ["tile machine"] + [f"vector_{c}" for op, c in
                                               map(_machine_op, sub.eqns) if c]
-    return kernel, (out_kernel if n_out == 1 else None)
+    return kernel, out_kernel
 
 
 def _writer(e):
@@ -261,7 +260,7 @@ def _source(sub, b, ns):
     shape = tuple(sub.outs[0].shape)
     dtype = np.dtype(sub.outs[0].dtype.name)
     tile = max(1, TILE_BYTES // dtype.itemsize)
-    ns.update(_empty=np.empty, _shape=shape, _dtype=dtype, _n=math.prod(shape), _T=tile)
+    ns.update(_empty=np.empty, _writable=_writable, _shape=shape, _dtype=dtype, _n=math.prod(shape), _T=tile)
     names = {}
     full = []      # the inputs read tile by tile
     for i, v in enumerate(sub.in_vars):
@@ -305,8 +304,9 @@ def _source(sub, b, ns):
     outs = [f"o{j}" for j in range(len(sub.outs))]
     lines.append("    if out is None:")
     lines += [f"        o{j} = _empty(_shape, _dtype)" for j in range(len(sub.outs))]
-    lines.append("    else:")
-    lines.append("        o0 = out")
+    lines.append("    else:   # (given buffers, None where the kernel makes one)")
+    lines.append(f"        {', '.join(outs)}, = [o if _writable(o) else _empty(_shape, _dtype) "
+                 f"for o in out]")
     lines += [f"    p{j} = o{j}.reshape(-1)" for j in range(len(sub.outs))]
     lines += [f"    b{i} = _empty(_T, _dtype)" for i in range(n_bufs)]
     lines.append("    for s in range(0, _n, _T):")
@@ -321,7 +321,7 @@ def _source(sub, b, ns):
 
 def make_kernel(sub):
     """(kernel, out_kernel) of a fused group (NOTE [fusion]): ``kernel(*raw)`` the tuple of its
-    outputs; ``out_kernel(*raw, out=buf)``, for a group of one output, writes into ``buf``."""
+    outputs; ``out_kernel(*raw, out=buffers)`` writes into the given ones (``FusedPrimitive``)."""
     program = _machine_program(sub)
     if program is not None:
         return _machine_kernel(sub, program)
@@ -334,11 +334,9 @@ def make_kernel(sub):
     kernel.source_names = [getattr(v, "__name__", "") for k, v in ns.items() if k.startswith("_u")]
 
     def out_kernel(*raw, out):
-        if not out.flags.c_contiguous:   # (reshape(-1) would copy: the writes would be lost)
-            return kernel(*raw)
         return kernel(*raw, out=out)
 
-    return kernel, (out_kernel if len(sub.outs) == 1 else None)
+    return kernel, out_kernel
 
 
 def _vectorised(e):
@@ -370,11 +368,25 @@ def _uniform(c):
     return bits is not None and bool((bits == bits[0]).all())
 
 
+def _reads_as_number(v, readers):
+    """Whether every instruction reading ``v`` joins a tiled group and has another operand of
+    its result's shape: ``v`` may then be read as a 0-d value of the same dtype (NumPy's
+    broadcasting gives the same elements, and a 0-d array promotes as an array of any shape
+    does), so a tile reads nothing for it."""
+    return v in readers and all(
+        fusible(e) and accept(e) and any(isinstance(a, Var) and a is not v
+                                         and a.shape == e.outs[0].shape for a in e.ins)
+        for e in readers[v])
+
+
 def _uniform_constants(prog):
-    """``prog`` with each large constant whose elements are one value (the gradient's seed: 1
-    broadcast to the input's shape, folded into an array), where every reader is an accepted
-    instruction with another operand of its result's shape, read as a 0-d constant instead: a
-    tile then reads nothing for it. The same values: a 0-d operand broadcasts to the same."""
+    """``prog`` with each value that is one number repeated, where every reader is an accepted
+    instruction with another operand of its result's shape (``_reads_as_number``), read as a
+    0-d value instead: a large constant whose elements have one value (the gradient's seed: 1
+    broadcast to the input's shape, folded into an array), and a ``broadcast_to`` of a 0-d
+    value (a sum's or a max's cotangent, NOTE [tiled replay]; else each tile reads a stride-0
+    view that the machine first copies whole: ``grad`` of a log-sum-exp spent more than half
+    its time on such copies). The same values, bit for bit."""
     readers = {}
     for e in prog.eqns:
         for a in e.ins:
@@ -384,28 +396,65 @@ def _uniform_constants(prog):
     fresh = _fresh(prog)
     swap, consts = {}, {}
     for v, c in prog.consts.items():
-        if (v not in kept and type(c) is np.ndarray and c.size >= MIN_ELEMENTS and v in readers
-                and all(fusible(e) and accept(e) and any(isinstance(a, Var) and a is not v
-                                          and a.shape == e.outs[0].shape for a in e.ins)
-                        for e in readers[v])
-                and _uniform(c)):
+        if (v not in kept and type(c) is np.ndarray and c.size >= MIN_ELEMENTS
+                and _reads_as_number(v, readers) and _uniform(c)):
             swap[v] = Var(fresh, (), v.dtype, v.label)
             fresh += 1
             consts[swap[v]] = c.reshape(-1)[:1].reshape(()).copy()
         else:
             consts[v] = c
+    for e in prog.eqns:
+        if e.prim.name == "broadcast_to" and isinstance(e.ins[0], Var) and e.ins[0].shape == ():
+            v = e.outs[0]
+            if v not in kept and _reads_as_number(v, readers):
+                swap[v] = e.ins[0]   # (the broadcast itself is then dead code)
     if not swap:
         return prog
     eqns = [Eqn(e.prim, tuple(swap.get(a, a) if isinstance(a, Var) else a for a in e.ins),
                 e.params, e.outs) for e in prog.eqns]
-    return prog.replace(consts=consts, eqns=eqns)
+    return dce(prog.replace(consts=consts, eqns=eqns))
+
+
+# (operations that give the same bits on a 0-d value as on each element of its broadcast: one
+# IEEE operation, rounded once; NumPy's vectorised transcendental functions may not)
+_EXACT_ON_NUMBERS = ("add", "subtract", "multiply", "divide", "negative")
+
+
+def _sink_broadcasts(prog):
+    """``prog`` with arithmetic on broadcast 0-d values (``broadcast_to(s) * 0.5``: a
+    cotangent scaled before it meets an array) done on the 0-d values, and broadcast after: the
+    same bits, one operation on one value instead of on every element, and a broadcast that
+    ``_uniform_constants`` then reads as a number."""
+    source = {}    # broadcast variable -> its 0-d value
+    fresh = _fresh(prog)
+    eqns, changed = [], False
+    for e in prog.eqns:
+        if e.prim.name == "broadcast_to" and isinstance(e.ins[0], Var) and e.ins[0].shape == ():
+            source[e.outs[0]] = (e.ins[0], e)
+        elif (e.prim.xp_name in _EXACT_ON_NUMBERS and fusible(e)
+              and any(isinstance(a, Var) and a in source for a in e.ins)
+              and all(not isinstance(a, Var) or a in source or a.shape == () for a in e.ins)):
+            out = e.outs[0]
+            number = Var(fresh, (), out.dtype, e.prim.name)
+            fresh += 1
+            ins = tuple(source[a][0] if isinstance(a, Var) and a in source else a
+                        for a in e.ins)
+            eqns.append(Eqn(e.prim, ins, e.params, (number,)))
+            broadcast = next(b for a in e.ins if isinstance(a, Var) and a in source
+                             for b in (source[a][1],))
+            e = Eqn(broadcast.prim, (number,), dict(broadcast.params, shape=out.shape), (out,))
+            source[out] = (number, e)
+            changed = True
+        eqns.append(e)
+    return dce(prog.replace(eqns=eqns)) if changed else prog
 
 
 def lower(prog):
     """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
     if not wanted(prog):
         return None
-    return fuse_elementwise(_uniform_constants(prog), accept, make_kernel, worth=_worth)
+    return fuse_elementwise(_uniform_constants(_sink_broadcasts(prog)), accept, make_kernel,
+                            worth=_worth)
 
 
 register_tiler("numpy", lower)

@@ -240,37 +240,64 @@ def nbytes(var):
 class MemoryPlan:
     """Where the replay of a program puts its values: ``into[k]``, the dead variable whose
     buffer instruction ``k`` writes its result into (``out=``); ``free[k]``, the large
-    variables to let go of after instruction ``k`` (their last use)."""
-    __slots__ = ("into", "free")
+    variables to let go of after instruction ``k`` (their last use); ``pooled``, the variables
+    whose buffers go back to the replay's pool where they die (those not written into another's
+    buffer take theirs from it: NOTE [buffer pool])."""
+    __slots__ = ("into", "free", "pooled")
 
     def __init__(self):
         self.into = {}
         self.free = {}
+        self.pooled = set()
 
     def __repr__(self):
-        return f"MemoryPlan(into={self.into}, free={self.free})"
+        return f"MemoryPlan(into={self.into}, free={self.free}, pooled={self.pooled})"
+
+
+# NOTE [buffer pool]
+# ------------------
+# A large array that NumPy allocates is mapped fresh from the system when the allocator has
+# returned the last one (glibc trims the top of its heap, and serves large blocks by mmap), and
+# its first write then takes a page fault per 4 KiB page: on a virtual machine that can cost
+# more than the arithmetic. The gradient of a log-sum-exp on 160,000 values took 905 page
+# faults per call in the replay (2.5 ms, against 0.43 ms without them). So the replay keeps
+# the buffers of its large temporaries across calls, as XLA's allocator does: a value that an
+# ``out=`` call makes (a fresh array no view of which exists), read only by such calls (none of
+# them keeps a view) and neither an input, a constant nor an output, is written into a buffer
+# taken from the replay's pool (one list per shape and dtype) and handed back where it dies.
+# The pool holds at most the most such buffers alive at once in one call, for as long as the
+# program is cached; threads calling one replay take different buffers (a list's pop and
+# append are atomic).
 
 
 def plan_memory(prog, writes_into=None):
     """The buffers of ``prog``'s replay (a ``MemoryPlan``). ``writes_into(eqn)``: whether the
     replay's call for ``eqn`` takes an ``out=`` buffer (a NumPy ufunc); None: no instruction
     does. A buffer is reused only when it is large (``REUSE_BYTES``), of the result's shape and
-    dtype, made by such a call (so a fresh array, viewed by nothing), read by such calls only
-    (none of them keeps a view of it), not an input, constant or output, and dead after this
-    instruction."""
+    dtype, made by such a call (so a fresh array, viewed by nothing), read by such calls or
+    reductions only (none of them keeps a view of it), not an input, constant or output, and
+    dead after this instruction. Such values are also the ones whose buffers the replay keeps
+    across calls (NOTE [buffer pool])."""
     plan = MemoryPlan()
     ok = [bool(writes_into and writes_into(e)) for e in prog.eqns]
+    # (an instruction that keeps no view of what it reads: an out= call, a reduction, a fused
+    # group, whose kernels write their outputs into arrays of their own)
+    no_view = [ok[k] or facts(e.prim).fresh or getattr(e.prim, "fused", False)
+               for k, e in enumerate(prog.eqns)]
     last, only_ok_reads, fresh = {}, {}, set()
     for k, e in enumerate(prog.eqns):
         for a in e.ins:
             if isinstance(a, Var):
                 last[a] = k
-                only_ok_reads[a] = only_ok_reads.get(a, True) and ok[k]
+                only_ok_reads[a] = only_ok_reads.get(a, True) and no_view[k]
         if ok[k]:
             fresh.update(e.outs)
     kept = set(prog.in_vars) | set(prog.consts) | {a for a in prog.outs if isinstance(a, Var)}
     for k, e in enumerate(prog.eqns):
         out = e.outs[0] if len(e.outs) == 1 else None
+        if ok[k] and out is None:   # (a fused group's outputs: NOTE [buffer pool])
+            plan.pooled.update(v for v in e.outs if nbytes(v) >= REUSE_BYTES
+                               and v not in kept and v in last and only_ok_reads[v])
         if ok[k] and out is not None and nbytes(out) >= REUSE_BYTES:
             for a in e.ins:
                 if (isinstance(a, Var) and a in fresh and a not in kept and last[a] == k
@@ -278,6 +305,8 @@ def plan_memory(prog, writes_into=None):
                         and a.dtype is out.dtype):
                     plan.into[k] = a
                     break
+            if out not in kept and out in last and only_ok_reads[out]:
+                plan.pooled.add(out)   # (NOTE [buffer pool]: handed back where it dies)
         dead = [a for a in dict.fromkeys(e.ins) if isinstance(a, Var) and last.get(a) == k
                 and a not in kept and nbytes(a) >= REUSE_BYTES]
         if dead:

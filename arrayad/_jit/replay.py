@@ -35,7 +35,8 @@ def numpy_ufunc(eqn):
 
 def writes_into(eqn):
     """Whether the replay's call for ``eqn`` on NumPy takes an ``out=`` buffer: a NumPy ufunc,
-    or a fused kernel that does (``_ProgramPrimitive.out_kernel``)."""
+    or a fused kernel that does (``FusedPrimitive.out_kernel``: a tuple, one buffer or None
+    per output)."""
     return (numpy_ufunc(eqn) is not None
             or getattr(eqn.prim, "out_kernel", None) is not None)
 
@@ -109,14 +110,28 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
     if plan is None:
         plan = plan_memory(prog, writes_into if b.name == "numpy" and not bound else None)
     lines = [f"def replay({', '.join(params)}):"] + prologue
+    if plan.pooled:   # (NOTE [buffer pool] in passes.py)
+        ns["_take"], ns["_give"] = _buffer_pool(b.xp)
     for k, e in enumerate(prog.eqns):
         args = [name(a) for a in e.ins]
         out = e.outs[0]
         target = plan.into.get(k)
-        if target is not None:
+        if target is not None or any(v in plan.pooled for v in e.outs):
             fname = f"u{k}"
             ns[fname] = _out_callable(e, b)
-            call = f"{fname}({', '.join(args)}, out={name(target)})"
+            buffers = []
+            for j, v in enumerate(e.outs):
+                if target is not None:
+                    buffers.append(name(target))
+                elif v in plan.pooled:
+                    ns[f"_t{k}_{j}"] = (tuple(v.shape), v.dtype.name)
+                    buffers.append(f"_take(_t{k}_{j})")
+                else:
+                    buffers.append("None")
+            # (a ufunc takes its one buffer, a fused kernel a tuple of them)
+            buffer = (f"({', '.join(buffers)},)" if getattr(e.prim, "fused", False)
+                      else buffers[0])
+            call = f"{fname}({', '.join(args)}, out={buffer})"
         else:
             if bound:
                 fn, takes_xp = e.prim, False
@@ -152,6 +167,9 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
         # (the buffer of an ``out=`` target lives on under the result's name: its own name
         # is deleted, or it would keep the buffer alive after the result dies)
         if dead:
+            given = [a for a in dead if a in plan.pooled and a is not target]
+            if given:
+                lines.append(f"    _give({', '.join(name(a) for a in given)})")
             lines.append(f"    del {', '.join(name(a) for a in dead)}")
     # (a constant handed out is copied: the caller may write into it, the next call reuses it)
     ns["_copy"] = lambda c: b.xp.asarray(c, copy=True)
@@ -174,6 +192,28 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
     fn = ns["replay"]
     fn.source = src
     return fn
+
+
+def _buffer_pool(xp):
+    """(take, give) of a replay's pool of large buffers (NOTE [buffer pool] in ``passes.py``):
+    ``take((shape, dtype name))`` an array to write into, ``give(*arrays)`` hands dead ones
+    back."""
+    free = {}
+
+    def take(kind):
+        stack = free.get(kind)
+        if stack:
+            try:
+                return stack.pop()
+            except IndexError:   # (another thread took the last one)
+                pass
+        return xp.empty(kind[0], dtype=kind[1])
+
+    def give(*arrays):
+        for a in arrays:
+            free.setdefault((a.shape, a.dtype.name), []).append(a)
+
+    return take, give
 
 
 # ---------------------------------------------------------------------------------------------

@@ -120,15 +120,18 @@ def _rule(rule, p):
 # * ``fusible``: elementwise on scalars (each output element from the same-index input
 #   elements), so a fusion pass may join it to its neighbours; by default what is declared
 #   elementwise (the ``ELEMENTWISE`` batching rule).
+# * ``fresh``: the backend's result is a new array, never an argument or a view of one (a
+#   reduction), so the replay may hand a buffer it read back to its pool (NOTE [buffer pool] in
+#   ``_jit/passes.py``).
 
 class Facts:
     """The facts of one primitive (NOTE [primitive facts])."""
     __slots__ = ("value_shaped", "shape_only", "identity", "unit", "negates",
-                 "absorbs_negation", "odd", "side_effects", "fusible")
+                 "absorbs_negation", "odd", "side_effects", "fusible", "fresh")
 
     def __init__(self, value_shaped=False, shape_only=False, identity=None, unit=None,
                  negates=False, absorbs_negation=None, odd=False, side_effects=False,
-                 fusible=False):
+                 fusible=False, fresh=False):
         self.value_shaped = value_shaped
         self.shape_only = shape_only
         self.identity = identity
@@ -138,6 +141,7 @@ class Facts:
         self.odd = odd
         self.side_effects = side_effects
         self.fusible = fusible
+        self.fresh = fresh
 
 
 NO_FACTS = Facts()
@@ -235,7 +239,7 @@ class Declarations:
         * ``key``: the name in ``PRIMS`` when it differs from ``name``;
         * the facts the jit passes may rely on (NOTE [primitive facts]): ``value_shaped``,
           ``shape_only``, ``identity``, ``unit``, ``negates``, ``absorbs_negation``, ``odd``,
-          ``side_effects``, ``fusible``.
+          ``side_effects``, ``fusible``, ``fresh``.
         """
         unknown = set(facts_kw) - set(Facts.__slots__)
         if unknown:

@@ -101,7 +101,8 @@ def reduction(name, *, vjp=None, jvp=None, reads=None, with_dtype=True, doc=None
         name, impl or _reduce_impl(name), vjp=vjp, reads=reads, jvp=jvp,
         batch=batch or axis_batch(), differentiable=vjp is not None, doc=doc,
         api="x, /, *, axis=None, dtype=None, keepdims=False" if with_dtype
-        else "x, /, *, axis=None, keepdims=False", omit_none=("dtype",) if with_dtype else ())
+        else "x, /, *, axis=None, keepdims=False", omit_none=("dtype",) if with_dtype else (),
+        fresh=impl is None)   # (the backend's reduction makes a new array)
 
 
 # -- sum: linear ----------------------------------------------------------------------------------

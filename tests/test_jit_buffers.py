@@ -1,0 +1,118 @@
+"""The buffers of arrayad.jit's NumPy replay: large temporaries are written into buffers the
+replay keeps across calls (NOTE [buffer pool]), and a 0-d value broadcast into a fused group is
+read as a number. References: the same program replayed with no buffer plan at all (bit for
+bit), hand-written NumPy, and the values a first call returned, kept across later calls."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad._jit import executable, lower_tiles, passes
+from arrayad._jit.replay import compile_replay, writes_into
+from arrayad.func import grad, make_program
+
+# (large enough that the replay plans buffers for them: 128 KiB and more)
+N = 40_000
+
+
+@pytest.fixture(autouse=True)
+def checked_passes(monkeypatch):
+    monkeypatch.setattr(passes, "CHECK", True)
+
+
+def _plain(prog):
+    """The replay of ``prog`` with no buffer plan: every value a fresh array."""
+    return compile_replay(prog, plan=passes.MemoryPlan())
+
+
+def _same_bits(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want, strict=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def lse(x):
+    m = ad.max(x)
+    return m + ad.log(ad.sum(ad.exp(x - m)))
+
+
+def test_the_log_sum_exp_gradient_is_the_softmax_through_pooled_buffers():
+    x = np.random.default_rng(0).standard_normal(N)
+    x[7] = x.max()   # (a tie at the maximum: max's gradient splits between the two)
+    g = ad.jit(grad(lse))
+    g(x)   # (the tracing call: its values are eager arrayad's, a few ulp from the replay's)
+    first = g(x)
+    kept = first.copy()
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(first, e / e.sum(), rtol=1e-12, atol=1e-18)
+    for _ in range(3):   # (later calls take the pooled buffers: the first result stays)
+        np.testing.assert_allclose(g(x), first, rtol=0, atol=0)
+        g(-x)
+    np.testing.assert_array_equal(first, kept)
+    prog = g.lower(x)
+    assert passes.plan_memory(executable(prog).run_prog, writes_into).pooled
+
+
+def test_a_broadcast_0d_value_is_read_as_a_number_by_its_group():
+    f = grad(lambda x: ad.sum(x * x * 3.0 + x) / ad.sum(x * 0.5 + 2.0))
+    x = np.linspace(-2, 2, N)
+    prog = make_program(f)(x)
+    assert "broadcast_to" in prog.primitive_names()
+    tiled = lower_tiles.lower(prog)
+    assert "broadcast_to" not in tiled.primitive_names()
+    for p in (tiled, prog):
+        _same_bits(compile_replay(p)(x), _plain(prog)(x))
+
+
+def test_pooled_buffers_never_reach_an_output_nor_a_view():
+    def f(x, y):
+        t = ad.exp(x) * y            # (a large temporary, read by sums and a group)
+        u = ad.reshape(t * 2.0, (-1,))
+        return u[::2] + 1.0, ad.sum(t), ad.tanh(t) - y
+
+    x = np.linspace(-1, 1, N).reshape(200, 200)
+    y = np.cos(x)
+    jf = ad.jit(f)
+    jf(x, y)
+    first = [np.array(a, copy=True) for a in jf(x, y)]
+    results = [jf(x, y), jf(2 * x, y), jf(x, -y)]
+    t = np.exp(x) * y
+    want = ((t * 2.0).reshape(-1)[::2] + 1.0, np.sum(t), np.tanh(t) - y)
+    for got, w in zip(results[0], want):
+        np.testing.assert_allclose(got, w, rtol=1e-13, atol=1e-15)
+    for a, b in zip(results[0], first):   # (each call's outputs its own)
+        np.testing.assert_array_equal(a, b)
+    assert not np.shares_memory(results[0][0], results[1][0])
+
+
+def test_a_fortran_ordered_dead_buffer_is_not_written_through_a_copy():
+    base = np.random.default_rng(1).standard_normal((300, 300))
+    x = base.T   # (a ufunc's result of it is Fortran-ordered too)
+    f = ad.jit(lambda x: ad.sin(ad.exp(x) * 2.0) + ad.cos(ad.exp(x) * 3.0) - 1.0)
+    want = np.sin(np.exp(x) * 2.0) + np.cos(np.exp(x) * 3.0) - 1.0
+    for _ in range(2):
+        np.testing.assert_allclose(f(x), want, rtol=1e-10, atol=1e-12)
+
+
+def test_threads_share_one_replay_and_its_pool():
+    g = ad.jit(grad(lse))
+    xs = [np.random.default_rng(k).standard_normal(N) for k in range(4)]
+    g(xs[0])   # (traced: the replays below are compared with replays)
+    want = [g(x).copy() for x in xs]
+    errors = []
+
+    def run(k):
+        try:
+            for _ in range(20):
+                np.testing.assert_array_equal(g(xs[k]), want[k])
+        except Exception as e:   # (reported in the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

@@ -116,3 +116,30 @@ def test_threads_share_one_replay_and_its_pool():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+# -- what jit(f).explain(*args) says (NOTE [explained lowering]) --------------------------------
+
+def test_explain_names_the_tier_of_each_instruction_and_why_one_stayed_unfused():
+    x = np.random.default_rng(0).standard_normal(N)
+    text = ad.jit(grad(lse)).explain(x)
+    rows = {r[0].split(" = ")[1]: r for r in text.rows}
+    assert text.replay == "tiled"
+    assert rows["fused[subtract,exp]"][1] == "tile machine"
+    assert rows["max"][1:] == ("one backend call", "not elementwise")
+    assert "float64" in rows["equal"][2]   # (a bool result: not the tile machine's)
+    assert "pooled buffer" in str(text) and str(text).startswith("jit(lse) on numpy")
+    # the same program on 100 float32 values: nothing fused, each instruction says why
+    small = ad.jit(grad(lse)).explain(x[:100].astype(np.float32))
+    assert small.replay == "unfused" and set(small.tiers()) == {"one backend call"}
+    assert any("under 1024" in r[2] for r in small.rows)
+
+
+@pytest.mark.parametrize("backend", ["array_api_strict", "torch"])
+def test_explain_on_other_backends_says_no_lowering_fused_them(backend):
+    xp = pytest.importorskip(backend)
+    x = xp.asarray(np.linspace(-1, 1, 50))
+    text = ad.jit(grad(lse)).explain(x)
+    assert text.replay == "unfused" and str(text).startswith(f"jit(lse) on {backend}")
+    notes = {r[2] for r in text.rows if r[0].endswith(" = exp")}
+    assert notes and all("fusion" in n or "lowering" in n for n in notes), notes

@@ -660,11 +660,22 @@ class _Jitted:
     def lower(self, *args, **kwargs):
         """The program ``func`` stages to for these arguments (after the passes; its
         ``unoptimized`` attribute holds the one before)."""
+        return self._executable(args, kwargs).prog
+
+    def explain(self, *args, **kwargs):
+        """What runs when ``func`` is called with these arguments (NOTE [explained lowering]):
+        printed, one line per instruction of the replay, the tier that computes it (the tile
+        machine, NumPy's calls on tiles, a compiler's kernel, one backend call) and, for an
+        elementwise instruction left to one backend call, why. Traces ``func`` if it has no
+        program for them yet."""
+        return self._executable(args, kwargs).explain()
+
+    def _executable(self, args, kwargs):
         sig = self._signature(args, kwargs)
         exe = self._cache.get(sig.key)
         if exe is None:
             exe, _ = self._trace(args, kwargs, sig)
-        return exe.prog
+        return exe
 
 
 def _same_state(a, b):

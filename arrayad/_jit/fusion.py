@@ -231,11 +231,14 @@ def register_lowerer(backend_name, lower, wanted=None, after=None):
 TILERS = {}   # backend name -> lower(program) -> program or None; lower_tiles.py (NumPy)
 
 
-def register_tiler(backend_name, lower):
+def register_tiler(backend_name, lower, why=None):
     """Let ``lower(program) -> program or None`` make the replay of ``backend_name``'s programs
     when they are staged, before any compiler's lowering (NOTE [tiled replay]): a lowering that
-    compiles nothing and keeps the unfused results."""
+    compiles nothing and keeps the unfused results. ``why(eqn, program)``: why it left an
+    elementwise instruction out (NOTE [explained lowering])."""
     TILERS[backend_name] = lower
+    if why is not None:
+        EXPLAINERS[backend_name] = why
 
 
 def tiled(prog):
@@ -276,3 +279,35 @@ def lower_program(prog):
         return None
     out = run_pass(lw[0], prog)
     return None if out is None or out is prog else out
+
+
+# -- explaining (NOTE [explained lowering] in replay.py) -----------------------------------------
+
+EXPLAINERS = {}   # backend name -> why(eqn, prog) -> str or None, from the backend's tiler
+
+
+def why_unfused(e, prog):
+    """Why the lowering of ``prog`` left the instruction ``e`` to one backend call, or None
+    where there is nothing to say (NOTE [explained lowering])."""
+    f = facts(e.prim)
+    if not f.fusible:
+        return None if getattr(e.prim, "fused", False) else "not elementwise"
+    if e.params:
+        return "elementwise with parameters (" + ", ".join(e.params) + "): not fused"
+    if e.outs[0].shape == ():
+        return "a 0-d value"
+    why = EXPLAINERS.get(prog.backend.name)
+    if why is not None:
+        return why(e, prog)
+    if prog.backend.name in LOWERERS and not ENABLED:
+        return "compiled fusion is off (ARRAYAD_JIT_FUSE=1 turns it on)"
+    return f"no fusing lowering for {prog.backend.name} arrays"
+
+
+def compiler_state(prog):
+    """A phrase on whether a compiler will take the program over (``Executable`` lowers once
+    its replays reach the budget: NOTE [when to compile])."""
+    lw = _lowerer(prog)
+    if lw is None or not lw[1](prog):
+        return ""
+    return f"; compiled groups take over after {lw[2]():g} s of replays"

@@ -140,6 +140,7 @@ def make_kernel(sub):
                                    meta=m)
                      for i, (dt, m) in enumerate(zip(dtypes, metas)))
 
+    kernel.tier = "one Dask blockwise layer"
     return kernel, None
 
 

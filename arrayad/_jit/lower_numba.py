@@ -199,6 +199,7 @@ def make_kernel(sub):
         fn(n, *args(raw), *(o.reshape(-1) for o in outs))
         return outs
 
+    kernel.tier = "numba loop"
     return kernel, out_kernel
 
 

@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from . import vector_math
+from . import fusion as _fusion
 from .fusion import _writable, fuse_elementwise, fusible, register_tiler
 from .ir import Eqn, Var
 from .passes import _fresh, dce
@@ -235,6 +236,7 @@ def _machine_kernel(sub, program):
         run(raw, [o.reshape(-1) for o in outs])
         return outs
 
+    kernel.tier = "tile machine"
     kernel.source = f"tile machine: {len(code)} instructions, {n_temps} temporaries"
     kernel.source_names = ["tile machine"] + [f"vector_{c}" for op, c in
                                               map(_machine_op, sub.eqns) if c]
@@ -329,6 +331,7 @@ def make_kernel(sub):
     src = _source(sub, sub.backend, ns)
     exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
     kernel = ns["kernel"]
+    kernel.tier = "NumPy's calls on tiles"
     kernel.source = src
     # (the names of the functions it calls, for tests and for reading the source)
     kernel.source_names = [getattr(v, "__name__", "") for k, v in ns.items() if k.startswith("_u")]
@@ -457,4 +460,27 @@ def lower(prog):
                             worth=_worth)
 
 
-register_tiler("numpy", lower)
+def _why_not_tiled(e, prog):
+    """Why no tiled group took ``e``, an elementwise instruction (NOTE [explained lowering])."""
+    if not _fusion.TILED:
+        return "tiles are off (ARRAYAD_JIT_TILES=0)"
+    n = math.prod(e.outs[0].shape)
+    if not tileable(e):
+        if e.prim.xp_name is None:
+            return "arrayad's own implementation: a tile cannot run it on a piece"
+        if getattr(e.outs[0].dtype, "kind", "c") == "c":
+            return "complex: NumPy's complex loops round differently on pieces"
+        return "an operand of another shape than the result: a tile cannot read a piece of it"
+    if _machine_op(e) is None:
+        machine = ("the tile machine computes float64 arithmetic and "
+                   + ", ".join(sorted(vector_math.ADDRESSES)) + " only")
+        if n < MIN_ELEMENTS:
+            return f"{n} elements, under {MIN_ELEMENTS}, and {machine}"
+        return f"a group of one ({machine})"
+    if n < MIN_ELEMENTS:
+        return (f"{n} elements: its group has fewer than {MACHINE_MIN_OPS} operations, "
+                f"what a call of the tile machine needs to pay")
+    return "a group of one: nothing to fuse"
+
+
+register_tiler("numpy", lower, _why_not_tiled)

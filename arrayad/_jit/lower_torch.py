@@ -70,6 +70,7 @@ def make_kernel(sub):
     def kernel(*raw):
         return run[0](*raw) if run else first(raw)
 
+    kernel.tier = "torch.compile"
     return kernel, None
 
 

@@ -417,6 +417,12 @@ class Executable:
             if self._primitive:   # (its impl replays the fused program too)
                 self._primitive._run, self._primitive._flat_replay = run, None
 
+    def explain(self):
+        """What runs this program on raw arrays (NOTE [explained lowering]): an ``Explanation``
+        that prints one line per instruction of the replay, with the tier that computes it and,
+        for an instruction left to one backend call, why."""
+        return _explain(self)
+
     def evaluate(self, leaves):
         """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors
         that require grad...): the outer transforms see, differentiate or batch the program.
@@ -456,3 +462,72 @@ def executable(prog):
     if exe is None:
         exe = _EXECUTABLES[prog] = Executable(prog)
     return exe
+
+
+# ---------------------------------------------------------------------------------------------
+# NOTE [explained lowering]
+# -------------------------
+# ``jit(f).explain(*args)`` says what the replay of ``f``'s program runs: each instruction of
+# the program the replay runs (``Executable.run_prog``: tiled or compiled groups where a
+# lowering applied), the tier that computes it (the tile machine, NumPy's calls on tiles, a
+# compiler's kernel, or one backend call from the generated Python), the buffer it writes into
+# on NumPy (``plan_memory``), and, for an elementwise instruction that no group took, the
+# lowering's reason (``fusion.why_unfused``). It reads the decisions the lowerings made; it
+# decides nothing itself.
+
+class Explanation:
+    """The lowering of one program, printable (NOTE [explained lowering]): ``rows``, one
+    ``(instruction, tier, note)`` per instruction of the replay; ``replay``: which replay runs
+    (``"unfused"``, ``"tiled"``, ``"compiled"``)."""
+
+    def __init__(self, header, replay, rows):
+        self.header = header
+        self.replay = replay
+        self.rows = rows
+
+    def tiers(self):
+        """How many instructions each tier runs, as a dict."""
+        count = {}
+        for _, tier, _ in self.rows:
+            count[tier] = count.get(tier, 0) + 1
+        return count
+
+    def __str__(self):
+        width = min(60, max((len(r[0]) for r in self.rows), default=0))
+        lines = [self.header]
+        for text, tier, note in self.rows:
+            cell = text if len(text) <= width else text[:width - 3] + "..."
+            lines.append(f"  {cell:<{width}}  {tier}{': ' + note if note else ''}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _explain(exe):
+    fusion = _fusion()
+    run = exe.run_prog
+    b = run.backend
+    replay = "compiled" if exe.fused is not None else "tiled" if exe.tiled is not None else (
+        "unfused")
+    plan = plan_memory(run, writes_into) if b.name == "numpy" else None
+    n_staged = len(exe.prog.unoptimized.eqns) if exe.prog.unoptimized is not None else None
+    header = (f"jit({exe.name}) on {b.name}: {len(exe.prog.eqns)} instructions after the passes"
+              + (f" ({n_staged} staged)" if n_staged is not None else "")
+              + f"; the {replay} replay runs {len(run.eqns)}"
+              + ("" if exe.fused is not None else fusion.compiler_state(exe.prog)))
+    rows = []
+    for k, e in enumerate(run.eqns):
+        kernel = getattr(e.prim, "kernel", None)
+        if getattr(e.prim, "fused", False):
+            tier = getattr(kernel, "tier", "the group's replay, one backend call each")
+            note = f"{len(e.prim.prog.eqns)} operations"
+        else:
+            tier = "one backend call"
+            note = fusion.why_unfused(e, run)
+        if plan is not None:
+            where = ("into " + plan.into[k].name + "'s buffer" if k in plan.into
+                     else "pooled buffer" if any(v in plan.pooled for v in e.outs) else None)
+            if where:
+                note = f"{note}; {where}" if note else where
+        rows.append((str(e).split(" = ", 1)[0] + " = " + e.prim.name, tier, note))
+    return Explanation(header, replay, rows)

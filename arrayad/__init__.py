@@ -40,7 +40,7 @@ from . import linalg, fft  # noqa: E402,F401
 from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _ops/special)
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
-from . import autograd, func, testing  # noqa: E402,F401
+from . import autograd, debug, func, testing  # noqa: E402,F401
 from . import _custom  # noqa: E402  (JAX's decorators, public in arrayad.func: see there)
 for _n in _custom.__all__:
     setattr(func, _n, getattr(_custom, _n))

@@ -43,7 +43,7 @@ from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
 from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
 from .passes import plan_memory  # noqa: F401
 from .replay import (Executable, _ProgramPrimitive, executable,  # noqa: F401
-                     compile_replay as _compile)
+                     compile_replay as _compile, EVALUATING as _EVALUATING)
 from . import fusion, lower_dask, lower_numba, lower_tiles, lower_torch  # noqa: F401,E402  (the lowerers: NOTE [fusion])
 
 __all__ = ["jit", "make_program", "Program"]
@@ -466,7 +466,7 @@ class _Jitted:
 
     def _run(self, args, kwargs):
         # fast path: positional raw NumPy arrays only (the optimisation-loop case)
-        if self._fast_ok and not kwargs:
+        if self._fast_ok and not kwargs and not _EVALUATING[0]:
             key = []
             for a in args:
                 if type(a) is not _ndarray:
@@ -580,6 +580,8 @@ class _Jitted:
                                   exe.prog.out_spec)
         if sig.mode == "tensor":
             dyn = [x._value if isinstance(x, Tensor) else x for x in dyn]
+        if _EVALUATING[0]:   # (NOTE [nan detection] in arrayad/debug.py: each operation seen)
+            return self._native(exe.evaluate(dyn), sig.mode)
         out = exe.replay(*dyn)
         return self._native(out, sig.mode)
 

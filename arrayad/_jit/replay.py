@@ -15,6 +15,11 @@ from .passes import plan_memory
 
 _leaf_spec = tree_flatten(0)[1]
 
+# How many blocks of ``arrayad.debug.detect_nans`` are open (NOTE [nan detection] in
+# ``arrayad/debug.py``): while one is, a jitted function evaluates its program one primitive at
+# a time (``Executable.evaluate``), so that each operation passes the hook, instead of replaying.
+EVALUATING = [0]
+
 
 def spec_shape(spec, n):
     """(is a leaf, is a flat tuple of n leaves)."""

@@ -460,6 +460,30 @@ def test_bool_values_on_the_machine(compiled):
         np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
 
 
+def test_bitwise_operations_of_bools_on_the_machine(compiled):
+    """&, |, ^ and ~ of bools (the masks the strong zeros' rules combine: grad of a body with a
+    maximum takes them) run as the logical operations, with the replay's values."""
+    def step(c, x):
+        up, down = x > c[0], x < c[1]
+        keep = (up & ~down) | (up ^ (c[0] > 0.5))
+        return ad.where(keep, c * 0.5, c + x), ad.stack([up & down, up | down])
+    init = np.array([0.1, 0.3])
+    xs = np.array([0.2, 0.0, -0.3, 0.7, np.nan, 0.05, 0.9, -1.0])
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.tier_runs == compiled.runs == 1
+    for g, r in zip(got, leaves(replayed(F.scan, step, init, xs))):
+        assert to_numpy(g).dtype == to_numpy(r).dtype
+        np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
+    # the gradient of a maximum in a recurrence (its rule's masks meet with &), against JAX
+    loss = lambda c0: ad.sum(F.scan(lambda c, x: (ad.maximum(c, x) * 0.9, c), c0, xs[:4])[1])
+    g = F.grad(loss)(np.array([0.25, 0.15]))
+    assert compiled.runs >= 2
+    if jax is not None:
+        jl = lambda c0: jnp.sum(lax.scan(lambda c, x: (jnp.maximum(c, x) * 0.9, c), c0,
+                                         jnp.asarray(xs[:4]))[1])
+        np.testing.assert_allclose(g, jax.grad(jl)(jnp.array([0.25, 0.15])), rtol=1e-14)
+
+
 _EDGES = np.array([-np.inf, -3.5, -1.0, -0.5, -0.0, 0.0, 1e-300, 0.5, 0.999, 1.0, 2.0, 7.25,
                    800.0, np.inf, np.nan])
 

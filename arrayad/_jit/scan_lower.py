@@ -30,6 +30,8 @@ _STRUCTURAL = ("getitem", "reshape", "concat", "broadcast_to", "permute_dims", "
                "tile", "repeat", "copy", "stop_gradient", "positive")
 _COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 _LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
+_BOOL_BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
+                 "bitwise_xor": "logical_xor", "bitwise_invert": "logical_not"}
 # the operations a statement may be, beside _COMPARE and _LOGICAL: "copy" (its operand, cast by
 # ``cast``), "where" (bool, a, b), "pow_or_sqrt" (a ** b, NumPy's sqrt where b == 0.5)
 _MORE = ("maximum", "minimum", "floor", "ceil", "reciprocal", "sign")
@@ -186,6 +188,11 @@ class _Lowering:
             return self.elementwise(e, out, dt, name, [cdt, cdt])
         if name in _LOGICAL:
             return self.elementwise(e, out, dt, name, ["bool"] * len(e.ins))
+        if name in _BOOL_BITWISE and dt == "bool" and all(
+                self.types.get(a) == "bool" for a in e.ins if hasattr(a, "shape")):
+            # (on bools the bitwise operations are the logical ones: the masks of the strong
+            # zeros' rules, NOTE [strong zeros] in the core, combine with & and |)
+            return self.elementwise(e, out, dt, _BOOL_BITWISE[name], ["bool"] * len(e.ins))
         table = _BINARY if len(e.ins) == 2 else _UNARY if len(e.ins) == 1 else {}
         if (name not in table and name not in _MORE) \
                 or (not dt.startswith("float") and name not in _INT_OK):

@@ -228,6 +228,19 @@ def test_complex_vjp_matches_torch():
     assert f_vjp(g)[0].dtype == np.float64
 
 
+def test_cotangent_dtypes():
+    """A float32 operand contracted with a float64 one gets a float32 cotangent, as torch and
+    JAX return it (the eager tape too)."""
+    a = np.ones((2, 3), np.float32)
+    w = np.ones((3, 4))
+    g = grad(lambda a: ad.sum(ad.einsum("ij,jk->ik", a, w)))(a)
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.full((2, 3), 4.0))
+    t = ad.Tensor(a).requires_grad_()
+    ad.sum(ad.einsum("ij,jk->ik", t, w)).backward()
+    assert t.grad.dtype == ad.float32
+
+
 def test_diagonal_cotangent_keeps_its_zeros():
     """The cotangent of a diagonal is zero off the diagonal by construction, even where the
     incoming cotangent is inf (a product with an identity would make nan there)."""

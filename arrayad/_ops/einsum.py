@@ -30,21 +30,26 @@ for a pair of operands), lowers a pair to diagonals and sums of each operand, th
 transpose + reshape + ``matmul`` (``_lowered``).
 
 Orders (``_plan``): ``False`` contracts left to right; ``True``/``"greedy"``/``"auto"`` take at
-each step the pair whose result is smallest relative to its two operands (pairs that share an
-index before outer products); ``"optimal"`` searches every pairwise order for the fewest
-multiply-adds (dynamic programming over subsets of operands, 3^n steps, so up to
+each step, among the pairs that share an index (an outer product only grows), the one with the
+fewest multiply-adds, ties going to the larger fall in size (by size alone, ``"ij,jk,k->i"``
+would multiply the two matrices first); ``"optimal"`` searches every pairwise order for the
+fewest multiply-adds (dynamic programming over subsets of operands, 3^n steps, so up to
 ``_OPTIMAL_MAX`` operands; beyond, greedy); a list of pairs (NumPy's ``einsum_path`` form) is
-taken as given.
+taken as given. The parse and the plan depend on the subscripts, the shapes and ``optimize``
+only, so they are made once (``_recipe``, cached) and a call in a loop only binds.
 """
 
 import functools
 import math
 import string
 
+import array_api_compat.numpy as _NUMPY_XP
+import numpy as np
+
 from ._namespace import ops
 
 from .._core._core import bind, shape_of
-from ._rules import Declarations, batch_fallback, conj_if_complex, is_complex
+from ._rules import Declarations, batch_fallback, conj_if_complex, unbroadcast
 
 decl = Declarations(globals())
 
@@ -70,78 +75,117 @@ def _unique(labels):
 # ---------------------------------------------------------------------------------------------
 # The implementation on raw arrays
 
-def _permute(xp, x, order):
-    return x if list(order) == list(range(len(order))) else xp.permute_dims(x, tuple(order))
-
-
-def _reduce(xp, x, labels, target):
-    """``x`` (axes labelled ``labels``) as the array labelled ``target`` (unique letters, each a
-    letter of ``labels``): diagonals where ``labels`` repeats a letter, sums over the letters
-    ``target`` lacks, then the axes in ``target``'s order."""
-    labels = list(labels)
+def _reduce_plan(labels, shape, target, steps):
+    """Append to ``steps`` what makes an array labelled ``labels`` of ``shape`` the array
+    labelled ``target`` (unique letters, each a letter of ``labels``): diagonals where
+    ``labels`` repeats a letter, sums over the letters ``target`` lacks, then the axes in
+    ``target``'s order. Returns the sizes of ``target``'s letters."""
+    labels, shape = list(labels), list(shape)
     while len(set(labels)) < len(labels):
         letter = next(c for i, c in enumerate(labels) if c in labels[:i])
         p = labels.index(letter)
         q = labels.index(letter, p + 1)
         rest = [i for i in range(len(labels)) if i not in (p, q)]
-        x = _permute(xp, x, rest + [p, q])
-        n = x.shape[-1]
+        _permute_step(steps, rest + [p, q])
+        n = shape[p]
         # the diagonal of the last two axes: every (n + 1)-th element of the flattened pair
-        x = xp.reshape(x, tuple(x.shape[:-2]) + (n * n,))[..., ::n + 1]
+        steps.append(("diagonal", (tuple(shape[i] for i in rest) + (n * n,), n + 1)))
         labels = [labels[i] for i in rest] + [letter]
+        shape = [shape[i] for i in rest] + [n]
     summed = tuple(i for i, c in enumerate(labels) if c not in target)
     if summed:
-        x = xp.sum(x, axis=summed, dtype=x.dtype)
+        steps.append(("sum", summed))
+        shape = [n for c, n in zip(labels, shape) if c in target]
         labels = [c for c in labels if c in target]
-    return _permute(xp, x, [labels.index(c) for c in target])
+    order = [labels.index(c) for c in target]
+    _permute_step(steps, order)
+    return {c: shape[i] for c, i in zip(target, order)}
 
 
-def _lowered(xp, spec, xs):
-    """einsum from diagonals, sums, transposes, reshapes and one ``matmul``."""
-    (*ins,), out = _split_spec(spec)
-    if len(xs) == 1:
-        return _reduce(xp, xs[0], ins[0], out)
-    a, b = xs
+def _permute_step(steps, order):
+    if order != list(range(len(order))):
+        steps.append(("permute", tuple(order)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _lowering(spec, shapes):
+    """The steps of einsum from diagonals, sums, transposes, reshapes and one ``matmul``:
+    ``(steps of each operand, steps of the product)``, planned once per spec and shapes."""
+    ins, out = _split_spec(spec)
+    if len(shapes) == 1:
+        steps = []
+        _reduce_plan(ins[0], shapes[0], out, steps)
+        return (tuple(steps),), ()
     la, lb = ins
     # each operand first loses its diagonals and the letters no one else needs
     la2 = "".join(c for c in _unique(la) if c in lb or c in out)
     lb2 = "".join(c for c in _unique(lb) if c in la2 or c in out)
-    a, b = _reduce(xp, a, la, la2), _reduce(xp, b, lb, lb2)
+    steps_a, steps_b, steps_r = [], [], []
+    size = _reduce_plan(la, shapes[0], la2, steps_a)
+    size.update(_reduce_plan(lb, shapes[1], lb2, steps_b))
     batch = [c for c in la2 if c in lb2 and c in out]
     summed = [c for c in la2 if c in lb2 and c not in out]
     free_a = [c for c in la2 if c not in lb2]
     free_b = [c for c in lb2 if c not in la2]
-    size = dict(zip(la2, a.shape))
-    size.update(zip(lb2, b.shape))
-    nb = [size[c] for c in batch]
+    nb = tuple(size[c] for c in batch)
     m, k, n = (math.prod(size[c] for c in cs) for cs in (free_a, summed, free_b))
-    a = xp.reshape(_permute(xp, a, [la2.index(c) for c in batch + free_a + summed]),
-                   tuple(nb) + (m, k))
-    b = xp.reshape(_permute(xp, b, [lb2.index(c) for c in batch + summed + free_b]),
-                   tuple(nb) + (k, n))
-    r = xp.reshape(xp.matmul(a, b), tuple(nb + [size[c] for c in free_a + free_b]))
+    _permute_step(steps_a, [la2.index(c) for c in batch + free_a + summed])
+    steps_a.append(("reshape", nb + (m, k)))
+    _permute_step(steps_b, [lb2.index(c) for c in batch + summed + free_b])
+    steps_b.append(("reshape", nb + (k, n)))
+    steps_r.append(("reshape", nb + tuple(size[c] for c in free_a + free_b)))
     have = batch + free_a + free_b
-    return _permute(xp, r, [have.index(c) for c in out])
+    _permute_step(steps_r, [have.index(c) for c in out])
+    return (tuple(steps_a), tuple(steps_b)), tuple(steps_r)
+
+
+def _run(xp, x, steps):
+    for what, arg in steps:
+        if what == "permute":
+            x = xp.permute_dims(x, arg)
+        elif what == "reshape":
+            x = xp.reshape(x, arg)
+        elif what == "diagonal":
+            x = xp.reshape(x, arg[0])[..., ::arg[1]]
+        else:
+            x = xp.sum(x, axis=arg, dtype=x.dtype)
+    return x
+
+
+def _lowered(xp, spec, xs):
+    """einsum without the backend's einsum (``_lowering``)."""
+    operand_steps, product_steps = _lowering(spec, tuple(tuple(x.shape) for x in xs))
+    xs = [_run(xp, x, st) for x, st in zip(xs, operand_steps)]
+    return xs[0] if len(xs) == 1 else _run(xp, xp.matmul(*xs), product_steps)
+
+
+# NumPy's einsum of two operands loops in C without BLAS; the lowering calls BLAS through
+# ``matmul`` but costs a few microseconds of Python and a copy or two. Measured (one thread,
+# float64, microseconds, np.einsum vs the lowering): 16x16 @ 16x16 8.5 vs 9.9, 32x32 42 vs 17,
+# 64x64 166 vs 33; a batch of 64 (32x16 @ 16x8) 423 vs 62; a (1000, 20)x(1000, 30) contraction
+# over the 1000 415 vs 82; gmm's "ijk,mik->mij" with (10, 20, 20)x(1000, 10, 20) 3,442 vs 580;
+# a batch of 1000 (10x20 mat-vecs) 183 vs 198. So the lowering where a letter is summed and
+# there are this many multiply-adds or more:
+_NUMPY_MATMUL_MIN = 1 << 14
 
 
 @functools.lru_cache(maxsize=1024)
-def _contracts_by_matmul(spec):
-    """Whether a pair contracts a letter (sums over one both operands carry) into a result of
-    more than a vector per batch element: NumPy's einsum loops over such a product without BLAS,
-    ``matmul`` calls it (measured: 6x faster for 64x64 matrices, 10x for a batch of them)."""
+def _numpy_prefers_matmul(spec, shape_a, shape_b):
     (la, lb), out = _split_spec(spec)
-    return any(c in lb and c not in out for c in la)
-
-
-def _is_numpy(xp):
-    return getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")
+    if not any(c in lb and c not in out for c in la):
+        return False
+    size = dict(zip(la, shape_a))
+    size.update(zip(lb, shape_b))
+    return math.prod(size.values()) >= _NUMPY_MATMUL_MIN
 
 
 def _einsum_impl(xp, *xs, spec):
+    if xp is _NUMPY_XP or xp is np:   # (NumPy's own functions: the compat layer's cost more)
+        if len(xs) == 2 and _numpy_prefers_matmul(spec, xs[0].shape, xs[1].shape):
+            return _lowered(np, spec, xs)
+        return np.einsum(spec, *xs)
     fn = getattr(xp, "einsum", None)
-    if fn is None or (len(xs) == 2 and _is_numpy(xp) and _contracts_by_matmul(spec)):
-        return _lowered(xp, spec, xs)
-    return fn(spec, *xs)
+    return _lowered(xp, spec, xs) if fn is None else fn(spec, *xs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,9 +237,9 @@ def _einsum_vjp(k):
         ct_spec = ",".join([out] + [ins[i] for i in others]) + "->" + kept
         if others or out != kept:
             g = bind(einsum_p, g, *(conj_if_complex(xs[i]) for i in others), spec=ct_spec)
-        if is_complex(g) and not is_complex(x):
-            g = ops.real(g)
-        return _spread(g, kept, target, shape_of(x))
+        # (unbroadcast: in the dtype of x, as torch and JAX return it - the real part for a
+        # real x, float32 for a float32 x that a float64 operand promoted)
+        return unbroadcast(_spread(g, kept, target, shape_of(x)), x)
     return vjp
 
 
@@ -332,18 +376,15 @@ def _parse(subscripts, shapes):
     return ins, out, size
 
 
-def _squeeze_broadcast(operands, ins, shapes, size):
-    """Drop the size-one axes whose label is larger elsewhere (they broadcast): the primitive
-    sees each label with one size."""
-    new_ops, new_ins = [], []
-    for x, labels, s in zip(operands, ins, shapes):
+def _broadcast_axes(ins, shapes, size):
+    """The size-one axes of each operand whose label is larger elsewhere (they broadcast, and
+    are dropped: the primitive sees each label with one size), and the labels left."""
+    drops, left = [], []
+    for labels, s in zip(ins, shapes):
         drop = tuple(i for i, (c, n) in enumerate(zip(labels, s)) if n == 1 and size[c] != 1)
-        if drop:
-            x = ops.squeeze(x, axis=drop)
-            labels = [c for i, c in enumerate(labels) if i not in drop]
-        new_ops.append(x)
-        new_ins.append(labels)
-    return new_ops, new_ins
+        drops.append(drop)
+        left.append([c for i, c in enumerate(labels) if i not in drop])
+    return tuple(drops), left
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,8 +488,9 @@ def _given_path(steps, n):
             positions = sorted({int(p) for p in step}, reverse=True)
             picked = [current[p] for p in positions]
         except (TypeError, ValueError, IndexError):
-            raise _error(f"the contraction path {steps!r} names a position that is not one of "
-                         f"the {len(current)} terms left at step {step!r}") from None
+            raise _error(f"the contraction path {steps!r} must list tuples of positions among "
+                         f"the terms left; step {step!r} is not one ({len(current)} terms are "
+                         f"left there)") from None
         for p in positions:
             del current[p]
         picked.reverse()
@@ -485,8 +527,8 @@ def _check_optimize(optimize):
                      f"contraction path (a list of pairs of positions), got {optimize!r}")
 
 
-def _bind(xs, labels, out):
-    """One step: the primitive on ``xs`` with the labels renamed to letters."""
+def _spec(labels, out):
+    """The primitive's spec of one step: the labels renamed to letters."""
     letter = {}
     for c in [c for ls in labels for c in ls] + list(out):
         if c not in letter:
@@ -494,24 +536,28 @@ def _bind(xs, labels, out):
                 raise _error(f"one contraction step has more than {len(LETTERS)} distinct "
                              f"indices; contract fewer at a time")
             letter[c] = LETTERS[len(letter)]
-    spec = ",".join("".join(letter[c] for c in ls) for ls in labels) + "->" + \
+    return ",".join("".join(letter[c] for c in ls) for ls in labels) + "->" + \
         "".join(letter[c] for c in out)
-    return bind(einsum_p, *xs, spec=spec)
 
 
-def _contract(operands, ins, out, size, optimize):
-    if len(operands) == 1:
-        return _bind(operands, ins, out)
+@functools.lru_cache(maxsize=512)
+def _recipe(subscripts, shapes, optimize):
+    """What one call does, from the subscripts, the operands' shapes and ``optimize`` (cached:
+    a call in a loop parses and plans once): the axes to squeeze from each operand and the
+    steps, each ``(term ids, spec)``, its result the next term."""
+    ins, out, size = _parse(subscripts, shapes)
+    drops, ins = _broadcast_axes(ins, shapes, size)
+    if len(ins) == 1:
+        return drops, (((0,), _spec(ins, out)),)
     path = _plan(ins, out, size, optimize)
-    terms = dict(enumerate(zip(operands, ins)))
+    labels = list(ins)
     count = {}
-    for labels in ins:
-        for c in set(labels):
+    for ls in ins:
+        for c in set(ls):
             count[c] = count.get(c, 0) + 1
-    wanted = set(out)
-    next_id = len(operands)
+    wanted, steps = set(out), []
     for step, (i, j) in enumerate(path):
-        (a, la), (b, lb) = terms.pop(i), terms.pop(j)
+        la, lb = labels[i], labels[j]
         for c in set(la) | set(lb):
             count[c] -= (c in la) + (c in lb)
         if step == len(path) - 1:
@@ -520,10 +566,9 @@ def _contract(operands, ins, out, size, optimize):
             keep = [c for c in _unique(la + lb) if c in wanted or count[c] > 0]
         for c in keep:
             count[c] += 1
-        terms[next_id] = (_bind((a, b), (la, lb), keep), keep)
-        next_id += 1
-    (x, labels), = terms.values()
-    return x
+        labels.append(keep)
+        steps.append(((i, j), _spec((la, lb), keep)))
+    return drops, tuple(steps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,7 +598,7 @@ def einsum(subscripts, /, *operands, optimize="greedy"):
     optimize : {"greedy", True, False, "optimal", "auto"} or list, optional
         The order in which three or more operands are contracted, a pair at a time: ``False``
         left to right; ``True``, ``"greedy"`` (the default) and ``"auto"`` (JAX's spelling)
-        the pair whose result is smallest relative to its operands first; ``"optimal"`` the
+        the cheapest pair that shares an index first; ``"optimal"`` the
         order with the fewest multiply-adds (an exhaustive search, for up to 10 operands;
         beyond, greedy); or a path as ``numpy.einsum_path`` gives it
         (``["einsum_path", (0, 1), (0, 1)]``, positions in the list of what is left, each
@@ -610,12 +655,14 @@ def einsum(subscripts, /, *operands, optimize="greedy"):
         if isinstance(x, (int, float, complex, bool, list, tuple)) or x is None:
             raise TypeError(f"einsum: operand {k} is a {type(x).__name__}, expected an array "
                             f"(convert it with ad.asarray)")
+    if isinstance(optimize, (list, tuple)):   # (hashable, for the cache of recipes)
+        optimize = tuple(tuple(o) if isinstance(o, (list, tuple)) else o for o in optimize)
     _check_optimize(optimize)
-    shapes = [tuple(shape_of(x)) for x in operands]
-    ins, out, size = _parse(subscripts, shapes)
-    operands, ins = _squeeze_broadcast(operands, ins, shapes, size)
-    return _contract(list(operands), ins, out, size, optimize)
-
+    drops, steps = _recipe(subscripts, tuple(tuple(shape_of(x)) for x in operands), optimize)
+    terms = [ops.squeeze(x, axis=d) if d else x for x, d in zip(operands, drops)]
+    for ids, spec in steps:
+        terms.append(bind(einsum_p, *[terms[i] for i in ids], spec=spec))
+    return terms[-1]
 
 einsum_p = decl.primitive(
     "einsum", _einsum_impl, public=einsum,

@@ -395,10 +395,6 @@ def _left_to_right(n):
     return [(0, 1)] + [(n + i, i + 2) for i in range(n - 2)] if n > 1 else []
 
 
-def _result_labels(a, b, needed):
-    return frozenset(c for c in a | b if c in needed)
-
-
 def _greedy(ins, out, size):
     live = {i: frozenset(labels) for i, labels in enumerate(ins)}
     count = {}
@@ -513,18 +509,21 @@ def _plan(ins, out, size, optimize):
         return _left_to_right(n)
     if optimize is True or optimize in ("greedy", "auto"):
         return _greedy(ins, out, size)
-    if optimize == "optimal":
-        return _optimal(ins, out, size) if n <= _OPTIMAL_MAX else _greedy(ins, out, size)
-    raise _error(f"optimize must be False, True, 'greedy', 'optimal', 'auto' or a contraction "
-                 f"path (a list of pairs of positions), got {optimize!r}")
+    # "optimal" (the rest is refused by _check_optimize)
+    return _optimal(ins, out, size) if n <= _OPTIMAL_MAX else _greedy(ins, out, size)
 
 
 def _check_optimize(optimize):
-    if optimize in (False, True) or isinstance(optimize, (list, tuple)):
-        return
-    if optimize not in ("greedy", "optimal", "auto"):
-        raise _error(f"optimize must be False, True, 'greedy', 'optimal', 'auto' or a "
-                     f"contraction path (a list of pairs of positions), got {optimize!r}")
+    """``optimize`` as ``_plan`` takes it (a path as a tuple of tuples, hashable for the cache
+    of recipes), or a clear error."""
+    if isinstance(optimize, (list, tuple)):
+        return tuple(tuple(o) if isinstance(o, (list, tuple)) else o for o in optimize)
+    if isinstance(optimize, str) and optimize in ("greedy", "optimal", "auto"):
+        return optimize
+    if isinstance(optimize, int) and optimize in (0, 1):
+        return bool(optimize)
+    raise _error(f"optimize must be False, True, 'greedy', 'optimal', 'auto' or a contraction "
+                 f"path (a list of pairs of positions), got {optimize!r}")
 
 
 def _spec(labels, out):
@@ -655,14 +654,13 @@ def einsum(subscripts, /, *operands, optimize="greedy"):
         if isinstance(x, (int, float, complex, bool, list, tuple)) or x is None:
             raise TypeError(f"einsum: operand {k} is a {type(x).__name__}, expected an array "
                             f"(convert it with ad.asarray)")
-    if isinstance(optimize, (list, tuple)):   # (hashable, for the cache of recipes)
-        optimize = tuple(tuple(o) if isinstance(o, (list, tuple)) else o for o in optimize)
-    _check_optimize(optimize)
+    optimize = _check_optimize(optimize)
     drops, steps = _recipe(subscripts, tuple(tuple(shape_of(x)) for x in operands), optimize)
     terms = [ops.squeeze(x, axis=d) if d else x for x, d in zip(operands, drops)]
     for ids, spec in steps:
         terms.append(bind(einsum_p, *[terms[i] for i in ids], spec=spec))
     return terms[-1]
+
 
 einsum_p = decl.primitive(
     "einsum", _einsum_impl, public=einsum,

@@ -32,6 +32,7 @@ from ._ops.linalg import *  # noqa: F401,F403,E402
 from ._ops.manipulation import *  # noqa: F401,F403,E402
 from ._ops.reductions import *  # noqa: F401,F403,E402
 from ._ops.searching import *  # noqa: F401,F403,E402
+from ._ops.einsum import *  # noqa: F401,F403,E402
 
 from ._ops._api import stop_gradient  # noqa: E402,F401
 from ._info import __array_namespace_info__  # noqa: E402,F401

@@ -16,6 +16,7 @@ written for the whole standard and picks them up when they appear.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Optional
 
@@ -656,6 +657,26 @@ op("tensordot", linalg_samples("tensordot"), torch=None)
 op("vecdot", linalg_samples("vecdot"), torch=None)
 op("linalg.matrix_rank", lambda rng: [Sample((real(rng, (3, 3)),)), Sample((real(rng, (2, 3, 2)),))],
    differentiable=False)
+
+
+# -- einsum (a sample per kind of rule: product, diagonal, both, ellipsis, a pairwise order)
+
+def _einsum(subscripts):
+    return lambda fn, *xs: fn(subscripts, *xs)
+
+
+def einsum_samples(rng):
+    r = functools.partial(real, rng)
+    return [Sample((r((2, 3)), r((3, 4))), call=_einsum("ij,jk->ik"), desc="matmul"),
+            Sample((r((3, 3)),), call=_einsum("ii->i"), desc="diagonal"),
+            Sample((r((3, 3)), r((3, 2))), call=_einsum("ii,ij->j"), desc="trace-and-product"),
+            Sample((r((2, 1, 3)), r((4, 3))), call=_einsum("...j,...j->..."), desc="ellipsis"),
+            Sample((r((2, 3)), r((3, 4)), r((4,))), call=_einsum("ij,jk,k->i"), desc="three"),
+            Sample((r((0, 3)), r((3, 2))), call=_einsum("ij,jk->ik"), desc="empty")]
+
+
+op("einsum", einsum_samples)
+
 
 # -- fft
 for _n in ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"]:

@@ -9,5 +9,5 @@ private glue (``ops._getitem``, ``ops._setitem``, ``ops._inplace``, ``ops._repr`
 from ._namespace import ops  # noqa: F401
 from . import (creation, dtype_functions, elementwise, extras, indexing, linalg,  # noqa: F401
                manipulation, reductions, searching, linalg_ext, fft, special, views, _api,
-               _methods)
+               _methods, einsum)
 from ._rules import batch_fallback  # noqa: F401

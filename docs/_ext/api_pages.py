@@ -37,6 +37,7 @@ GROUPS = {
     "arrayad._ops.extras": "torch-style conveniences",
     "arrayad._ops.indexing": "Indexing",
     "arrayad._ops.linalg": "Linear algebra in the main namespace",
+    "arrayad._ops.einsum": "Linear algebra in the main namespace",
     "arrayad._ops.manipulation": "Manipulating shapes",
     "arrayad._ops.reductions": "Reductions and statistics",
     "arrayad._ops.searching": "Searching, sorting and sets",

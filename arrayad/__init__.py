@@ -41,6 +41,7 @@ from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _o
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
 from . import autograd, func, testing  # noqa: E402,F401
+from . import tree_util  # noqa: E402,F401  (jax.tree_util's names)
 from . import _custom  # noqa: E402  (JAX's decorators, public in arrayad.func: see there)
 for _n in _custom.__all__:
     setattr(func, _n, getattr(_custom, _n))

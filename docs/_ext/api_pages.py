@@ -1,8 +1,8 @@
 """Writes the API reference pages (``docs/api/generated/*.rst``) from the public names.
 
 Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd`` (and its ``forward_ad``),
-``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing`` and
-``arrayad.backends`` gets an entry, so that a name added to the package appears in the reference
+``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing``,
+``arrayad.tree_util`` and ``arrayad.backends`` gets an entry, so that a name added to the package appears in the reference
 without editing a page. The list of names is ``public_names`` (the test of the docstrings uses the
 same list).
 """
@@ -24,6 +24,8 @@ MODULES = {
     "arrayad.linalg": ("arrayad.linalg", "The array API ``linalg`` extension."),
     "arrayad.fft": ("arrayad.fft", "The array API ``fft`` extension."),
     "arrayad.testing": ("arrayad.testing", "Checking derivatives against finite differences."),
+    "arrayad.tree_util": ("arrayad.tree_util", "Pytree utilities with JAX's names (the "
+                          "correspondence with JAX and torch: :doc:`../../tree_util`)."),
     "arrayad.backends": ("arrayad.backends", "Choosing and adding array backends."),
 }
 

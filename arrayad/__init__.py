@@ -48,5 +48,5 @@ for _n in _custom.__all__:
 del _n
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
 from ._jit import jit  # noqa: E402,F401
-from .func import cond  # noqa: E402,F401  (torch.cond; the rest of control flow: ad.func)
+from ._control import torch_cond as cond  # noqa: E402,F401  (torch.cond; JAX's: ad.func)
 

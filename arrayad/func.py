@@ -1293,12 +1293,12 @@ def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=Fa
                 # (the core's message names the vmap over the basis, whose flag is jacfwd's)
                 if not str(e).startswith("vmap: called random operation"):
                     raise
-                spelled = ("jacfwd(f" if name == "jacfwd" else
-                           "hessian has no randomness flag: jacfwd(jacrev(f)")
-                raise RuntimeError(
-                    f"{name}: f called a random operation while randomness='error'. Draw "
-                    f"outside f, or pass ({spelled}, randomness='different') for independent "
-                    f"draws per column or randomness='same').") from None
+                fix = ("pass jacfwd(f, randomness='different') (independent draws per "
+                       "column) or randomness='same'" if name == "jacfwd" else
+                       "use jacfwd(jacrev(f), randomness='different' or 'same'): hessian has "
+                       "no randomness flag")
+                raise RuntimeError(f"{name}: f called a random operation while "
+                                   f"randomness='error'. Draw outside f, or {fix}.") from None
             columns.append(res[0])
             out_value = res[1]
             if has_aux:

@@ -3,8 +3,8 @@
 Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd`` (and its ``forward_ad``),
 ``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing``,
 ``arrayad.tree_util``, ``arrayad.utils.checkpoint`` and ``arrayad.backends`` gets an entry, so
-that a name added to the package appears in the reference without editing a page. The list of names is ``public_names`` (the test of the docstrings uses the
-same list).
+that a name added to the package appears in the reference without editing a page. The list of
+names is ``public_names`` (the test of the docstrings uses the same list).
 """
 
 import importlib

@@ -42,11 +42,12 @@ from . import special  # noqa: E402,F401  (scipy.special's functions, NOTE in _o
 from . import _host  # noqa: E402,F401  (hands the core what it calls in the package)
 
 from . import autograd, debug, func, testing  # noqa: E402,F401
+from . import tree_util  # noqa: E402,F401  (jax.tree_util's names)
 from . import _custom  # noqa: E402  (JAX's decorators, public in arrayad.func: see there)
 for _n in _custom.__all__:
     setattr(func, _n, getattr(_custom, _n))
 del _n
 from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
 from ._jit import jit  # noqa: E402,F401
-from .func import cond  # noqa: E402,F401  (torch.cond; the rest of control flow: ad.func)
+from ._control import torch_cond as cond  # noqa: E402,F401  (torch.cond; JAX's: ad.func)
 

@@ -9,6 +9,7 @@ from . import func as func
 from . import linalg as linalg
 from . import special as special
 from . import testing as testing
+from . import tree_util as tree_util
 from ._core._core import Tensor as Tensor, bind as bind, is_grad_enabled as is_grad_enabled
 from ._jit import jit as jit
 from .autograd import enable_grad as enable_grad, no_grad as no_grad, set_grad_enabled as set_grad_enabled

@@ -814,8 +814,11 @@ def _scan_unrolled(fname, body, carry, xs, length, reverse, k):
     return c, [ops.concat([a, b], axis=0) for a, b in pairs]
 
 
-def map(f, xs):
+def map(f, xs, *, batch_size=None):
     """``f`` applied to each element of ``xs`` along its leading axis, stacked: ``jax.lax.map``.
+
+    ``arrayad.func.map`` is not in ``arrayad.func.__all__``: ``from arrayad.func import *``
+    leaves the builtin ``map`` alone.
 
     Parameters
     ----------
@@ -823,6 +826,10 @@ def map(f, xs):
         A function of one element (a pytree of arrays).
     xs : pytree of arrays
         Mapped over their leading axis.
+    batch_size : int, optional
+        JAX's option: ``f`` runs batched (``vmap``) on this many elements at a time, which is
+        ``vmap(f, chunk_size=batch_size)(xs)``, with vmap's rules (no branching on a value:
+        ``ad.where``). None: one element at a time, in a loop.
 
     Returns
     -------
@@ -832,14 +839,21 @@ def map(f, xs):
     Raises
     ------
     ValueError
-        If the leaves of ``xs`` differ in length.
+        If the leaves of ``xs`` differ in length, or ``batch_size`` is not a positive int.
 
     Examples
     --------
     >>> ad.func.map(lambda x: x ** 2, np.arange(3.0))
     array([0., 1., 4.])
+    >>> ad.func.map(lambda x: x ** 2, np.arange(5.0), batch_size=2)
+    array([ 0.,  1.,  4.,  9., 16.])
     """
     f = _uncheckpointed(f)
+    if batch_size is not None:
+        if not _is_static_int(batch_size) or batch_size < 1:
+            raise ValueError(f"map({_fname(f)}): batch_size must be a positive int (elements "
+                             f"per batched call of f) or None, got {batch_size!r}.")
+        return _func().vmap(f, chunk_size=batch_size)(xs)
     return scan(lambda c, x: (c, f(x)), (), xs)[1]
 
 
@@ -850,7 +864,7 @@ def _is_static_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``: ``jax.lax.fori_loop``.
 
     With Python int bounds (a static trip count) it is a ``scan`` and differentiates in both
@@ -865,6 +879,9 @@ def fori_loop(lower, upper, body_fun, init_val):
         shapes and dtypes of ``init_val``.
     init_val : pytree of arrays
         The initial value.
+    unroll : int or bool, optional
+        With Python int bounds, ``scan``'s ``unroll`` (steps per iteration of the loop; the
+        result is the same). With array bounds only None, 1 or False, as in JAX.
 
     Returns
     -------
@@ -875,6 +892,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     ------
     TypeError
         If ``body_fun`` changes the value's structure, shapes or dtypes.
+    ValueError
+        If ``unroll`` is given with array bounds.
 
     Examples
     --------
@@ -894,8 +913,14 @@ def fori_loop(lower, upper, body_fun, init_val):
             i, v = c
             return (i + 1, body_fun(i, v)), None
         step.__name__ = fname
-        (_, val), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0))
+        (_, val), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0),
+                           unroll=1 if unroll is None else unroll)
         return val
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError(f"fori_loop({fname}): unroll={unroll!r} needs Python int bounds (a "
+                         f"static number of steps, run as a scan); with array bounds the loop "
+                         f"is a while_loop, which does not unroll. Pass int bounds, or leave "
+                         f"unroll out.")
 
     lo = lower if _is_array(lower) else xp.asarray(lower, dtype=xp.int64)
     hi = upper if _is_array(upper) else xp.asarray(upper, dtype=xp.int64)
@@ -907,7 +932,7 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     def cond_fun(c):
         return c[0] < c[1]
-    _, _, val = while_loop(cond_fun, body, (lo, hi, init_val), _api="fori_loop")
+    _, _, val = _while_loop(cond_fun, body, (lo, hi, init_val), "fori_loop")
     return val
 
 
@@ -1014,7 +1039,7 @@ def _while_batch(args, dims, *, cond, body, ncc, nbc):
 while_p = _loop_primitive("while_loop", _while_impl, _while_vjp, _while_jvp, _while_batch)
 
 
-def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
+def while_loop(cond_fun, body_fun, init_val):
     """``while cond_fun(val): val = body_fun(val)``: ``jax.lax.while_loop``.
 
     Forward-mode differentiable (jvp, jacfwd, linearize) and batchable (a batched predicate
@@ -1048,6 +1073,12 @@ def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
     >>> ad.func.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, np.array(1.0))
     array(16.)
     """
+    return _while_loop(cond_fun, body_fun, init_val, "while_loop")
+
+
+def _while_loop(cond_fun, body_fun, init_val, _api):
+    """``while_loop``, its errors naming ``_api``: the function the user called
+    (``fori_loop`` with array bounds is one)."""
     cond_fun, body_fun = _uncheckpointed(cond_fun), _uncheckpointed(body_fun)
     fname = _fname(body_fun)
     for fn, nm in ((cond_fun, "cond_fun"), (body_fun, "body_fun")):
@@ -1110,18 +1141,6 @@ def _switch_bind(api, fnames, fns, index, operands):
     consts = [c for clos in closures for c in clos]
     return list(bind(switch_p, index, *consts, *operands, branches=tuple(bodies),
                      ncs=tuple(len(c) for c in closures), nops=len(operands)))
-
-
-def _switch_parts(args, ncs, nops):
-    index = args[0]
-    consts = list(args[1:1 + sum(ncs)])
-    operands = list(args[1 + sum(ncs):])
-    return index, consts, operands
-
-
-def _branch_consts(consts, ncs, k):
-    start = sum(ncs[:k])
-    return consts[start:start + ncs[k]]
 
 
 def _switch_jvp(tangents, ans, index, *args, branches, ncs, nops):
@@ -1336,7 +1355,8 @@ def cond(pred, true_fn, false_fn, *operands, **kwargs):
     true_fn, false_fn : callable
         Functions of ``*operands`` returning the same structure, shapes and dtypes.
     *operands : pytrees of arrays
-        The branches' arguments.
+        The branches' arguments, one by one (JAX's form): ``cond(p, t, f, (x, y))`` calls
+        ``t((x, y))``. ``arrayad.cond``, torch's ``cond``, calls ``t(x, y)`` there.
     operands : tuple, optional (keyword)
         torch.cond's spelling: the branches' arguments as one tuple (instead of ``*operands``).
 
@@ -1375,3 +1395,52 @@ def cond(pred, true_fn, false_fn, *operands, **kwargs):
     else:
         pred = int(bool(pred))
     return _switch_call("cond", pred, [false_fn, true_fn], operands)
+
+
+def torch_cond(pred, true_fn, false_fn, *operands, **kwargs):
+    """``torch.cond(pred, true_fn, false_fn, operands)``: the branches get ``*operands``.
+
+    ``arrayad.cond`` is torch's ``cond``; ``arrayad.func.cond`` is JAX's
+    (``jax.lax.cond(pred, true_fun, false_fun, *operands)``). They differ in one call only:
+    ``cond(pred, t, f, (x, y))`` (one tuple or list) calls ``t(x, y)`` here, as torch does,
+    and ``t((x, y))`` in ``arrayad.func.cond``, as JAX does. Everything else is the same
+    function: several operands one by one (JAX's form) and ``operands=`` by keyword work here
+    too, and the rules for every transform are ``arrayad.func.cond``'s.
+
+    Parameters
+    ----------
+    pred : bool or 0-d array
+        The predicate (a 0-d boolean or number; nonzero is True).
+    true_fn, false_fn : callable
+        Functions of the operands returning the same structure, shapes and dtypes.
+    *operands
+        ``(operands,)``: a tuple or list of the branches' arguments (torch's form); or the
+        arguments one by one (JAX's form); or nothing.
+    operands : tuple, optional (keyword)
+        torch.cond's keyword for the tuple of the branches' arguments.
+
+    Returns
+    -------
+    pytree of arrays
+        The result of the branch the predicate selects.
+
+    Raises
+    ------
+    TypeError
+        If the branches' results differ in structure, shape or dtype, ``pred`` is not a
+        scalar, or the operands are given both positionally and by keyword.
+
+    Examples
+    --------
+    >>> x = np.array([1.0, 2.0])
+    >>> ad.cond(np.array(True), lambda a, b: a + b, lambda a, b: a * b, (x, x))
+    array([2., 4.])
+    >>> ad.cond(False, lambda a, b: a + b, lambda a, b: a * b, operands=[x, x])
+    array([1., 4.])
+    """
+    if len(operands) == 1 and type(operands[0]) in (tuple, list):   # (not a namedtuple)
+        operands = tuple(operands[0])
+    return cond(pred, true_fn, false_fn, *operands, **kwargs)
+
+
+torch_cond.__name__ = torch_cond.__qualname__ = "cond"

@@ -1038,6 +1038,11 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
         rather than from its arguments: it then runs without recomputation (the derivative is
         the same, the memory is not saved); pass that value as an argument.
 
+    See Also
+    --------
+    arrayad.utils.checkpoint.checkpoint : torch's spelling of the same thing, one call
+        ``checkpoint(function, *args)`` rather than a decorator (no ``policy``).
+
     Examples
     --------
     The gradient is unchanged; the block runs twice (forward, then again in the backward

@@ -30,8 +30,9 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
            "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
-           "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan",
-           "map"]
+           "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan"]
+# (map, jax.lax.map, is public but not in __all__: `from arrayad.func import *` must not shadow
+# the builtin. The API reference lists it all the same: docs/_ext/api_pages.py)
 
 
 
@@ -160,16 +161,34 @@ def _fname(func):
     return getattr(func, "__name__", None) or repr(func)
 
 
+def _check_jax_flags(name, holomorphic=False, allow_int=False):
+    """JAX's ``holomorphic=`` and ``allow_int=`` of the gradient transforms: False (JAX's
+    default, the meaning of arrayad's transforms) is accepted; True is refused with what to
+    write instead (arrayad's complex convention is torch's, and integers have no gradient)."""
+    if holomorphic:
+        raise ValueError(
+            f"{name}(f, holomorphic=True): {name} here follows torch's convention for complex "
+            f"numbers (real outputs; a complex input's gradient is the conjugate of JAX's). The "
+            f"complex derivative f'(z) of a holomorphic f is forward mode's: "
+            f"jacfwd(f, holomorphic=True)(z), or jvp(f, (z,), (ad.ones_like(z),))[1].")
+    if allow_int:
+        raise ValueError(
+            f"{name}(f, allow_int=True): integer arguments have no gradient in arrayad (JAX "
+            f"gives them float0 zeros): leave them out of argnums, or differentiate with "
+            f"respect to x.astype(ad.float64).")
+
+
 # ---------------------------------------------------------------------------------------------
 # argnums
 
 def _check_argnums(argnums, nargs, api):
     """The non-negative argument positions of ``argnums``, or torch.func's error naming ``api``.
     ``nargs=None``: only what can be checked before the call (types, emptiness, repeats), so
-    that a transform refuses a bad ``argnums`` when it is made, not at its first call."""
-    if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple)):
+    that a transform refuses a bad ``argnums`` when it is made, not at its first call. A list
+    is read as a tuple (JAX's spelling; torch.func refuses it)."""
+    if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple, list)):
         raise RuntimeError(f"{api}: argnums must be int or Tuple[int, ...], got: {type(argnums)}")
-    nums = (argnums,) if isinstance(argnums, int) else argnums
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
         raise RuntimeError(f"{api}: argnums must be non-empty")
     out = []
@@ -357,7 +376,7 @@ def _leaf_gradient(func, x, api, has_aux):
     return (ops.zeros_like(x) if g is None else g), value, aux
 
 
-def grad_and_value(func, argnums=0, has_aux=False):
+def grad_and_value(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
     """The gradient of scalar-valued ``func`` and its value, from one evaluation.
 
     Parameters
@@ -371,10 +390,15 @@ def grad_and_value(func, argnums=0, has_aux=False):
         count from the end. An argument there may be an array or a pytree (tuple, list, dict,
         registered class) of float or complex arrays; a Python float becomes a 0-d float64
         array of the default backend. Other arguments and keyword arguments are passed through
-        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+        undifferentiated. A list is read as a tuple, as in JAX (torch.func refuses it).
     has_aux : bool, optional
         Whether ``func`` returns ``(output, aux)``; ``aux`` (any pytree, also non-arrays: torch
         requires arrays) is returned alongside, not differentiated.
+    holomorphic : bool, optional
+        JAX's flag; only False (its default, this function's meaning) is accepted. True is
+        refused with the forward-mode spelling, ``jacfwd(f, holomorphic=True)``.
+    allow_int : bool, optional
+        JAX's flag; only False (its default) is accepted: integers have no gradient here.
 
     Returns
     -------
@@ -394,8 +418,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
         0-d or is complex, or (with ``has_aux``) not a pair; if ``argnums`` is not an int or a
         tuple of distinct ints within the number of positional arguments.
     ValueError
-        When called: if a differentiated argument is not an array or Python float, or has an
-        integer or boolean dtype.
+        If ``holomorphic`` or ``allow_int`` is True; when called, if a differentiated argument
+        is not an array or Python float, or has an integer or boolean dtype.
 
     See Also
     --------
@@ -414,13 +438,14 @@ def grad_and_value(func, argnums=0, has_aux=False):
     array(14.)
     """
     _check_callable(func, "grad_and_value")
-    return _gradient_function(func, argnums, has_aux, with_value=True)
+    _check_jax_flags("grad_and_value", holomorphic, allow_int)
+    return _gradient_function(func, argnums, has_aux, True, "grad_and_value(f)(*args)")
 
 
-def _gradient_function(func, argnums, has_aux, with_value):
+def _gradient_function(func, argnums, has_aux, with_value, api):
     """``grad_and_value(func, ...)``, or with ``with_value=False`` ``grad(func, ...)``: the same
-    call, handing back the gradient alone (one Python frame less than wrapping the other)."""
-    api = "grad_and_value(f)(*args)"
+    call, handing back the gradient alone (one Python frame less than wrapping the other).
+    ``api`` names the transform the user called in errors (``grad(f)(*args)``)."""
     single = isinstance(argnums, int)
     nums_by_nargs = {}
 
@@ -462,7 +487,7 @@ def _gradient_function(func, argnums, has_aux, with_value):
     return wrapper
 
 
-def grad(func, argnums=0, has_aux=False):
+def grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
     """The gradient of scalar-valued ``func`` with respect to the argument(s) ``argnums``.
 
     Reverse mode: ``func`` runs once, recording its operations, and the record is pulled back
@@ -481,10 +506,15 @@ def grad(func, argnums=0, has_aux=False):
         count from the end. An argument there may be an array or a pytree (tuple, list, dict,
         registered class) of float or complex arrays; a Python float becomes a 0-d float64
         array of the default backend. Other arguments and keyword arguments are passed through
-        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+        undifferentiated. A list is read as a tuple, as in JAX (torch.func refuses it).
     has_aux : bool, optional
         Whether ``func`` returns ``(output, aux)``; ``aux`` is returned as it is, not
         differentiated (any pytree: torch.func requires arrays there).
+    holomorphic : bool, optional
+        JAX's flag; only False (its default, this function's meaning) is accepted. True is
+        refused with the forward-mode spelling, ``jacfwd(f, holomorphic=True)``.
+    allow_int : bool, optional
+        JAX's flag; only False (its default) is accepted: integers have no gradient here.
 
     Returns
     -------
@@ -503,8 +533,9 @@ def grad(func, argnums=0, has_aux=False):
         for other outputs), or not ``(output, aux)`` with ``has_aux``; if ``argnums`` is not
         an int or a tuple of distinct ints within the number of positional arguments.
     ValueError
-        When called: if a differentiated argument is not a float or complex array (integers
-        are refused: convert with ``x.astype(ad.float64)``).
+        If ``holomorphic`` or ``allow_int`` is True; when called, if a differentiated argument
+        is not a float or complex array (integers are refused: convert with
+        ``x.astype(ad.float64)``).
 
     Examples
     --------
@@ -530,10 +561,11 @@ def grad(func, argnums=0, has_aux=False):
     (array([2., 4.]), (2,))
     """
     _check_callable(func, "grad")
-    return _gradient_function(func, argnums, has_aux, with_value=False)
+    _check_jax_flags("grad", holomorphic, allow_int)
+    return _gradient_function(func, argnums, has_aux, False, "grad(f)(*args)")
 
 
-def value_and_grad(func, argnums=0, has_aux=False):
+def value_and_grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
     """JAX's spelling of ``grad_and_value``: the value first, then the gradient.
 
     Parameters
@@ -546,9 +578,14 @@ def value_and_grad(func, argnums=0, has_aux=False):
         count from the end. An argument there may be an array or a pytree (tuple, list, dict,
         registered class) of float or complex arrays; a Python float becomes a 0-d float64
         array of the default backend. Other arguments and keyword arguments are passed through
-        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+        undifferentiated. A list is read as a tuple, as in JAX (torch.func refuses it).
     has_aux : bool, optional
         Whether ``func`` returns ``(output, aux)``.
+    holomorphic : bool, optional
+        JAX's flag; only False (its default, this function's meaning) is accepted. True is
+        refused with the forward-mode spelling, ``jacfwd(f, holomorphic=True)``.
+    allow_int : bool, optional
+        JAX's flag; only False (its default) is accepted: integers have no gradient here.
 
     Returns
     -------
@@ -564,7 +601,8 @@ def value_and_grad(func, argnums=0, has_aux=False):
         When called: as ``grad_and_value`` (an output that is not a 0-d real array, bad
         ``argnums``).
     ValueError
-        When called: if a differentiated argument is not a float or complex array.
+        If ``holomorphic`` or ``allow_int`` is True; when called, if a differentiated argument
+        is not a float or complex array.
 
     Examples
     --------
@@ -573,7 +611,8 @@ def value_and_grad(func, argnums=0, has_aux=False):
     (array(14.), array([2., 4., 6.]))
     """
     _check_callable(func, "value_and_grad")
-    gv = grad_and_value(func, argnums, has_aux)
+    _check_jax_flags("value_and_grad", holomorphic, allow_int)
+    gv = _gradient_function(func, argnums, has_aux, True, "value_and_grad(f)(*args)")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -593,7 +632,7 @@ def _reverse_outputs(trace, api):
     values = [v for v, _ in trace.outs]
     for v in values:
         if not is_inexact(dtype_of(v)):
-            raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
+            raise RuntimeError(f"{api}: All outputs of f must be floating-point or "
                                f"complex Tensors, got Tensor with dtype {dtype_of(v).name}")
     return values
 
@@ -810,7 +849,8 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     return result + (native.tree(aux),) if has_aux else result
 
 
-def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+def linearize(func: Callable[..., Any], *primals: Any,
+              has_aux: bool = False) -> tuple[Any, ...]:
     """The output of ``func`` at ``primals`` and a function computing its JVPs there.
 
     ``func`` is evaluated once (torch.func evaluates it twice): its operations are recorded,
@@ -823,6 +863,9 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
         A function of the primals returning an array or a pytree of arrays.
     *primals
         The point: float or complex arrays, or pytrees of them.
+    has_aux : bool, optional
+        Whether ``func`` returns ``(output, aux)``; ``aux`` is returned third, as in JAX
+        (torch.func's ``linearize`` has no ``has_aux``).
 
     Returns
     -------
@@ -831,6 +874,8 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     jvp_fn : callable
         ``jvp_fn(*tangents)``, one tangent per primal with its structure and shape, returns the
         Jacobian at ``primals`` applied to them (the output's structure).
+    aux : object
+        Only with ``has_aux``.
 
     Raises
     ------
@@ -839,7 +884,8 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     ValueError
         If a primal is not a float or complex array.
     RuntimeError
-        From ``jvp_fn``: tangents of another structure or shape than the primals.
+        With ``has_aux``, if ``func`` does not return a pair; from ``jvp_fn``: tangents of
+        another structure or shape than the primals.
     NotImplementedError
         From ``jvp_fn``: if an operation on the path has no forward rule.
 
@@ -858,7 +904,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     api = "linearize(f, *primals)"
     native = _Native(tree_flatten(primals)[0])
     # (keep_saved: jvp_fn replays the JVP rules, which read every input)
-    trace = _ReverseTrace(func, primals, api, keep_saved=True)
+    trace = _ReverseTrace(func, primals, api, has_aux, keep_saved=True)
     in_spec, out_spec, outs = trace.in_spec, trace.out_spec, trace.outs
     in_nodes = [t.node for t in trace.inputs if t is not None]
     in_shapes = [shape_of(t.value) for t in trace.inputs if t is not None]
@@ -882,7 +928,8 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
                 result.append(ops.zeros_like(value) if t is None else t)
         return _Native(t_leaves).tree(tree_unflatten(result, out_spec))
 
-    return native.tree(tree_unflatten([v for v, _ in outs], out_spec)), jvp_fn
+    out = native.tree(tree_unflatten([v for v, _ in outs], out_spec))
+    return (out, jvp_fn, native.tree(trace.aux)) if has_aux else (out, jvp_fn)
 
 
 def _push_forward(edge, known):
@@ -984,7 +1031,8 @@ def _check_chunk_size(chunk_size, api):
                          f"{chunk_size!r}.")
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=False,
+           allow_int=False):
     """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by reverse mode.
 
     Computed as ``vmap(vjp_fn)`` over the standard basis of the output: one evaluation of
@@ -1001,13 +1049,18 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         count from the end. An argument there may be an array or a pytree (tuple, list, dict,
         registered class) of float or complex arrays; a Python float becomes a 0-d float64
         array of the default backend. Other positional arguments are passed through
-        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+        undifferentiated. A list is read as a tuple, as in JAX (torch.func refuses it).
     has_aux : bool, optional
         Whether ``func`` returns ``(output, aux)``; ``aux`` is returned second.
     chunk_size : int, optional
         Compute this many rows of the Jacobian per backward pass, to bound memory (None: all
         at once). ``chunk_size=1`` is a plain loop of VJPs, where vmap's restrictions do not
         apply.
+    holomorphic : bool, optional
+        JAX's flag; only False (its default) is accepted. True is refused with the
+        forward-mode spelling, ``jacfwd(f, holomorphic=True)``.
+    allow_int : bool, optional
+        JAX's flag; only False (its default) is accepted: integers have no gradient here.
 
     Returns
     -------
@@ -1022,8 +1075,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     TypeError
         If ``func`` is not callable, or the returned function gets keyword arguments.
     ValueError
-        If ``chunk_size`` is not None or a positive int; when called, if a differentiated
-        argument is not a float array.
+        If ``chunk_size`` is not None or a positive int, or ``holomorphic`` or ``allow_int`` is
+        True; when called, if a differentiated argument is not a float array.
     RuntimeError
         If ``argnums`` is not an int or a non-empty tuple of distinct ints; when called, if an
         argnum is out of range or a differentiated argument is complex (torch.func refuses
@@ -1050,32 +1103,39 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     _check_callable(func, "jacrev")
     _check_argnums(argnums, None, "jacrev")
     _check_chunk_size(chunk_size, "jacrev")
+    _check_jax_flags("jacrev", holomorphic, allow_int)
+    return _jacrev(func, argnums, has_aux, chunk_size, "jacrev")
 
+
+def _jacrev(func, argnums, has_aux, chunk_size, name):
+    """``jacrev``'s function, its errors naming ``name``: the transform the user called
+    (``hessian`` calls it too)."""
     single = isinstance(argnums, int)
     nums_by_nargs = {}
+    api = f"{name}(f)(*args)"
 
     @functools.wraps(func)
     def wrapper(*args):
         nums = nums_by_nargs.get(len(args))
         if nums is None:
-            nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), "jacrev")
+            nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), name)
         diff = _select(args, nums, single)
         in_leaves, in_spec = tree_flatten(diff)
         for leaf in in_leaves:
             if _is_array(leaf) and dtype_of(leaf).kind == "c":
-                raise RuntimeError("jacrev: Expected all inputs to be real but received complex "
-                                   "tensor")
+                raise RuntimeError(f"{name}: Expected all inputs to be real but received "
+                                   f"complex tensor")
         # (vjp's trace, pulled back directly: the cotangents are made here, nothing to check)
         if len(args) == 1 and single and _is_bare_array(diff):
             # (jacrev(f)(x), the common call and a Hessian's inner one: f called with the
             # tracer of x alone, no pytree work)
-            trace = _ReverseTrace(func, diff, _VJP_API, has_aux, spread=False)
+            trace = _ReverseTrace(func, diff, api, has_aux, spread=False)
         else:
             def partial(*d):
                 return func(*_replace(args, nums, d[0] if single else d, single))
 
-            trace = _ReverseTrace(partial, (diff,) if single else diff, _VJP_API, has_aux)
-        out_leaves, out_spec = _reverse_outputs(trace, _VJP_API), trace.out_spec
+            trace = _ReverseTrace(partial, (diff,) if single else diff, api, has_aux)
+        out_leaves, out_spec = _reverse_outputs(trace, api), trace.out_spec
         blocks = []   # blocks[i][j]: d out_i / d in_j
         for i, o in enumerate(out_leaves):
             n = _numel(shape_of(o))
@@ -1104,7 +1164,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     return wrapper
 
 
-def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None,
+           holomorphic=False):
     """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by forward mode.
 
     Computed as ``vmap(jvp)`` over the standard basis of each input: one batched forward pass,
@@ -1120,7 +1181,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         count from the end. An argument there may be an array or a pytree (tuple, list, dict,
         registered class) of float or complex arrays; a Python float becomes a 0-d float64
         array of the default backend. Other positional arguments are passed through
-        undifferentiated. A list is refused, as in torch.func (JAX accepts one).
+        undifferentiated. A list is read as a tuple, as in JAX (torch.func refuses it).
     has_aux : bool, optional
         Whether ``func`` returns ``(output, aux)``; ``aux`` is returned second.
     randomness : {'error', 'different', 'same'}, optional
@@ -1128,6 +1189,11 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     chunk_size : int, optional
         Columns of the Jacobian per forward pass (None: all at once). torch.func's ``jacfwd``
         has no ``chunk_size``.
+    holomorphic : bool, optional
+        JAX's flag: True asserts that ``func`` is holomorphic and its differentiated arguments
+        complex, and the Jacobian is then the complex derivative (what forward mode gives for
+        complex arguments in any case; JAX refuses complex arguments without it, arrayad does
+        not).
 
     Returns
     -------
@@ -1143,7 +1209,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         If ``func`` is not callable, or the returned function gets keyword arguments.
     ValueError
         If ``chunk_size`` is not None or a positive int; when called, if a differentiated
-        argument is not a float or complex array.
+        argument is not a float or complex array (not complex with ``holomorphic=True``).
     RuntimeError
         If ``argnums`` is not an int or a non-empty tuple of distinct ints, or ``randomness``
         is not 'error', 'different' or 'same'; when called, if an argnum is out of range, or
@@ -1168,14 +1234,29 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     _check_argnums(argnums, None, "jacfwd")
     _check_randomness(randomness, "jacfwd")
     _check_chunk_size(chunk_size, "jacfwd")
+    return _jacfwd(func, argnums, has_aux, randomness, chunk_size, "jacfwd", holomorphic)
+
+
+def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=False):
+    """``jacfwd``'s function, its errors naming ``name``: the transform the user called
+    (``hessian`` calls it too)."""
+    api = f"{name}(f)(*args)"
 
     @functools.wraps(func)
     def wrapper(*args):
-        nums = _check_argnums(argnums, len(args), "jacfwd")
+        nums = _check_argnums(argnums, len(args), name)
         single = isinstance(argnums, int)
         diff = _select(args, nums, single)
         in_leaves, in_spec = tree_flatten(diff)
-        in_leaves = [_as_array(x, "jacfwd") for x in in_leaves]
+        in_leaves = [_as_array(x, name) for x in in_leaves]
+        if holomorphic:
+            for x in in_leaves:
+                if dtype_of(x).kind != "c":
+                    raise ValueError(
+                        f"{name}(f, holomorphic=True): the differentiated arguments must be "
+                        f"complex, got {dtype_of(x).name} (as in JAX): cast them with "
+                        f"x.astype(ad.complex128), or leave holomorphic out for a real "
+                        f"Jacobian.")
 
         def partial(*leaves):
             d = tree_unflatten(list(leaves), in_spec)
@@ -1187,7 +1268,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
         # the primal output and aux do not depend on the tangent: they come out unbatched
         out_dims = (0, None, None) if has_aux else (0, None)
         for x in in_leaves:
-            _check_float(x, _JVP_API, "primal")
+            _check_float(x, api, "primal")
         spec = tree_flatten(tuple(in_leaves))[1]
         for j, x in enumerate(in_leaves):
             n = _numel(shape_of(x))
@@ -1199,14 +1280,25 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                 tangents = [constant_zeros(t if k == j else ops.zeros_like(v))
                             for k, v in enumerate(in_leaves)]
                 pairs, out_spec, aux = _on_duals(partial, in_leaves, tangents, spec, has_aux,
-                                                 _JVP_API)
+                                                 api)
                 outs = tree_unflatten([p for p, _ in pairs], out_spec)
                 ts = tree_unflatten([ops.zeros_like(p) if t is None else t for p, t in pairs],
                                     out_spec)
                 return (ts, outs, aux) if has_aux else (ts, outs)
 
-            res = _map_rows(push, [_basis(x, n, shape_of(x))], n, chunk_size, out_dims,
-                            randomness)
+            try:
+                res = _map_rows(push, [_basis(x, n, shape_of(x))], n, chunk_size, out_dims,
+                                randomness)
+            except RuntimeError as e:
+                # (the core's message names the vmap over the basis, whose flag is jacfwd's)
+                if not str(e).startswith("vmap: called random operation"):
+                    raise
+                fix = ("pass jacfwd(f, randomness='different') (independent draws per "
+                       "column) or randomness='same'" if name == "jacfwd" else
+                       "use jacfwd(jacrev(f), randomness='different' or 'same'): hessian has "
+                       "no randomness flag")
+                raise RuntimeError(f"{name}: f called a random operation while "
+                                   f"randomness='error'. Draw outside f, or {fix}.") from None
             columns.append(res[0])
             out_value = res[1]
             if has_aux:
@@ -1228,7 +1320,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     return wrapper
 
 
-def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
+def hessian(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=False):
     """The Hessian of scalar-valued ``func``: ``jacfwd(jacrev(func, argnums), argnums)``.
 
     Forward-over-reverse second derivatives. For a non-scalar output it is the Jacobian of the
@@ -1245,6 +1337,9 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
         ``has_aux``).
     chunk_size : int, optional
         Passed to both ``jacrev`` and ``jacfwd``, to bound memory.
+    holomorphic : bool, optional
+        JAX's flag; only False (its default) is accepted. True is refused with the spelling
+        of a holomorphic Hessian, ``jacfwd(jacfwd(f, holomorphic=True), holomorphic=True)``.
 
     Returns
     -------
@@ -1258,8 +1353,8 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
     TypeError
         If ``func`` is not callable, or the returned function gets keyword arguments.
     ValueError
-        If ``chunk_size`` is not None or a positive int; when called, if a differentiated
-        argument is not a float array.
+        If ``chunk_size`` is not None or a positive int, or ``holomorphic`` is True; when
+        called, if a differentiated argument is not a float array.
     RuntimeError
         If ``argnums`` is not an int or a non-empty tuple of distinct ints; when called, if an
         argnum is out of range.
@@ -1278,16 +1373,21 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None):
     _check_callable(func, "hessian")
     _check_argnums(argnums, None, "hessian")
     _check_chunk_size(chunk_size, "hessian")
+    if holomorphic:
+        raise ValueError(
+            "hessian(f, holomorphic=True): hessian is jacfwd(jacrev(f)), and jacrev takes real "
+            "arguments (torch's convention for complex numbers); the complex second derivative "
+            "of a holomorphic f is jacfwd(jacfwd(f, holomorphic=True), holomorphic=True)(z).")
     if has_aux:
-        inner = jacrev(func, argnums, has_aux=True, chunk_size=chunk_size)
+        inner = _jacrev(func, argnums, True, chunk_size, "hessian")
 
         def outer(*args):
             jac, aux = inner(*args)
             return jac, aux
-        hess = jacfwd(outer, argnums, has_aux=True, chunk_size=chunk_size)
+        hess = _jacfwd(outer, argnums, True, "error", chunk_size, "hessian")
     else:
-        hess = jacfwd(jacrev(func, argnums, chunk_size=chunk_size), argnums,
-                      chunk_size=chunk_size)
+        hess = _jacfwd(_jacrev(func, argnums, False, chunk_size, "hessian"), argnums, False,
+                       "error", chunk_size, "hessian")
 
     @functools.wraps(func)
     def wrapper(*args):
@@ -1334,7 +1434,31 @@ def _flat_in_dims(in_dims, args, n_leaves):
     return list(in_dims)
 
 
-def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+class _Unset:
+    """The default of an alias (``in_axes``): not given."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _alias(name, value, alias, alias_value, default):
+    """``value``, or ``alias_value`` when the alias (JAX's name) was given instead; both given
+    (``value`` not at its default) is an error naming the two."""
+    if alias_value is _UNSET:
+        return value
+    if not (type(value) is type(default) and value == default):
+        raise TypeError(f"vmap: got both {name}={value!r} and {alias}={alias_value!r}; they are "
+                        f"the same argument (torch's name and JAX's): pass one of them.")
+    return alias_value
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in_axes=_UNSET,
+         out_axes=_UNSET):
     """Vectorize ``func`` over a dimension of its inputs: ``func`` written for one example runs
     on a batch in one call.
 
@@ -1349,8 +1473,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     in_dims : int, None or tuple, optional
         The mapped dimension of each positional argument: an int for all, or a tuple with one
         entry per argument, an int, None (not mapped: shared by the whole batch) or a nested
-        tuple/dict matching a pytree argument. Negative values count from the end. Lists are
-        refused, as in torch.func. Keyword arguments are never mapped (JAX maps them).
+        tuple/dict matching a pytree argument. Negative values count from the end. A list is
+        refused, as in torch.func (``in_axes=``, JAX's name, reads it as a tuple). Keyword
+        arguments are never mapped (JAX maps them).
     out_dims : int, None or tuple, optional
         Where the batch dimension goes in each output (None: an output that is not batched,
         returned as it is).
@@ -1360,6 +1485,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     chunk_size : int, optional
         Process this many examples per call of ``func`` and concatenate (None: all at once),
         to bound memory.
+    in_axes, out_axes : optional
+        JAX's names of ``in_dims`` and ``out_dims``, with JAX's reading of a list as a tuple
+        (``in_axes=[0, None]``). Give either name, not both.
 
     Returns
     -------
@@ -1380,7 +1508,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         returns a non-array where a batch dimension is expected, or a batched value where
         ``out_dims`` is None.
     TypeError
-        If ``func`` is not callable.
+        If ``func`` is not callable, or both ``in_dims`` and ``in_axes`` (or ``out_dims`` and
+        ``out_axes``) are given.
 
     Examples
     --------
@@ -1406,6 +1535,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     True
     """
     _check_callable(func, "vmap")
+    if in_axes is not _UNSET or out_axes is not _UNSET:   # (JAX's names)
+        if isinstance(in_axes, list):
+            in_axes = tuple(in_axes)
+        in_dims = _alias("in_dims", in_dims, "in_axes", in_axes, 0)
+        out_dims = _alias("out_dims", out_dims, "out_axes", out_axes, 0)
     _check_randomness(randomness, "vmap")
     _check_chunk_size(chunk_size, "vmap")
     if not _valid_dims(out_dims):
@@ -1418,7 +1552,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if isinstance(in_dims, bool) or not isinstance(in_dims, (int, tuple)):
             raise ValueError(
                 f"{api}: expected `in_dims` to be int or a (potentially nested) tuple matching "
-                f"the structure of inputs, got: {type(in_dims)}.")
+                f"the structure of inputs, got: {type(in_dims)}."
+                + (" Pass a tuple, or the list as JAX's in_axes=, which reads it as a tuple."
+                   if isinstance(in_dims, list) else ""))
         if not args:
             raise ValueError(
                 f"vmap({_fname(func)})(<inputs>): got no inputs. Maybe you forgot to add inputs, "

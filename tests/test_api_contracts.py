@@ -144,3 +144,17 @@ def test_clear_errors_for_empty_or_mismatched_arguments(call, error, message):
     # (they were bare IndexErrors, "str is not an array", "cannot reshape array of size 20")
     with pytest.raises(error, match=message):
         call()
+
+
+def test_public_signatures_show_no_private_keywords_and_star_imports_keep_builtins():
+    import inspect
+    from arrayad import func as F
+    assert list(inspect.signature(F.while_loop).parameters) == ["cond_fun", "body_fun",
+                                                                "init_val"]
+    namespace = {}
+    exec("from arrayad.func import *", namespace)
+    assert "map" not in namespace and "grad" in namespace   # the builtin map stays visible
+    np.testing.assert_array_equal(F.map(lambda x: x * 2.0, np.arange(3.0)), [0.0, 2.0, 4.0])
+    # fori_loop with array bounds runs as a while_loop: its errors still name fori_loop
+    with pytest.raises(TypeError, match=r"^fori_loop"):
+        F.fori_loop(0, np.asarray(3), lambda i, v: (v, v), np.array(1.0))

@@ -384,12 +384,19 @@ def test_tree_map_structure_mismatch():
     msg = str(e.value)
     assert "TreeSpec(tuple, [*, TreeSpec(list, [*, *])])" in msg
     assert "TreeSpec(tuple, [*, TreeSpec(list, [*])])" in msg
-    with pytest.raises(ValueError):
-        tree_map(lambda x, y: x, {"a": 1, "b": 2}, {"b": 2, "a": 1})
-    with pytest.raises(ValueError):
+    assert "at [1] tree's list has 2 children where rest[0] has 1" in msg
+    with pytest.raises(ValueError, match="tuple node where rest.0. has a list node"):
         tree_map(lambda x, y: x, (1, 2), [1, 2])
-    with pytest.raises(ValueError):
-        tree_map(lambda x, y: x, (1, 2), (1, (2,)))
+    with pytest.raises(ValueError, match=r"at \['a'\] tree has a tuple node where rest\[1\] "
+                                         r"has a leaf of type int"):
+        tree_map(lambda x, y, z: x, {"a": (1,)}, {"a": (1,)}, {"a": 2})
+
+
+def test_tree_map_matches_the_rest_up_to_the_first_trees_leaves():
+    # As JAX's and torch's tree_map: dicts by key, a leaf of the first tree takes a subtree
+    assert tree_map(lambda x, y: (x, y), {"a": 1, "b": 2}, {"b": 3, "a": 4}) == \
+        {"a": (1, 4), "b": (2, 3)}
+    assert tree_map(lambda x, y: (x, y), (1, 2), (1, (2,))) == ((1, 1), (2, (2,)))
 
 
 # ---------------------------------------------------------------------------

@@ -153,16 +153,6 @@ def facts(prim):
     return FACTS.get(prim.name, NO_FACTS)
 
 
-def declare_facts(prim, **kw):
-    """Add facts to a primitive already declared (a helper's, e.g. ``binary``)."""
-    f = FACTS.get(prim.name)
-    if f is None:
-        f = FACTS[prim.name] = Facts()
-    for k, v in kw.items():
-        setattr(f, k, v)
-    return prim
-
-
 # Every declared primitive by name (the core's registry also holds those that tests and
 # autograd.Function create), and every module's Declarations, in import order.
 DECLARED = {}

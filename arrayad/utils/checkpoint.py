@@ -27,6 +27,12 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         If ``function`` reads a value the tape or a transform differentiates from a closure;
         if ``context_fn`` is given (not supported).
 
+    See Also
+    --------
+    arrayad.func.checkpoint : JAX's spelling (``jax.checkpoint``), which this calls: a
+        decorator, ``checkpoint(fun)(*args)``, with ``policy=`` (what to keep anyway) and
+        ``static_argnums=``.
+
     Examples
     --------
     >>> from arrayad.utils.checkpoint import checkpoint

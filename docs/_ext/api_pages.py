@@ -2,9 +2,9 @@
 
 Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd`` (and its ``forward_ad``),
 ``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing``,
-``arrayad.debug`` and ``arrayad.backends`` gets an entry, so that a name added to the package appears in the reference
-without editing a page. The list of names is ``public_names`` (the test of the docstrings uses the
-same list).
+``arrayad.debug``, ``arrayad.tree_util``, ``arrayad.utils.checkpoint`` and ``arrayad.backends``
+gets an entry, so that a name added to the package appears in the reference without editing a
+page. The list of names is ``public_names`` (the test of the docstrings uses the same list).
 """
 
 import importlib
@@ -26,6 +26,10 @@ MODULES = {
     "arrayad.testing": ("arrayad.testing", "Checking derivatives against finite differences."),
     "arrayad.debug": ("arrayad.debug", "Printing and callbacks inside transforms and ``jit``, "
                       "and finding the operation that makes the first NaN."),
+    "arrayad.utils.checkpoint": ("arrayad.utils.checkpoint", "torch.utils.checkpoint's "
+                                 "spelling of :func:`arrayad.func.checkpoint` (JAX's)."),
+    "arrayad.tree_util": ("arrayad.tree_util", "Pytree utilities with JAX's names (the "
+                          "correspondence with JAX and torch: :doc:`../../tree_util`)."),
     "arrayad.backends": ("arrayad.backends", "Choosing and adding array backends."),
 }
 
@@ -53,15 +57,20 @@ CONSTANTS = {
 }
 
 
+# Public names a module leaves out of its ``__all__`` so that a star import does not shadow a
+# builtin: documented (and their docstrings tested) all the same.
+NOT_STARRED = {"arrayad.func": ("map",)}
+
+
 def public_names(modname):
-    """The public names of ``modname``: its ``__all__``, or else what ``dir`` shows that is not
-    private and not a submodule."""
+    """The public names of ``modname``: its ``__all__`` (plus ``NOT_STARRED``), or else what
+    ``dir`` shows that is not private and not a submodule."""
     mod = importlib.import_module(modname)
     names = getattr(mod, "__all__", None)
     if names is None:
         names = [n for n in dir(mod) if not n.startswith("_")
                  and not isinstance(getattr(mod, n), types.ModuleType)]
-    return sorted(names)
+    return sorted(set(names) | set(NOT_STARRED.get(modname, ())))
 
 
 def _is_dtype(obj):

@@ -31,7 +31,8 @@ __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize"
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
            "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
            "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan",
-           "map"]
+           "map", "jacobian_sparsity", "hessian_sparsity", "jacobian_coloring", "hessian_coloring",
+           "sparse_jacobian", "sparse_hessian"]
 
 
 
@@ -1594,3 +1595,7 @@ if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.
 from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
+
+# Sparse Jacobians and Hessians (NOTE [sparsity patterns] in _sparsity/patterns): defined there.
+from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402,F401
+                        jacobian_sparsity, sparse_hessian, sparse_jacobian)

@@ -452,10 +452,14 @@ def _result(values, pattern, like, api):
             f"outside (see docs/tutorials/sparse_jacobians).")
     raw = values._value if isinstance(values, _core.Tensor) else values
     if kind == "torch":
+        import warnings
         import torch
-        return torch.sparse_csr_tensor(torch.as_tensor(pattern.indptr, dtype=torch.int64),
-                                       torch.as_tensor(pattern.indices, dtype=torch.int64),
-                                       raw, size=pattern.shape)
+        with warnings.catch_warnings():   # (torch's note that its sparse CSR layout is beta)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(
+                torch.as_tensor(pattern.indptr, dtype=torch.int64, device=raw.device),
+                torch.as_tensor(pattern.indices, dtype=torch.int64, device=raw.device), raw,
+                size=pattern.shape, check_invariants=False)
     sp = _scipy_sparse(api)
     vals = np.asarray(backend_of(raw).to_numpy(raw))
     return sp.csr_array((vals, pattern.indices.copy(), pattern.indptr.copy()),

@@ -680,30 +680,63 @@ def _fixed_point(an, prog, before, carry, after, ncarry, in_vals):
         carry = new
 
 
-def _scan_parts(an, e):
+# A scan of at most this many steps is followed step by step (exact: step t reads x[t] and
+# writes y[t] only, and the carries are those after exactly ``length`` steps); a longer one
+# iterates its body to the carries' fixed point, every step reading every x.
+UNROLL = 256
+
+
+def _scan_steps(an, e):
+    """(final carries, ys, carry history, the step analyses) of a scan's patterns."""
     p = e.params
     nc, ncarry, length = p["nc"], p["ncarry"], p["length"]
     ins = list(e.ins)
     consts, init, xs = ins[:nc], ins[nc:nc + ncarry], ins[nc + ncarry:]
     before = [an.pattern(a) for a in consts]
-    after = [_collapse(an.pattern(a), length) for a in xs]
     vals = _vals(an, consts) + [None] * (ncarry + len(xs))
-    carry, outs, sub = _fixed_point(an, p["body"].prog, before, [an.pattern(a) for a in init],
-                                    after, ncarry, vals)
-    return carry, outs, sub
+    carry = [an.pattern(a) for a in init]
+    prog = p["body"].prog
+    if length > UNROLL:
+        after = [_collapse(an.pattern(a), length) for a in xs]
+        carry, outs, sub = _fixed_point(an, prog, before, carry, after, ncarry, vals)
+        ys = [_stack(y, length, an.n) for y in outs[ncarry:]]
+        hist = [_stack(c, length, an.n) for c in carry] if p["save"] else []
+        return carry, ys, hist, [sub]
+    xps = [an.pattern(a) for a in xs]
+    steps = {}
+    subs = []
+    for t in (range(length - 1, -1, -1) if p["reverse"] else range(length)):
+        x_t = [None if q is None else q[t * (q.shape[0] // length):
+                                        (t + 1) * (q.shape[0] // length)] for q in xps]
+        sub, outs = _sub(an, prog, before + carry + x_t, vals)
+        steps[t] = (carry, outs[ncarry:])
+        carry = outs[:ncarry]
+        subs.append(sub)
+    ys, hist = [], []
+    for k, (shape, _) in enumerate(p["body"].out_avals[ncarry:]):
+        ys.append(_stack_steps([steps[t][1][k] for t in range(length)], _size(shape), an.n))
+    if p["save"]:
+        for k, v in enumerate(init):
+            hist.append(_stack_steps([steps[t][0][k] for t in range(length)],
+                                     _size(an.shape(v)), an.n))
+    return carry, ys, hist, subs
+
+
+def _stack_steps(parts, size, n):
+    if all(q is None for q in parts):
+        return None
+    return sp.vstack([sp.csr_array((size, n), dtype=bool) if q is None else q for q in parts],
+                     format="csr")
 
 
 def _scan(an, e):
-    p = e.params
-    carry, outs, _ = _scan_parts(an, e)
-    ys = [_stack(y, p["length"], an.n) for y in outs[p["ncarry"]:]]
-    hist = [_stack(c, p["length"], an.n) for c in carry] if p["save"] else []
+    carry, ys, hist, _ = _scan_steps(an, e)
     return list(carry) + ys + hist
 
 
 def _scan_pairs(an, e):
-    _, _, sub = _scan_parts(an, e)
-    return [sub.hessian_pairs(e.params["body"].prog)]
+    _, _, _, subs = _scan_steps(an, e)
+    return [sub.hessian_pairs(e.params["body"].prog) for sub in subs]
 
 
 def _while_parts(an, e):

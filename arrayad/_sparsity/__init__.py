@@ -545,27 +545,77 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
     _check_mode(mode, api)
     _func()._check_argnums(argnums, None, api)
 
+    plans = {}   # (with sparsity= given) n -> its _Plan: checked and colored once
+
     def jacobian(*args):
         func_mod = _func()
         nums = func_mod._check_argnums(argnums, len(args), api)
-        leaves_of = {i: tree_flatten(args[i]) for i in nums}
-        leaves = [x for i in nums for x in leaves_of[i][0]]
-        for i in nums:
-            for x in leaves_of[i][0]:
-                if not _is_array(x) or not _inexact(x):
-                    raise TypeError(f"{api}({_name(func)}): argument {i} is differentiated "
-                                    f"(argnums={argnums!r}) but is not a floating-point array; "
-                                    f"pass floats or leave it out of argnums.")
-        shapes = [tuple(_core.shape_of(x)) for x in leaves]
-        sizes = [_size(s) for s in shapes]
+        leaves_of, leaves, shapes, sizes = _differentiated(func, args, nums, argnums, api)
         n = sum(sizes)
-        if sparsity is None:
-            pattern = jacobian_sparsity(func, argnums)(*args)
+        plan = plans.get(n)
+        if plan is None:
+            if sparsity is None:
+                pattern = jacobian_sparsity(func, argnums)(*args)
+            else:
+                pattern = _as_pattern(sparsity, api)
+                if pattern.shape[1] != n:
+                    _check_given_pattern(pattern, (pattern.shape[0], n), api, "jacobian")
+            plan = _JacobianPlan(pattern, mode, coloring, api)
+            if sparsity is not None:
+                plans[n] = plan
+        pattern, colors, k = plan.pattern, plan.colors, plan.k
+        if k == 0:   # (no nonzero)
+            return _result(_empty(leaves[0]), pattern, leaves[0], api)
+        g = _flat_function(func, args, nums, leaves_of)
+        seeds = plan.seeds(leaves[0])
+        if plan.how == "forward":
+            compressed = func_mod.vmap(lambda *t: func_mod.jvp(g, tuple(leaves), tuple(t))[1])(
+                *_split(seeds, sizes, shapes))                                  # (k, m)
         else:
-            pattern = _as_pattern(sparsity, api)
-            if pattern.shape[1] != n:
-                _check_given_pattern(pattern, (pattern.shape[0], n), api, "jacobian")
-        m = pattern.shape[0]
+            _, pull = func_mod.vjp(g, *leaves)
+            compressed = _concat_rows(func_mod.vmap(pull)(seeds))               # (k, n)
+        return _result(_gather(compressed, plan.index), pattern, leaves[0], api)
+
+    return jacobian
+
+
+def _differentiated(func, args, nums, argnums, api):
+    """(leaves of each differentiated argument, their leaves in order, shapes, sizes), or the
+    error for a leaf that is not a floating-point array."""
+    leaves_of = {i: tree_flatten(args[i]) for i in nums}
+    for i in nums:
+        for x in leaves_of[i][0]:
+            if not _is_array(x) or not _inexact(x):
+                raise TypeError(f"{api}({_name(func)}): argument {i} is differentiated "
+                                f"(argnums={argnums!r}) but is not a floating-point array "
+                                f"({type(x).__name__}); pass floats or leave it out of argnums.")
+    leaves = [x for i in nums for x in leaves_of[i][0]]
+    shapes = [tuple(_core.shape_of(x)) for x in leaves]
+    return leaves_of, leaves, shapes, [_size(s) for s in shapes]
+
+
+class _Plan:
+    """A pattern, its colouring, checked, and where each nonzero is in the compressed products
+    (``index``, into the products raveled); seed matrices per backend and dtype, made once."""
+
+    def __init__(self, pattern, colors):
+        self.pattern = pattern
+        self.colors = colors
+        self.k = int(colors.max(initial=-1)) + 1
+        self._seeds = {}
+
+    def seeds(self, like):
+        raw = _core.raw_value(like)
+        key = (type(raw), str(raw.dtype), str(getattr(raw, "device", "")))
+        s = self._seeds.get(key)
+        if s is None:
+            s = self._seeds[key] = _seeds(like, self.colors, self.k)
+        return s
+
+
+class _JacobianPlan(_Plan):
+    def __init__(self, pattern, mode, coloring, api):
+        m, n = pattern.shape
         if coloring is None:
             how, colors = jacobian_coloring(pattern, mode)
         else:
@@ -584,25 +634,13 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
                              f"{'row' if how == 'forward' else 'column'} the same colour, so "
                              f"they cannot be told apart in the compressed products. Compute "
                              f"it with jacobian_coloring(sparsity).")
-        g = _flat_function(func, args, nums, leaves_of)
-        k = int(colors.max(initial=-1)) + 1
+        super().__init__(pattern, colors)
+        self.how = how
         rows = np.repeat(np.arange(m), np.diff(pattern.indptr))
         cols = pattern.indices
-        if k == 0:   # (no nonzero)
-            return _result(_empty(leaves[0]), pattern, leaves[0], api)
-        if how == "forward":
-            seeds = _split(_seeds(leaves[0], colors, k), sizes, shapes)
-            compressed = func_mod.vmap(
-                lambda *t: func_mod.jvp(g, tuple(leaves), tuple(t))[1])(*seeds)   # (k, m)
-            values = _gather(compressed, colors[cols] * m + rows)
-        else:
-            _, pull = func_mod.vjp(g, *leaves)
-            seeds = _seeds(leaves[0], colors, k)
-            compressed = _concat_rows(func_mod.vmap(pull)(seeds))                 # (k, n)
-            values = _gather(compressed, colors[rows] * n + cols)
-        return _result(values, pattern, leaves[0], api)
-
-    return jacobian
+        # J[i, j] is at row c(j), position i of the forward products, at row c(i), position j
+        # of the reverse ones
+        self.index = colors[cols] * m + rows if how == "forward" else colors[rows] * n + cols
 
 
 def _given_coloring(coloring, mode, api):
@@ -615,6 +653,24 @@ def _given_coloring(coloring, mode, api):
         return how, colors
     raise TypeError(f"{api}: coloring must be the (mode, colors) pair that jacobian_coloring "
                     f"returns, got {type(coloring).__name__}.")
+
+
+class _HessianPlan(_Plan):
+    def __init__(self, pattern, coloring, n, api):
+        colors = hessian_coloring(pattern) if coloring is None else np.asarray(coloring)
+        colors = colors.astype(np.int64)
+        _, col_mod = _modules(api)
+        if len(colors) != n or not col_mod.recoverable(pattern, colors, symmetric=True):
+            raise ValueError(f"{api}: the colouring given cannot recover every entry of the "
+                             f"pattern (it needs one colour per variable, {n}, and a star "
+                             f"colouring). Compute it with hessian_coloring(sparsity).")
+        super().__init__(pattern, colors)
+        own, _ = col_mod.direct_sources(pattern, colors, symmetric=True)
+        rows = np.repeat(np.arange(n), np.diff(pattern.indptr))
+        cols = pattern.indices
+        # H[i, j] at row c(j), position i of the products, or (the same number) at row c(i),
+        # position j, whichever has no other nonzero of that colour
+        self.index = np.where(own, colors[cols] * n + rows, colors[rows] * n + cols)
 
 
 def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
@@ -669,53 +725,38 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
     _check_callable(func, api)
     _func()._check_argnums(argnums, None, api)
 
+    plans = {}
+
     def hessian(*args):
         func_mod = _func()
         nums = func_mod._check_argnums(argnums, len(args), api)
-        leaves_of = {i: tree_flatten(args[i]) for i in nums}
-        leaves = [x for i in nums for x in leaves_of[i][0]]
-        for i in nums:
-            for x in leaves_of[i][0]:
-                if not _is_array(x) or not _inexact(x):
-                    raise TypeError(f"{api}({_name(func)}): argument {i} is differentiated "
-                                    f"(argnums={argnums!r}) but is not a floating-point array; "
-                                    f"pass floats or leave it out of argnums.")
-        shapes = [tuple(_core.shape_of(x)) for x in leaves]
-        sizes = [_size(s) for s in shapes]
+        leaves_of, leaves, shapes, sizes = _differentiated(func, args, nums, argnums, api)
         n = sum(sizes)
-        if sparsity is None:
-            pattern = hessian_sparsity(func, argnums)(*args)
-        else:
-            pattern = _as_pattern(sparsity, api)
-            pattern = (pattern + pattern.T).tocsr()
-            pattern.sort_indices()
-            _check_given_pattern(pattern, (n, n), api, "hessian")
-        colors = hessian_coloring(pattern) if coloring is None else np.asarray(coloring)
-        colors = colors.astype(np.int64)
-        _, col_mod = _modules(api)
-        if len(colors) != n or not col_mod.recoverable(pattern, colors, symmetric=True):
-            raise ValueError(f"{api}: the colouring given cannot recover every entry of the "
-                             f"pattern (it needs one colour per variable, {n}, and a star "
-                             f"colouring). Compute it with hessian_coloring(sparsity).")
-        own, transposed = col_mod.direct_sources(pattern, colors, symmetric=True)
-        rows = np.repeat(np.arange(n), np.diff(pattern.indptr))
-        cols = pattern.indices
-        k = int(colors.max(initial=-1)) + 1
-        if k == 0:   # (no nonzero)
-            return _result(_empty(leaves[0]), pattern, leaves[0], api)
+        plan = plans.get(n)
+        if plan is None:
+            if sparsity is None:
+                pattern = hessian_sparsity(func, argnums)(*args)
+            else:
+                pattern = _as_pattern(sparsity, api)
+                pattern = (pattern + pattern.T).tocsr()
+                pattern.sort_indices()
+                _check_given_pattern(pattern, (n, n), api, "hessian")
+            plan = _HessianPlan(pattern, coloring, n, api)
+            if sparsity is not None:
+                plans[n] = plan
+        if plan.k == 0:   # (no nonzero)
+            return _result(_empty(leaves[0]), plan.pattern, leaves[0], api)
         flat = _flat_function(func, args, nums, leaves_of)
 
         def scalar(*ls):
             out = flat(*ls)
             return _ops().reshape(out, ()) if tuple(_core.shape_of(out)) == (1,) else out
         grads = func_mod.grad(scalar, argnums=tuple(range(len(leaves))))
-        seeds = _split(_seeds(leaves[0], colors, k), sizes, shapes)
 
         def hvp(*t):
             return func_mod.jvp(lambda *ls: tuple(grads(*ls)), tuple(leaves), tuple(t))[1]
-        compressed = _concat_rows(func_mod.vmap(hvp)(*seeds))      # (k, n)
-        # entry (i, j) at row i of column j's colour, or at row j of column i's colour
-        index = np.where(own, colors[cols] * n + rows, colors[rows] * n + cols)
-        return _result(_gather(compressed, index), pattern, leaves[0], api)
+        compressed = _concat_rows(func_mod.vmap(hvp)(*_split(plan.seeds(leaves[0]), sizes,
+                                                              shapes)))      # (k, n)
+        return _result(_gather(compressed, plan.index), plan.pattern, leaves[0], api)
 
     return hessian

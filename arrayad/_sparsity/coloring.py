@@ -120,9 +120,17 @@ def star_coloring(pattern):
 def _counts(pattern, colors):
     """For each nonzero (i, j) of the CSR ``pattern``: how many nonzeros of row i have the colour
     of column j."""
-    rows = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
-    key = rows * (int(colors.max(initial=-1)) + 1) + colors[pattern.indices]
-    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    import scipy.sparse as sp
+    m, n = pattern.shape
+    k = int(colors.max(initial=-1)) + 1
+    rows = np.repeat(np.arange(m), np.diff(pattern.indptr))
+    want = colors[pattern.indices]
+    if m * k <= 20_000_000:   # (a dense rows x colours table: one sparse product)
+        onehot = sp.csr_array((np.ones(n, np.int32), colors, np.arange(n + 1)), shape=(n, k))
+        table = (sp.csr_array((np.ones(pattern.nnz, np.int32), pattern.indices,
+                               pattern.indptr), shape=(m, n)) @ onehot).toarray()
+        return table[rows, want]
+    _, inverse, counts = np.unique(rows * k + want, return_inverse=True, return_counts=True)
     return counts[inverse]
 
 

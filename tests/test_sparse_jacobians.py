@@ -334,6 +334,25 @@ def test_errors_name_the_function_and_the_fix():
         jacobian_sparsity(lambda x: x if float(x[0]) > 0 else -x)(x)
 
 
+def test_dask_and_tensor_arguments_give_scipy_matrices():
+    da = pytest.importorskip("dask.array")
+    x = point((2, 4, 4))
+    want = dense(jacfwd(brusselator)(x), x.size, x.size)
+    j = sparse_jacobian(brusselator)(da.from_array(x, chunks=2))    # (computed: NumPy values)
+    assert isinstance(j, sp.csr_array)
+    np.testing.assert_allclose(j.toarray(), want, rtol=1e-12, atol=1e-12)
+    j = sparse_jacobian(brusselator)(ad.Tensor(x))
+    np.testing.assert_allclose(j.toarray(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_under_jit_the_pattern_is_found_at_trace_time_and_the_matrix_refused():
+    x = point((7,))
+    f = ad.jit(lambda x: ad.asarray(jacobian_sparsity(stencil)(x).toarray()) * x)
+    np.testing.assert_array_equal(f(x) != 0, dense(jacfwd(stencil)(x), 7, 7) != 0)
+    with pytest.raises(RuntimeError, match="sparse_jacobian: called on values of an enclosing"):
+        ad.jit(sparse_jacobian(stencil))(x)
+
+
 # ---------------------------------------------------------------------------------------------
 # Every differentiable function of the operator database: the pattern never misses a nonzero
 

@@ -339,6 +339,8 @@ def jacobian_coloring(sparsity, mode="auto"):
     p = _as_pattern(sparsity, "jacobian_coloring")
     _, coloring = _modules("jacobian_coloring")
     fwd = coloring.column_coloring(p) if mode in ("auto", "forward") else None
+    if mode == "auto" and p.shape[0] == p.shape[1] and (p != p.T).nnz == 0:
+        return "forward", fwd   # (a symmetric pattern: its rows colour as its columns do)
     rev = coloring.column_coloring(p.T.tocsr()) if mode in ("auto", "reverse") else None
     if fwd is not None and (rev is None or fwd.max(initial=-1) <= rev.max(initial=-1)):
         return "forward", fwd
@@ -448,8 +450,8 @@ def _result(values, pattern, like, api):
         raise RuntimeError(
             f"{api}: called on values of an enclosing transform (jit, vmap, grad...); the sparse "
             f"result (a scipy.sparse or torch sparse matrix) cannot hold traced values. Call it "
-            f"outside the transform, or compute the compressed products inside and decompress "
-            f"outside (see docs/tutorials/sparse_jacobians).")
+            f"outside the transform; with sparsity= and coloring= given (jacobian_sparsity, "
+            f"jacobian_coloring), a call costs only the compressed products.")
     raw = values._value if isinstance(values, _core.Tensor) else values
     if kind == "torch":
         import warnings

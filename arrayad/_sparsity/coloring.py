@@ -54,14 +54,13 @@ def greedy_coloring(graph, order=None):
     if order is None:
         order = _largest_first(indptr)
     colors = [-1] * n
-    mark = [-1] * (n + 1)   # mark[c] == v: colour c is taken by a neighbour of v
+    color_of = colors.__getitem__
     for v in order:
-        for u in indices[indptr[v]:indptr[v + 1]]:
-            c = colors[u]
-            if c >= 0:
-                mark[c] = v
+        # (the neighbours' colours gathered by map and set, at C speed: the Python loop is over
+        # vertices only; -1, an uncoloured neighbour, is never a colour tried)
+        used = set(map(color_of, indices[indptr[v]:indptr[v + 1]]))
         c = 0
-        while mark[c] == v:
+        while c in used:
             c += 1
         colors[v] = c
     return np.asarray(colors, dtype=np.int64)

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from .._core import _core
-from .._jit import make_program
+from .._jit import stage
 from .._pytree import tree_flatten, tree_unflatten
 from ..backends import backend_of
 
@@ -103,7 +103,7 @@ class _Staged:
                         f"dtype=arrayad.float64)), or leave it out of argnums.")
             leaves_of[i] = (leaves, spec)
         self.leaves_of = leaves_of
-        self.prog = make_program(func)(*args)
+        self.prog = stage(func, args)
         # the program's inputs: the array leaves of (args, {}) in order
         self.diff_vars = []
         pos = 0

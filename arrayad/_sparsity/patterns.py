@@ -72,15 +72,33 @@ def _csr(rows, cols, shape):
     return m
 
 
-def _gather(src, n_in):
+class Take:
     """The local matrix of an output whose element ``e`` reads input element ``src[e]`` (-1:
-    none)."""
-    src = np.asarray(src, dtype=np.int64).ravel()
-    take = src >= 0
-    if take.all():
-        indptr = np.arange(len(src) + 1, dtype=np.int64)
-        return sp.csr_array((np.ones(len(src), dtype=bool), src, indptr), shape=(len(src), n_in))
-    return _csr(np.nonzero(take)[0], src[take], (len(src), n_in))
+    none), kept as that index: applied by taking rows, never built."""
+    __slots__ = ("src", "n_in")
+
+    def __init__(self, src, n_in):
+        self.src = src
+        self.n_in = n_in
+
+
+def _gather(src, n_in):
+    return Take(np.asarray(src, dtype=np.int64).ravel(), n_in)
+
+
+def _take_rows(p, src):
+    """Rows ``src`` of the CSR pattern ``p`` (an empty row where ``src`` is -1), made directly
+    from its index arrays (rows stay sorted)."""
+    lens = np.diff(p.indptr)
+    valid = src >= 0
+    s = np.where(valid, src, 0)
+    counts = np.where(valid, lens[s], 0)
+    indptr = np.zeros(len(src) + 1, dtype=p.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    at = np.repeat(p.indptr[s] - indptr[:-1], counts) + np.arange(total, dtype=indptr.dtype)
+    return sp.csr_array((np.ones(total, dtype=bool), p.indices[at], indptr),
+                        shape=(len(src), p.shape[1]))
 
 
 _broadcast_cache = {}
@@ -106,6 +124,8 @@ def apply(m, p, n_out):
     """``m @ p`` for a local matrix (or ID, ALL) and a pattern ``p``."""
     if m is ID:
         return p
+    if isinstance(m, Take):
+        return _take_rows(p, m.src)
     if m is ALL:
         cols = np.unique(p.indices)
         k = len(cols)
@@ -120,6 +140,10 @@ def transpose_apply(m, live_out, n_in):
         return live_out
     if m is ALL:
         return np.full(n_in, bool(live_out.any()))
+    if isinstance(m, Take):
+        live_in = np.zeros(n_in, bool)
+        live_in[m.src[(m.src >= 0) & live_out]] = True
+        return live_in
     return (m.T @ live_out.astype(np.int8)) > 0
 
 

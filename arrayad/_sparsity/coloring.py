@@ -83,6 +83,9 @@ def star_coloring(pattern):
     order = _largest_first(indptr)
     colors = [-1] * n
     mark = [-1] * (n + 1)
+    # count[x][c]: how many coloured neighbours of x have colour c (so that "x has a neighbour
+    # other than w with w's colour" is one lookup: count >= 2, w being one of them)
+    count = [{} for _ in range(n)]
     for v in order:
         nbrs = indices[indptr[v]:indptr[v + 1]]
         for w in nbrs:
@@ -95,21 +98,19 @@ def star_coloring(pattern):
                 cx = colors[x]
                 if x == v or cx < 0:
                     continue
-                if cw < 0:
-                    # (w is coloured later: v and x at distance 2 must differ, or w could
-                    # close a two-coloured path whatever colour it gets)
+                if cw < 0 or count[x].get(cw, 0) >= 2:
+                    # w uncoloured: v and x at distance 2 must differ, or w could close a
+                    # two-coloured path whatever colour it gets; w coloured: v taking x's
+                    # colour would make v-w-x-y two-coloured, y another neighbour of x with
+                    # w's colour
                     mark[cx] = v
-                    continue
-                # v taking x's colour would make v-w-x-y two-coloured where y is another
-                # neighbour of x with w's colour
-                for y in indices[indptr[x]:indptr[x + 1]]:
-                    if y != w and colors[y] == cw:
-                        mark[cx] = v
-                        break
         c = 0
         while mark[c] == v:
             c += 1
         colors[v] = c
+        for u in nbrs:
+            cu = count[u]
+            cu[c] = cu.get(c, 0) + 1
     colors = np.asarray(colors, dtype=np.int64)
     if n and not recoverable(p, colors, symmetric=True):
         colors = greedy_coloring((p @ p + p).tocsr())   # (distance 2: always recoverable)

@@ -85,7 +85,8 @@ def main(argv=None):
     print(f"nonzeros {pattern.nnz} ({pattern.nnz // u.size} per row), {mode} mode, "
           f"{colors.max() + 1} colours")
     print(f"dense jacfwd                          {ms(t_dense)}")
-    print(f"sparse_jacobian (detect+colour+eval)  {ms(t_sparse)}   {t_dense / t_sparse:7.1f}x faster")
+    print(f"sparse_jacobian (detect+colour+eval)  {ms(t_sparse)}   "
+          f"{t_dense / t_sparse:7.1f}x faster")
     print(f"  detection alone                     {ms(t_detect)}")
     print(f"  colouring alone                     {ms(t_colour)}")
     print(f"  with pattern and colouring given    {ms(t_given)}   {t_dense / t_given:7.1f}x faster")
@@ -116,7 +117,8 @@ def main(argv=None):
     print(f"Hessian nonzeros {h_pattern.nnz}, {h_colors.max() + 1} colours (star)")
     print(f"hessian detection                     {ms(t_hdetect)}")
     print(f"one gradient                          {ms(t_grad)}")
-    print(f"sparse_hessian, pattern given         {ms(t_hess)}   = {t_hess / t_grad:5.1f} gradients")
+    print(f"sparse_hessian, pattern given         {ms(t_hess)}   = {t_hess / t_grad:5.1f} "
+          f"gradients")
 
     print("\n# Colouring the 8,192-unknown Brusselator's columns")
     from arrayad._sparsity import coloring as col

@@ -41,7 +41,8 @@ def _scipy_sparse(api):
         import scipy.sparse as sp
     except ImportError:   # pragma: no cover
         raise ImportError(f"{api}: sparse Jacobians and Hessians need SciPy (scipy.sparse holds "
-                          f"the patterns and the results). Install it: pip install scipy.") from None
+                          f"the patterns and the results). Install it: pip install "
+                          f"scipy.") from None
     return sp
 
 
@@ -95,9 +96,11 @@ class _Staged:
             leaves, spec = tree_flatten(args[i])
             for k, x in enumerate(leaves):
                 if not _is_array(x) or not _inexact(x):
-                    what = type(x).__name__ if not _is_array(x) else f"dtype {_core.dtype_of(x)}"
+                    what = (type(x).__name__ if not _is_array(x)
+                            else f"dtype {_core.dtype_of(x)}")
+                    leaf = f" (leaf {k})" if len(leaves) > 1 else ""
                     raise TypeError(
-                        f"{api}({_name(func)}): argument {i}{f' (leaf {k})' if len(leaves) > 1 else ''} "
+                        f"{api}({_name(func)}): argument {i}{leaf} "
                         f"is differentiated (argnums={argnums!r}) but is a {what}; it must be a "
                         f"floating-point array. Pass it as an array of floats (arrayad.asarray(x, "
                         f"dtype=arrayad.float64)), or leave it out of argnums.")
@@ -565,7 +568,7 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
             plan = _JacobianPlan(pattern, mode, coloring, api)
             if sparsity is not None:
                 plans[n] = plan
-        pattern, colors, k = plan.pattern, plan.colors, plan.k
+        pattern, k = plan.pattern, plan.k
         if k == 0:   # (no nonzero)
             return _result(_empty(leaves[0]), pattern, leaves[0], api)
         g = _flat_function(func, args, nums, leaves_of)

@@ -27,20 +27,23 @@ product of sparse boolean matrices, which SciPy computes as OR of ANDs). The rul
 * ``switch`` (``cond``) takes the union of its branches; ``scan`` and ``while_loop`` iterate their
   body to a fixed point of the carries' patterns (a scan's ``xs`` and ``ys`` are taken as a whole:
   every step may read every step's ``x``);
-* every other primitive reads every element of its differentiable inputs (conservative).
+* every other primitive reads every element of its differentiable inputs (conservative): among
+  them ``custom_jvp``/``custom_vjp`` calls, whose rules need not have the sparsity of the
+  function they stand beside (a straight-through estimator's JVP is not ``floor``'s).
 
 The pattern holds for every value of the arguments (it is never the pattern at one point only,
 where an element happens to be zero): arguments that are not differentiated are not known while
 analysing. Arrays the function captures are: the pattern is the one for their current values.
 
-Hessians (``hessian_sparsity``) use the same walk: by the chain rule the Hessian of ``y`` is a sum,
-over the instructions, of ``J_in^T (sum_e lambda_e d2 op_e) J_in`` with ``lambda`` the adjoint of the
-instruction's output. So, after the forward walk, a backward walk marks which elements of each value
-reach an output (its ``live`` elements, through the transposed local matrices) and each
-nonlinear instruction adds, for each live output element, the pairs of the input elements its
-second derivative couples: for a unary nonlinearity the pairs of its operand's dependency set, for
-``multiply`` the pairs across its two operands' sets, for ``divide`` those and the denominator's
-own, for ``matmul`` of two variables the pairs ``A[i, l]`` x ``B[l, j]``, for any other nonlinear
+Hessians (``hessian_sparsity``) use the same walk: by the chain rule the Hessian of ``y`` is a
+sum, over the instructions, of ``J_in^T (sum_e lambda_e d2 op_e) J_in`` with ``lambda`` the
+adjoint of the instruction's output. So, after the forward walk, a backward walk marks which
+elements of each value reach an output (its ``live`` elements, through the transposed local
+matrices) and each nonlinear instruction adds, for each live output element, the pairs of the
+input elements its second derivative couples: for a unary nonlinearity the pairs of its
+operand's dependency set, for ``multiply`` the pairs across its two operands' sets, for
+``divide`` those and the denominator's own, for ``matmul`` of two variables the pairs
+``A[i, l]`` x ``B[l, j]``, for any other nonlinear
 primitive all pairs of its output element's set. Linear and piecewise linear primitives (sums,
 moves, ``abs``, ``maximum``, ``where``...) add none.
 """
@@ -636,7 +639,7 @@ def _vals(an, atoms):
 
 
 def _switch(an, e):
-    branches, ncs, nops = e.params["branches"], e.params["ncs"], e.params["nops"]
+    branches, ncs = e.params["branches"], e.params["ncs"]
     args = list(e.ins[1:])
     consts, operands = args[:sum(ncs)], args[sum(ncs):]
     outs, start = None, 0

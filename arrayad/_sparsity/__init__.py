@@ -634,7 +634,8 @@ class _JacobianPlan(_Plan):
         _, col_mod = _modules(api)
         p_check = pattern if how == "forward" else pattern.T.tocsr()
         p_check.sort_indices()
-        if not col_mod.recoverable(p_check, colors):
+        # (a colouring given is checked; one computed here is valid by construction)
+        if coloring is not None and not col_mod.recoverable(p_check, colors):
             raise ValueError(f"{api}: the colouring given gives two nonzeros of one "
                              f"{'row' if how == 'forward' else 'column'} the same colour, so "
                              f"they cannot be told apart in the compressed products. Compute "
@@ -665,7 +666,8 @@ class _HessianPlan(_Plan):
         colors = hessian_coloring(pattern) if coloring is None else np.asarray(coloring)
         colors = colors.astype(np.int64)
         _, col_mod = _modules(api)
-        if len(colors) != n or not col_mod.recoverable(pattern, colors, symmetric=True):
+        if len(colors) != n or (coloring is not None
+                                and not col_mod.recoverable(pattern, colors, symmetric=True)):
             raise ValueError(f"{api}: the colouring given cannot recover every entry of the "
                              f"pattern (it needs one colour per variable, {n}, and a star "
                              f"colouring). Compute it with hessian_coloring(sparsity).")

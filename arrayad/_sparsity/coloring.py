@@ -29,15 +29,12 @@ import numpy as np
 def _adjacency(graph):
     """(indptr, indices) lists of a square CSR graph without its diagonal."""
     g = graph.tocsr()
-    g = g - g.multiply(_eye_like(g))   # (a vertex is not its own neighbour)
-    g.eliminate_zeros()
-    g.sort_indices()
-    return g.indptr.tolist(), g.indices.tolist()
-
-
-def _eye_like(g):
-    import scipy.sparse as sp
-    return sp.eye_array(g.shape[0], dtype=g.dtype, format="csr")
+    g.sum_duplicates()   # (canonical: sorted, no duplicate)
+    rows = np.repeat(np.arange(g.shape[0]), np.diff(g.indptr))
+    keep = g.indices != rows   # (a vertex is not its own neighbour)
+    indptr = np.zeros(g.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=g.shape[0]), out=indptr[1:])
+    return indptr.tolist(), g.indices[keep].tolist()
 
 
 def _largest_first(indptr):

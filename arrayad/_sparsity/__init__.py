@@ -521,9 +521,11 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
     Returns
     -------
     callable
-        ``(*args) -> sparse matrix``: ``scipy.sparse.csr_array`` for NumPy and array-api-strict
-        arguments (NumPy values), ``torch.sparse_csr_tensor`` for torch tensors; the shape is
-        (output elements, differentiated input elements).
+        ``(*args) -> sparse matrix``: ``torch.sparse_csr_tensor`` for torch tensors (on their
+        device), ``scipy.sparse.csr_array`` with NumPy values for every other backend
+        (NumPy, array-api-strict, a Dask array's values computed); an ``arrayad.Tensor``
+        counts as the backend it holds. The shape is (output elements, differentiated input
+        elements).
 
     Raises
     ------
@@ -703,9 +705,9 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
     Returns
     -------
     callable
-        ``(*args) -> sparse matrix``: ``scipy.sparse.csr_array`` for NumPy and array-api-strict
-        arguments, ``torch.sparse_csr_tensor`` for torch tensors; square, of the size of the
-        differentiated arguments' elements.
+        ``(*args) -> sparse matrix``: ``torch.sparse_csr_tensor`` for torch tensors,
+        ``scipy.sparse.csr_array`` with NumPy values for every other backend (as
+        ``sparse_jacobian``); square, of the size of the differentiated arguments' elements.
 
     Raises
     ------

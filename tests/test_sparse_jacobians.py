@@ -94,6 +94,14 @@ def with_setitem(x):
     return y
 
 
+def with_scatter_add(x):                 # getitem's VJP: a scatter-add (index_add), repeated
+    idx = ad.asarray(np.array([0, 2, 0, 5]))   # indices accumulating
+
+    def energy(y):
+        return ad.sum(y[idx] ** 2 * y[1:5])
+    return ad.func.grad(energy)(x)
+
+
 def with_cond(x):
     return cond(ad.sum(x) > 0, lambda a: a[:-1] * a[1:], lambda a: ad.sin(a[1:]), x)
 
@@ -128,6 +136,7 @@ CASES = [
     ("constant_matmul", with_constant_matmul, (4,), True),
     ("where", with_where, (6,), False),     # (x > 0.5 depends on x: both operands)
     ("setitem", with_setitem, (7,), True),
+    ("scatter_add", with_scatter_add, (6,), True),
     ("cond", with_cond, (5,), False),       # (the union of the branches)
     ("scan", with_scan, (12,), True),
     ("while_loop", with_while, (5,), False),

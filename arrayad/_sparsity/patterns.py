@@ -180,7 +180,7 @@ ZERO_DERIVATIVE = {"sign", "with_zero_grad", "stop_gradient"}
 
 # Second-order classes (NOTE [sparsity patterns]): primitives whose second derivative is zero
 # (almost everywhere): they add no pairs.
-LINEAR = {"add", "subtract", "negative", "positive", "conj", "real", "imag", "where", "abs",
+LINEAR = {"index_add", "add", "subtract", "negative", "positive", "conj", "real", "imag", "where", "abs",
           "maximum", "minimum", "clip", "copysign", "remainder", "sum", "max", "min",
           "cumulative_sum", "sort", "getitem", "setitem", "reshape", "permute_dims",
           "broadcast_to", "flip", "roll", "repeat", "tile", "tril", "triu", "concat", "copy",
@@ -247,6 +247,24 @@ def _moves(an, e):
 
 for _name in MOVES:
     RULES[_name] = _moves
+
+
+@rule("index_add")
+def _index_add(an, e):
+    """``out = base; out[key] += v``: each element of ``base`` stays where it is, each element
+    of ``v`` (broadcast to ``base[key]``) adds to the element the key selects."""
+    from .._ops._rules import DECLARED
+    base, v, *idx = e.ins
+    vals = [an.value(a) for a in idx]
+    if any(x is None for x in vals):
+        return None
+    shape = an.shape(base)
+    n = _size(shape)
+    target = np.asarray(_core.bind(DECLARED["getitem"], np.arange(n).reshape(shape), *vals,
+                                   key=e.params["key"]))
+    nv = _size(an.shape(v))
+    src = np.broadcast_to(np.arange(nv).reshape(an.shape(v)), target.shape)
+    return [ID, _csr(target.ravel(), src.ravel(), (n, nv))] + [None] * len(idx)
 
 
 @rule("copy", "to_device", "astype")
@@ -539,7 +557,8 @@ class Analysis:
         name = e.prim.name
         prim = e.prim
         nout = len(e.outs)
-        if not prim.differentiable or name in ZERO_DERIVATIVE:
+        if not prim.differentiable or (name in ZERO_DERIVATIVE and not any(
+                isinstance(a, Var) and getattr(a.dtype, "kind", "") == "c" for a in e.ins)):
             none = [None] * len(e.ins)
             return [none] * nout if prim.multiple_results else none
         fn = RULES.get(name)

@@ -12,7 +12,10 @@ Rows (best of ``--repeat`` calls each, all in one process):
 * the extended Rosenbrock function at 10,000 variables: sparse_hessian (pattern and colouring
   given) against one gradient;
 * colouring: this package's greedy colouring against networkx's greedy_color (largest_first),
-  on the Brusselator's column intersection graph, when networkx is installed.
+  on the Brusselator's column intersection graph, when networkx is installed;
+* against asdex (sparse differentiation for JAX), when it is importable, on the same Brusselator
+  written in jax.numpy at 8,192 and 32,768 unknowns: detection time, colours, and the Jacobian
+  with the colouring given (asdex's under ``jax.jit``, as its documentation advises; ours eager).
 
 Run: ``python benchmarks/sparse_jacobians.py [--repeat 5]``.
 """
@@ -21,6 +24,11 @@ import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
+# (JAX, for the asdex rows: float64, one thread, CPU)
+os.environ.setdefault("JAX_ENABLE_X64", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                                   "intra_op_parallelism_threads=1")
 
 import argparse  # noqa: E402
 import time  # noqa: E402
@@ -127,11 +135,20 @@ def main(argv=None):
     t_ours = best(lambda: col.greedy_coloring(graph), r)
     ours = col.greedy_coloring(graph)
     print(f"arrayad greedy (largest first)        {ms(t_ours)}   {ours.max() + 1} colours")
+    t_star = best(lambda: col.star_coloring(graph), r)
+    print(f"arrayad star colouring (same graph)   {ms(t_star)}   "
+          f"{col.star_coloring(graph).max() + 1} colours")
     try:
         import networkx as nx
     except ImportError:
         print("networkx: not installed")
-        return
+        nx = None
+    if nx is not None:
+        _networkx(nx, graph, col, r)
+    against_asdex(r)
+
+
+def _networkx(nx, graph, col, r):
     coo = graph.tocoo()
     G = nx.Graph()
     G.add_nodes_from(range(graph.shape[0]))
@@ -141,9 +158,54 @@ def main(argv=None):
     theirs = nx.greedy_color(G, strategy="largest_first")
     print(f"networkx greedy_color (largest_first) {ms(t_nx)}   {max(theirs.values()) + 1} colours"
           f" (+{ms(t_build).strip()} to build its graph)")
-    t_star = best(lambda: col.star_coloring(graph), r)
-    print(f"arrayad star colouring (same graph)   {ms(t_star)}   "
-          f"{col.star_coloring(graph).max() + 1} colours")
+
+
+def brusselator_jax(u):
+    import jax.numpy as jnp
+    U, V = u[0], u[1]
+
+    def lap(w):
+        return (jnp.roll(w, 1, axis=0) + jnp.roll(w, -1, axis=0) + jnp.roll(w, 1, axis=1)
+                + jnp.roll(w, -1, axis=1) - 4 * w)
+    uuv = U * U * V
+    return jnp.stack([A + uuv - (B + 1) * U + ALPHA * lap(U), B * U - uuv + ALPHA * lap(V)])
+
+
+def against_asdex(r):
+    try:
+        import asdex
+        import jax
+    except ImportError as e:
+        print(f"\n# asdex: not importable ({e})")
+        return
+    print(f"\n# Against asdex {getattr(asdex, '__version__', '')} (JAX {jax.__version__}), "
+          f"Brusselator 2-D")
+    for side in (64, 128):
+        u = np.random.default_rng(1).uniform(0.5, 1.5, (2, side, side))
+        uj = jax.numpy.asarray(u)
+        t_ours_detect = best(lambda: jacobian_sparsity(brusselator)(u), r)
+        pattern = jacobian_sparsity(brusselator)(u)
+        t_ours_colour = best(lambda: jacobian_coloring(pattern), r)
+        coloring = jacobian_coloring(pattern)
+        jac = sparse_jacobian(brusselator, sparsity=pattern, coloring=coloring)
+        t_ours_jac = best(lambda: jac(u), r)
+        t_their_detect = best(lambda: asdex.jacobian_sparsity(brusselator_jax, uj), r)
+        t_their_coloring = best(lambda: asdex.jacobian_coloring(brusselator_jax, uj), r)
+        colored = asdex.jacobian_coloring(brusselator_jax, uj)
+        their_jac = jax.jit(asdex.jacobian_from_coloring(brusselator_jax, colored))
+        jax.block_until_ready(their_jac(uj))
+        t_their_jac = best(lambda: jax.block_until_ready(their_jac(uj)), r)
+        ours = jac(u).toarray() if u.size <= 8192 else None
+        if ours is not None:
+            theirs = np.asarray(their_jac(uj).todense()).reshape(u.size, u.size)
+            assert np.allclose(ours, theirs)
+        print(f"{u.size} unknowns:")
+        print(f"  detection       arrayad {ms(t_ours_detect)}   asdex {ms(t_their_detect)}")
+        print(f"  detect+colour   arrayad {ms(t_ours_detect + t_ours_colour)}   "
+              f"asdex {ms(t_their_coloring)}")
+        print(f"  colours         arrayad {coloring[1].max() + 1:9d}      "
+              f"asdex {colored.num_colors if hasattr(colored, 'num_colors') else colored}")
+        print(f"  Jacobian        arrayad {ms(t_ours_jac)}   asdex (jit) {ms(t_their_jac)}")
 
 
 if __name__ == "__main__":

@@ -343,6 +343,20 @@ def test_errors_name_the_function_and_the_fix():
         jacobian_sparsity(lambda x: x if float(x[0]) > 0 else -x)(x)
 
 
+def test_a_jitted_function_already_traced_is_read_through():
+    # (called before, a jitted function binds its cached program as one primitive when it is
+    # staged again: the walk goes into that program instead of taking it as a dense block)
+    jitted = ad.jit(brusselator)
+    x = point((2, 4, 4))
+    jitted(x)
+    jitted(x)
+    p = jacobian_sparsity(jitted)(x)
+    assert np.array_equal(p.toarray(), jacobian_sparsity(brusselator)(x).toarray())
+    h = hessian_sparsity(lambda u: ad.sum(jitted(u) ** 2))(x)
+    assert np.array_equal(h.toarray(),
+                          hessian_sparsity(lambda u: ad.sum(brusselator(u) ** 2))(x).toarray())
+
+
 def test_dask_and_tensor_arguments_give_scipy_matrices():
     da = pytest.importorskip("dask.array")
     x = point((2, 4, 4))

@@ -530,7 +530,7 @@ class Analysis:
         if all(p is None for p in ins):
             self._evaluate(e)
             return
-        handler = CONTROL.get(e.prim.name)
+        handler = CONTROL.get(e.prim.name) or (_program if _is_program(e.prim) else None)
         if handler is not None:
             outs = handler(self, e)
             for o, p in zip(e.outs, outs):
@@ -610,7 +610,7 @@ class Analysis:
             louts = [live.get(o, np.zeros(_size(o.shape), bool)) for o in e.outs]
             if per_out is None:   # (control flow: the sub-walks' pairs, when any output is live)
                 if any(l.any() for l in louts):
-                    found += SECOND.get(e.prim.name)(self, e)
+                    found += SECOND.get(e.prim.name, _program_pairs)(self, e)
                     for a in e.ins:
                         if isinstance(a, Var) and a in self.pats:
                             live[a] = np.ones(_size(a.shape), bool)
@@ -803,6 +803,34 @@ def _while(an, e):
 def _while_pairs(an, e):
     _, _, sub = _while_parts(an, e)
     return [sub.hessian_pairs(e.params["body"].prog)]
+
+
+def _is_program(prim):
+    """A jitted function's cached program bound as one primitive (NOTE [program primitive]):
+    its inputs, then its captured arrays."""
+    from .._jit.replay import _ProgramPrimitive
+    return isinstance(prim, _ProgramPrimitive) and not prim.fused
+
+
+def _program_walk(an, e):
+    prog = e.prim.prog
+    k = len(prog.in_vars)
+    sub = Analysis(an.n, an.hessian)
+    for v, a in zip(prog.captured, e.ins[k:]):   # (the captured arrays follow the inputs)
+        p = an.pattern(a)
+        if p is not None:
+            sub.pats[v] = p
+    outs = sub.run(prog, [an.pattern(a) for a in e.ins[:k]], _vals(an, e.ins[:k]))
+    return sub, outs
+
+
+def _program(an, e):
+    return _program_walk(an, e)[1]
+
+
+def _program_pairs(an, e):
+    sub, _ = _program_walk(an, e)
+    return [sub.hessian_pairs(e.prim.prog)]
 
 
 CONTROL = {"switch": _switch, "scan": _scan, "while_loop": _while}

@@ -158,10 +158,14 @@ def jacobian_sparsity(func, argnums=0):
 
     ``jacobian_sparsity(f)(*args)`` stages ``f`` as ``arrayad.jit`` does (one run on ``args``)
     and follows, through each primitive, which input elements every element of every value
-    depends on (docs/sparse_jacobians: exact for elementwise code, indexing, slicing,
-    reshapes, rolls, concatenation, reductions, ``matmul`` with a constant operand; ``cond``
-    takes the union of its branches, loops a fixed point; other primitives are taken to mix
-    all their inputs' elements). The pattern holds for every value of the arguments.
+    depends on: exactly for elementwise code, indexing, slicing, scatters, reshapes, rolls,
+    concatenation, reductions and ``matmul`` with a constant operand; ``cond`` takes the union
+    of its branches, ``scan`` follows its steps (up to 256, a fixed point beyond),
+    ``while_loop`` iterates to a fixed point; other primitives (``sort``, ``linalg``...) are
+    taken to mix all the elements they may mix. The pattern holds for every value of the
+    differentiated and other arguments; arrays ``f`` captures (and constants it makes) are
+    read as they are, so ``where`` on a fixed mask and a product with a fixed sparse matrix
+    stay sparse. The tutorial "Sparse Jacobians for implicit time steps" shows it at work.
 
     Parameters
     ----------

@@ -30,7 +30,9 @@ from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros]
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "hessian", "vmap", "register_pytree_node", "register_dataclass",
            "tree_flatten", "tree_unflatten", "tree_map", "custom_vjp", "custom_jvp", "checkpoint",
-           "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan"]
+           "remat", "checkpoint_policies", "cond", "switch", "while_loop", "fori_loop", "scan",
+           "jacobian_sparsity", "hessian_sparsity", "jacobian_coloring", "hessian_coloring",
+           "sparse_jacobian", "sparse_hessian"]
 # (map, jax.lax.map, is public but not in __all__: `from arrayad.func import *` must not shadow
 # the builtin. The API reference lists it all the same: docs/_ext/api_pages.py)
 
@@ -1730,3 +1732,7 @@ if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.
 from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
+
+# Sparse Jacobians and Hessians (NOTE [sparsity patterns] in _sparsity/patterns): defined there.
+from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402,F401
+                        jacobian_sparsity, sparse_hessian, sparse_jacobian)

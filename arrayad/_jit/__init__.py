@@ -620,6 +620,12 @@ class _Jitted:
     def _trace(self, args, kwargs, sig):
         """Run ``func`` under a staging interpreter: (the executable of the optimized program,
         this call's outputs)."""
+        prog, values = self._stage(args, kwargs, sig)
+        return executable(prog.optimized()), values
+
+    def _stage(self, args, kwargs, sig):
+        """Run ``func`` under a staging interpreter: (the program as traced, before the passes;
+        this call's outputs)."""
         labels = self._labels(args, kwargs, sig)
         nargs = len(args)
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
@@ -657,7 +663,7 @@ class _Jitted:
         prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
                        sig.spec, out_spec, backend or default_backend(), interp.cacheable,
                        dict(interp.captured))
-        return executable(prog.optimized()), values
+        return prog, values
 
     def lower(self, *args, **kwargs):
         """The program ``func`` stages to for these arguments (after the passes; its
@@ -793,6 +799,13 @@ def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
         raise TypeError(f"jit: expected a function, got {type(func).__name__}. Pass the "
                         f"function itself (jit(f)), or use jit(...) as a decorator.")
     return _Jitted(func, static_argnums, static_argnames, cache_size)
+
+
+def stage(func, args):
+    """The program of ``func(*args)`` as traced, before the passes and without an executable
+    (what analyses of the program read: ``arrayad/_sparsity``)."""
+    j = _Jitted(func)
+    return j._stage(args, {}, j._signature(args, {}))[0]
 
 
 def make_program(func, static_argnums=(), static_argnames=()):

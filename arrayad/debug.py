@@ -96,7 +96,7 @@ def callback(callback, *args, ordered=True, **kwargs):
     -----
     Under ``grad``, ``vjp``, ``jvp`` and the Jacobians the callback sees the primal values
     (it is not differentiated); under ``vmap`` it runs once per batch element, in order; under
-    ``jit`` at every call, in program order (NOTE [debug callback]).
+    ``jit`` at every call, in program order.
 
     Examples
     --------
@@ -295,7 +295,7 @@ def detect_nans(enabled=True):
     Notes
     -----
     Every operation is checked, so a program runs slower inside the block: a ``jit``-ted
-    function evaluates its program one primitive at a time (NOTE [nan detection]).
+    function evaluates its program one primitive at a time.
 
     Examples
     --------

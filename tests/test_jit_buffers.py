@@ -143,3 +143,28 @@ def test_explain_on_other_backends_says_no_lowering_fused_them(backend):
     assert text.replay == "unfused" and str(text).startswith(f"jit(lse) on {backend}")
     notes = {r[2] for r in text.rows if r[0].endswith(" = exp")}
     assert notes and all("fusion" in n or "lowering" in n for n in notes), notes
+
+
+# -- basic indexing in the NumPy replay and in the backend's scatter-add ------------------------
+
+@pytest.mark.parametrize("key", [
+    (slice(1, None),), (slice(None, -1),), (slice(None, None, -2),), (3,), (-1, slice(0, 2)),
+    (Ellipsis, 1), (None, slice(2, 5)), (slice(1, 4), None, -2)])
+def test_a_basic_key_scatters_and_gathers_as_numpys_own(key):
+    from arrayad.backends import get_backend
+    x = np.arange(24.0).reshape(6, 4) * 0.5 - 3.0
+    numpy_backend = get_backend("numpy")
+    v = np.linspace(-1, 1, x[key].size).reshape(x[key].shape)
+    want = x.copy()
+    np.add.at(want, key, v)
+    got = numpy_backend.index_add(x, key, v)
+    _same_bits(got, want)
+    assert got is not x and np.array_equal(x, np.arange(24.0).reshape(6, 4) * 0.5 - 3.0)
+    f = ad.jit(lambda a: a[key] * 2.0)
+    f(x)
+    _same_bits(np.asarray(f(x)), np.asarray(x[key] * 2.0))
+    g = ad.jit(grad(lambda a: ad.sum(ad.sin(a[key]))))
+    g(x)
+    want_g = np.zeros_like(x)
+    np.add.at(want_g, key, np.cos(x[key]))
+    np.testing.assert_allclose(g(x), want_g, rtol=1e-15, atol=0)

@@ -12,6 +12,7 @@ from .._core._core import bind, fix_scalar
 from .._pytree import tree_flatten, tree_unflatten
 from .ir import Var
 from .passes import plan_memory
+from ..backends._adapter import NumpyLikeBackend as _NumpyLikeBackend
 
 _leaf_spec = tree_flatten(0)[1]
 
@@ -137,6 +138,12 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
             buffer = (f"({', '.join(buffers)},)" if getattr(e.prim, "fused", False)
                       else buffers[0])
             call = f"{fname}({', '.join(args)}, out={buffer})"
+        elif (not bound and e.prim.name == "getitem" and len(e.ins) == 1
+              and type(b).getitem is _NumpyLikeBackend.getitem):
+            # (a key of slices and integers, no index array: the backend's getitem is x[key],
+            # written here without the primitive's impl and the key's filling)
+            ns[f"p{k}"] = e.params["key"]
+            call = f"{args[0]}[p{k}]"
         else:
             if bound:
                 fn, takes_xp = e.prim, False

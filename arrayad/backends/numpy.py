@@ -65,7 +65,10 @@ class NumpyBackend(NumpyLikeBackend):
 
     def index_add(self, base, key, v):
         out = base.copy()
-        np.add.at(out, key, v)   # unbuffered: repeated indices accumulate
+        if all(k is None or k is Ellipsis or type(k) is int or type(k) is slice for k in key):
+            out[key] += v   # (a key of slices and integers selects each element once)
+        else:
+            np.add.at(out, key, v)   # unbuffered: repeated indices accumulate
         return out
 
     def to_numpy(self, x):

@@ -29,17 +29,24 @@ except ImportError:   # pragma: no cover
 needs_jax = pytest.mark.skipif(jax is None, reason="JAX is the reference")
 
 
-@pytest.fixture(params=["machine", "numba"])
+@pytest.fixture(params=["machine", "numba", "array"])
 def compiled(request, monkeypatch):
     """Every scan on NumPy compiled, whatever its length (and traced: no plain Python loop): by
-    the machine (numba only for the bodies the machine does not take), or by numba at once;
-    counts the compiled runs."""
+    the machine (numba only for the bodies the machine does not take), by numba at once, or by
+    numba's loop of array statements (NOTE [array scan]) at once; counts the compiled runs."""
     monkeypatch.setattr(tiers, "MIN_STEPS", 0)
     monkeypatch.setattr(tiers, "REPLAY_US", float("inf"))   # (the machine always pays)
     monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
     monkeypatch.setattr(tiers, "ENABLED", True)
     monkeypatch.setattr(tiers, "NUMBA", True)
     monkeypatch.setattr(tiers, "NUMBA_MIN_WORK", 0)
+    if request.param == "array":
+        if not lower_numba.available():
+            pytest.skip("numba is not installed")
+        # (no body is worth the scalar tiers; the array tier compiles at its first call)
+        monkeypatch.setattr(tiers, "REPLAY_US", 0.0)
+        monkeypatch.setattr(tiers, "NUMBA_MIN_WORK", float("inf"))
+        monkeypatch.setattr(tiers, "ARRAY_AFTER", 0.0)
     if request.param == "numba":
         if not lower_numba.available():
             pytest.skip("numba is not installed")
@@ -205,6 +212,9 @@ def test_hessian(compiled):
 
 
 def test_float32_stays_float32(compiled):
+
+    if compiled.tier == "array":
+        pytest.skip('the array tier computes float64, int64 and bool')
     rng = np.random.default_rng(4)
     init = {"u": np.float32(0.3) * np.ones((), np.float32),
             "v": np.array([0.2, -0.4], np.float32)}
@@ -222,6 +232,9 @@ def test_float32_stays_float32(compiled):
 
 
 def test_float32_gradient(compiled):
+
+    if compiled.tier == "array":
+        pytest.skip('the array tier computes float64, int64 and bool')
     p = np.array([0.3, 0.2, -0.4], np.float32)
     xs = np.random.default_rng(5).normal(size=(6, 2)).astype(np.float32)
     g = to_numpy(F.grad(loss(ad, F.scan))(p, xs))
@@ -321,6 +334,9 @@ def test_other_backends_replay(compiled, backend):
 
 
 def test_a_compiler_error_falls_back_to_the_machine_then_the_replay(compiled, monkeypatch):
+
+    if compiled.tier == "array":
+        pytest.skip("the scalar tiers' fallbacks")
     def broken(src):
         raise RuntimeError("no compiler today")
     monkeypatch.setattr(tiers, "NUMBA_AFTER", 0.0)
@@ -355,6 +371,8 @@ def test_eager_tape(compiled):
 def test_special_values_as_the_replay(compiled, dtype):
     """inf, nan, signed zeros: NumPy's semantics (a power of exponent 0.5 is its sqrt, nan for
     -inf; sign; maximum's nan; division by zero)."""
+    if compiled.tier == "array" and dtype == np.float32:
+        pytest.skip("the array tier computes float64, int64 and bool")
     xs = np.array([[-np.inf, 0.5], [-0.0, 0.5], [4.0, 2.0], [np.nan, 0.5], [0.0, -1.0],
                    [np.inf, 3.0]], dtype)
 
@@ -375,6 +393,8 @@ def test_special_values_as_the_replay(compiled, dtype):
 def test_structural_instructions_and_integers(compiled):
     """permute_dims, flip, roll, tile, repeat, concat along an axis, sum over an axis with
     keepdims, broadcast_to, integer and bool carries, logical operations and casts."""
+    if compiled.tier == "array":
+        pytest.skip('int32: the array tier computes float64, int64 and bool')
     def step(c, x):
         m, k, flag = c
         t = ad.permute_dims(m, (1, 0)) + ad.flip(x, axis=0)[:, None]
@@ -402,6 +422,8 @@ def _tier_runs():
 def test_numba_compiles_once_the_machine_has_spent_its_time(compiled, monkeypatch):
     """The tiers: the machine at the first calls, numba from the call after the machine has
     spent ``NUMBA_AFTER`` seconds in that scan; both give the replay's values."""
+    if compiled.tier == "array":
+        pytest.skip("the scalar tiers' tiering")
     monkeypatch.setattr(tiers, "NUMBA_AFTER", 1e-9)
     f = ad.jit(lambda c, xs: F.scan(lambda c, x: (ad.sin(c) * 0.5 + x, c * x), c, xs))
     c0, xs = np.array([0.5, -0.25]), np.linspace(0.0, 1.0, 14).reshape(7, 2)
@@ -421,6 +443,8 @@ def test_integers_stay_numpy_integers(compiled, monkeypatch, dtype):
     """Integer values run in the machine while they stay exact in a double and within their
     dtype; a run that leaves that range (NumPy's arithmetic wraps around) is replayed, as is a
     scan whose integer input is already too large for a double."""
+    if compiled.tier == "array":
+        pytest.skip("the machine's exact range of integers")
     monkeypatch.setattr(tiers, "NUMBA", False)
     step = lambda c, x: (c * 3 + x, c - 1)  # noqa: E731
     ref_step = lambda c, x: (c * dtype(3) + x, c - dtype(1))  # noqa: E731
@@ -497,6 +521,8 @@ def test_each_operation_against_the_replay(compiled, name, dtype):
     zeros, nan, out of the domain), as ys of a scan, against the replay: the same nans, the same
     zeros' signs, the values within an ulp or two (libm's functions against NumPy's loops; in
     float32, NumPy's own float32 approximations against libm's double rounded to float32)."""
+    if compiled.tier == "array" and dtype == np.float32:
+        pytest.skip('the array tier computes float64, int64 and bool')
     fn = getattr(ad, name)
     binary = name in lower_numba._BINARY or name in ("maximum", "minimum")
     edges = _EDGES.astype(dtype)
@@ -519,6 +545,8 @@ def test_each_operation_against_the_replay(compiled, name, dtype):
 def test_matrix_products_in_a_recurrence_against_jax_and_the_replay(compiled, shapes):
     """A recurrent cell (tanh(W @ h + U @ x + b)) and its gradient: the products' elements as
     in-order sums of products, in both tiers, against the replay and JAX."""
+    if compiled.tier == "array" and shapes == "batched":
+        pytest.skip("the array tier multiplies vectors and matrices, not batches of them")
     rng = np.random.default_rng(8)
     H, D = 5, 3
     W, U, b = 0.4 * rng.standard_normal((H, H)), 0.4 * rng.standard_normal((H, D)), \
@@ -572,6 +600,8 @@ def test_reductions_against_the_replay_and_jax(compiled):
     """sum, prod, max and min over axes, with keepdims, the cumulative sum and product (with
     include_initial), in the body and in its gradient (max's ties share the cotangent; prod's
     VJP is made of cumulative products), nan and signed zeros kept as NumPy keeps them."""
+    if compiled.tier == "array":
+        pytest.skip("the array tier sums; max, min, prod and the cumulative ones are replayed")
     def step(xp):
         def f(c, x):
             m = xp.reshape(x, (2, 3)) * c

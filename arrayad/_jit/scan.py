@@ -1,4 +1,5 @@
-"""A scan's loop without the replay: a register machine, then numba (NOTE [compiled scan]).
+"""A scan's loop without the replay: a register machine, then numba, or numba's array statements
+(NOTE [compiled scan]).
 
 NOTE [compiled scan]
 --------------------
@@ -22,6 +23,11 @@ it has shown itself hot:
    compile time to the tiering; for a body the machine does not take at once, from
    ``NUMBA_MIN_WORK`` steps x instructions.
 
+A body whose values are too large to be scalars (more than ``scan_lower.MAX_ELEMENTS``
+elements: an integrator's state of a thousand values) goes to a third tier instead, once the
+replay model says it has cost ``ARRAY_AFTER`` seconds: numba's loop of array statements, one
+NumPy expression per instruction (``scan_vector.py``, NOTE [array scan]).
+
 The VJP of a scan is a scan of the body's pullback, so the backward pass runs the same way.
 Where neither tier takes a body, or numba fails to compile it (no error of a compiler reaches
 the user), the replay runs. ``ARRAYAD_SCAN_NUMBA=0`` leaves numba out; ``ARRAYAD_SCAN_COMPILED=0``
@@ -37,6 +43,7 @@ from . import lower_numba
 from .scan_lower import Unsupported, scalar_statements
 from .scan_machine import ScanMachine
 from .scan_numba import CompiledScan
+from .scan_vector import ArrayScan
 
 ENABLED = os.environ.get("ARRAYAD_SCAN_COMPILED", "1") != "0"
 NUMBA = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
@@ -55,8 +62,11 @@ REPLAY_US, MACHINE_US, LOWER_US = 1.2, 0.008, 2.0
 NUMBA_MIN_WORK = 500_000
 # seconds spent in the machine by one scan before numba compiles it
 NUMBA_AFTER = 1.0
+# seconds of replay (by the cost model) of one scan the scalar tiers do not take before numba
+# compiles it as array statements (NOTE [array scan] in scan_vector.py)
+ARRAY_AFTER = 0.25
 
-runs = {"machine": 0, "numba": 0}   # loops run by each tier in this process (for the tests)
+runs = {"machine": 0, "numba": 0, "array": 0}   # loops run by each tier (for the tests)
 refused = None   # why the last body a tier saw is not taken (for the tests)
 
 
@@ -106,6 +116,35 @@ class _Tiers:
         return self.spent >= NUMBA_AFTER
 
 
+class _ArrayTier:
+    """The array tier of one scan (NOTE [array scan] in ``scan_vector.py``): the replay runs
+    (``None``) until the replay model says it has cost ``ARRAY_AFTER`` seconds, then numba's
+    loop of array statements, or the replay for good where it cannot be had."""
+
+    def __init__(self, spec, eqns):
+        self.spec, self.eqns, self.spent, self.scan = spec, eqns, 0.0, None
+
+    def __call__(self, args, length):
+        global refused
+        if self.scan is None:
+            self.spent += length * self.eqns * REPLAY_US * 1e-6
+            if self.spent < ARRAY_AFTER or not (NUMBA and lower_numba.available()):
+                return None
+            try:
+                self.scan = ArrayScan(*self.spec)
+            except Unsupported as exc:
+                refused, self.scan = f"array tier: {exc}", False
+        if not self.scan:
+            return None
+        try:
+            out = self.scan(args, length)
+        except Exception as exc:   # (numba's compiler failed: the replay from now on)
+            refused, self.scan = f"array tier: {exc}", False
+            return None
+        runs["array"] += 1
+        return out
+
+
 def compiled_scan(body, args, length, reverse, nc, ncarry, save):
     """The tiers of this scan (cached on ``body``, a ``_Body``: its program's shapes and dtypes
     are fixed), or None: the replay runs."""
@@ -121,6 +160,9 @@ def compiled_scan(body, args, length, reverse, nc, ncarry, save):
         eqns = len(body.prog.eqns)
         worth = LOWER_US * statements + length * MACHINE_US * statements \
             < length * REPLAY_US * eqns
-        cache[key] = _Tiers(body, nc, ncarry, reverse, save) \
-            if worth or length * eqns >= NUMBA_MIN_WORK else None
+        spec = (body, nc, ncarry, reverse, save)
+        if worth or length * eqns >= NUMBA_MIN_WORK:
+            cache[key] = _Tiers(*spec)
+        else:   # (values too large to be scalars: numba's array statements, once hot)
+            cache[key] = _ArrayTier(spec, eqns)
     return cache[key]

@@ -207,10 +207,16 @@ class JitInterpreter(Interpreter):
 
     def process(self, prim, args, params):
         vals, atoms = [], []
+        numbers = False
         for a in args:
             v, atom = self._atom(a)
             vals.append(v)
             atoms.append(atom)
+            if _np_generic is not None and (isinstance(a, _np_generic)
+                                            or (type(a) is _ndarray and a.ndim == 0)):
+                numbers = True
+        if numbers:
+            self._numpy_numbers(args, vals, atoms)
         f = facts(prim)
         if f.value_shaped is True or (f.value_shaped and f.value_shaped(*vals, **params)):
             raise RuntimeError(
@@ -236,6 +242,30 @@ class JitInterpreter(Interpreter):
         var = self.new_var(out, prim.name)
         self.eqns.append(Eqn(prim, tuple(atoms), dict(params), (var,)))
         return JitTracer(self, out, var)
+
+    def _numpy_numbers(self, args, vals, atoms):
+        """NOTE [NumPy numbers in a program]: a NumPy scalar (``np.log(2 * np.pi)`` is a
+        ``np.float64``) or a 0-d NumPy array beside another backend's array is a Python number
+        to that backend (the core's ``_call_impl`` converts it at every eager call, as torch
+        takes it). The replay calls the backend's function directly, so the program must hold
+        the number itself: a literal (weak, as a Python float is). A NumPy scalar cannot change,
+        so the literal is exact; a 0-d NumPy array can be written into later (NOTE [captured
+        arrays]), so a program that reads one as a number is not cached (traced at each call).
+        With NumPy arrays only, NumPy's own rules apply and nothing changes."""
+        backend = None
+        for a, v in zip(args, vals):
+            if _is_array(v) and not (isinstance(a, _np_generic)
+                                     or (type(a) is _ndarray and a.ndim == 0)):
+                backend = backend_of(_core.raw_value(v))
+                break
+        if backend is None or backend.name == "numpy":
+            return
+        for k, a in enumerate(args):
+            if isinstance(a, _np_generic) or (type(a) is _ndarray and a.ndim == 0):
+                if type(a) is _ndarray:
+                    self.cacheable = False
+                vals[k] = a.item()
+                atoms[k] = Lit(vals[k])
 
     def lift(self, value):
         v, atom = self._atom(value)
@@ -683,9 +713,9 @@ def _same_state(a, b):
 
 try:
     import numpy as _np
-    _ndarray = _np.ndarray
+    _ndarray, _np_generic = _np.ndarray, _np.generic
 except ImportError:   # pragma: no cover
-    _ndarray = None
+    _ndarray = _np_generic = None
 
 
 def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):

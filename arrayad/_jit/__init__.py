@@ -39,6 +39,7 @@ from .._core._core import Array, Interpreter, Tensor, Tracer, bind
 from .._ops._rules import facts
 from .._pytree import _node_of, tree_flatten, tree_unflatten
 from ..backends import backend_of, default_backend, get_rng_state
+from ..backends._random import same_rng_state
 from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
 from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
 from .passes import plan_memory  # noqa: F401
@@ -697,18 +698,7 @@ class _Jitted:
         return exe.prog
 
 
-def _same_state(a, b):
-    """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
-    if isinstance(a, dict):
-        return (isinstance(b, dict) and a.keys() == b.keys()
-                and all(_same_state(a[k], b[k]) for k in a))
-    if isinstance(a, (tuple, list)):
-        return (isinstance(b, (tuple, list)) and len(a) == len(b)
-                and all(_same_state(x, y) for x, y in zip(a, b)))
-    if _is_array(a):
-        import numpy as np
-        return _is_array(b) and np.array_equal(np.asarray(a), np.asarray(b))
-    return a == b
+_same_state = same_rng_state   # (whether two random states are equal)
 
 
 try:

@@ -205,6 +205,12 @@ def set_rng_state(state):
 
 def same_rng_state(a, b):
     """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
+    try:   # (NumPy's states are dicts of ints: compared in C)
+        same = a == b
+    except (TypeError, ValueError, RuntimeError):   # (arrays inside: compared below)
+        same = None
+    if type(same) is bool:
+        return same
     if isinstance(a, dict):
         return (isinstance(b, dict) and a.keys() == b.keys()
                 and all(same_rng_state(a[k], b[k]) for k in a))

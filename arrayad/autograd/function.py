@@ -106,6 +106,20 @@ def _unwrap(v, raw=True):
     return v
 
 
+def _lowered(v):
+    """An output of forward run on raw arrays (``impl``) as a raw value where it is a constant
+    of every transform open around the call: made of arrays created inside without an array
+    argument (``ad.rand(n)``, ``ad.zeros(n)``), which are constants of the innermost transform
+    (NOTE [everything inside is arrayad] in the core) and would escape it from a rule that
+    computes one level down."""
+    o = v
+    while isinstance(o, Tracer):
+        if not o._is_constant():
+            return v
+        o = o.value
+    return o
+
+
 def _no_tensor(*groups):
     return not any(isinstance(v, Tensor) for g in groups for v in g)
 
@@ -535,7 +549,14 @@ class _Site:
             rec, outs = self.run_forward(raws)
         rec.site = self
         rec.raws = raws
-        res = _Outs([_fix_scalar(_unwrap(o)) for o in outs])
+        ctx = rec.ctx
+        for name in ("_saved", "_saved_fwd"):   # (what backward and jvp read: lowered too)
+            saved = getattr(ctx, name)
+            if saved and any(isinstance(t, Tracer) for t in saved):
+                lowered = [_lowered(t) for t in saved]
+                setattr(ctx, name, tuple(t if lo is t else _prep(lo)
+                                         for t, lo in zip(saved, lowered)))
+        res = _Outs([_fix_scalar(_unwrap(_lowered(o))) for o in outs])
         res.record = rec
         return res
 

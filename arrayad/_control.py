@@ -897,7 +897,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     Parameters
     ----------
     lower, upper : int or 0-d integer array
-        The bounds.
+        The bounds: integers of one integer type (a Python int takes the other bound's; NumPy
+        integer scalars count as Python ints, as in JAX).
     body_fun : callable
         ``body_fun(i, val) -> val`` (``i`` a 0-d integer array), returning the structure,
         shapes and dtypes of ``init_val``.
@@ -912,7 +913,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     Raises
     ------
     TypeError
-        If ``body_fun`` changes the value's structure, shapes or dtypes.
+        If ``body_fun`` changes the value's structure, shapes or dtypes, or the bounds are not
+        integers of one integer type (``fori_loop(0, 3.5, ...)``).
 
     Examples
     --------

@@ -40,6 +40,7 @@ replay skips the per-operation dispatch, which pays for the tracing from about 3
 steps, plain 26 ms, traced 12 ms). A ``while_loop``'s trip count is unknown: it stays plain.
 """
 
+import contextlib
 import sys
 
 from ._core import _core
@@ -48,7 +49,8 @@ from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
 from ._jit.scan import compiled_scan
 from ._pytree import tree_flatten, tree_unflatten
-from .backends import backend_of, default_backend
+from .backends import backend_of, default_backend, get_rng_state, set_rng_state
+from .backends._random import same_rng_state
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
@@ -260,6 +262,23 @@ def _check_carry(api, fname, body, n_skip, n_carry, what="carry"):
 def _types(leaves):
     """(shape, dtype) of each array leaf."""
     return [(tuple(_core.shape_of(x)), _core.dtype_of(x)) for x in leaves]
+
+
+def _step_checker(api, fname, leaves, what):
+    """A check of a plain loop's carry at each step against ``leaves``, the initial one
+    (NOTE [eager checks]): the arrays' own shapes and dtypes first (attribute reads), arrayad's
+    types (``_check_types``, which raises) only where those differ, as they may between a raw
+    array and a Tensor of one type."""
+    ins = [(x.shape, x.dtype) for x in leaves]
+    exact = None
+
+    def check(out):
+        nonlocal exact
+        if [(x.shape, x.dtype) for x in out] != ins:
+            if exact is None:
+                exact = _types(leaves)
+            _check_types(api, fname, exact, _types(out), what)
+    return check
 
 
 def _check_types(api, fname, ins, outs, what="carry"):
@@ -729,13 +748,14 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
 
     if length < _PLAIN_STEPS and _plain(c_leaves + x_leaves):
         ops = _ops()
+        check_step = _step_checker("scan", fname, c_leaves, "carry")
         carry = tree_unflatten(c_leaves, c_spec)
         ys_list, y_spec = [], None
         order = range(length - 1, -1, -1) if reverse else range(length)
         for i in order:
             cl, yl, y_spec = split_out(f(carry, unflat_x([x[i, ...] for x in x_leaves])))
             cl = [_as_array_leaf(c, like) for c in cl]
-            _check_types("scan", fname, _types(c_leaves), _types(cl))
+            check_step(cl)
             carry = tree_unflatten(cl, c_spec)
             ys_list.append(yl)
         if reverse:
@@ -854,9 +874,9 @@ def _is_static_int(v):
 
 
 try:
-    from numpy import integer as _np_integer
+    from numpy import bool_ as _np_bool, errstate as _np_errstate, integer as _np_integer
 except ImportError:   # pragma: no cover
-    _np_integer = None
+    _np_bool = _np_errstate = _np_integer = None
 
 
 def _bound_type(v):
@@ -927,7 +947,8 @@ def fori_loop(lower, upper, body_fun, init_val):
     leaves, spec = tree_flatten(init_val)
     like = next((x for x in leaves if _is_array(x)), None)
     xp = (backend_of(_core.raw_value(like)) if like is not None else default_backend()).xp
-    in_types = _types([_as_array_leaf(x, like) for x in leaves])
+    check_step = _step_checker("fori_loop", fname, [_as_array_leaf(x, like) for x in leaves],
+                               "value")
 
     def checked(i, v):
         # (the value's check, named for fori_loop and its own leaves: the loop below carries
@@ -935,8 +956,7 @@ def fori_loop(lower, upper, body_fun, init_val):
         out = body_fun(i, v)
         ol, os = tree_flatten(out)
         _check_structure("fori_loop", fname, spec, os, "value")
-        _check_types("fori_loop", fname, in_types, _types([_as_array_leaf(o, like) for o in ol]),
-                     "value")
+        check_step([_as_array_leaf(o, like) for o in ol])
         return out
 
     if _is_static_int(lower) and _is_static_int(upper):
@@ -997,7 +1017,7 @@ def _check_predicate(api, fname, types):
 
 def _predicate(api, fname, p):
     """A plain while_loop's predicate as a Python bool, checked as the traced one is."""
-    if not isinstance(p, bool):
+    if not (isinstance(p, bool) or (type(p) is _np_bool)):   # (NumPy's comparisons: np.bool_)
         _check_predicate(api, fname, _types([_as_array_leaf(p)]))
     return bool(p)
 
@@ -1131,11 +1151,12 @@ def while_loop(cond_fun, body_fun, init_val, *, _api="while_loop"):
     if _plain(leaves):
         # (NOTE [eager checks]: what _while_bind checks on the traced functions, checked on
         # each value)
-        in_types = _types(leaves)
+        check_step = _step_checker(_api, fname, leaves, "value")
+        cname = _fname(cond_fun)
         val = tree_unflatten(leaves, spec)
-        while _predicate(_api, _fname(cond_fun), cond_fun(val)):
+        while _predicate(_api, cname, cond_fun(val)):
             out = check_out(body_fun(val))
-            _check_types(_api, fname, in_types, _types(out), "value")
+            check_step(out)
             val = tree_unflatten(out, spec)
         return _fixed(val)
 
@@ -1414,7 +1435,6 @@ def _branch_result(leaves, like):
 def _check_branches_not_taken(api, labels, branches, i, out, leaves, spec, like):
     """Run every branch but the ``i``-th (whose result is ``out``) for its result types, and
     check them (NOTE [eager checks])."""
-    from .backends import get_rng_state, set_rng_state
     results = []
     state = get_rng_state()
     try:
@@ -1426,19 +1446,17 @@ def _check_branches_not_taken(api, labels, branches, i, out, leaves, spec, like)
                     results.append(_branch_result(
                         b(*tree_unflatten([_operand_copy(x) for x in leaves], spec)), like))
     finally:
-        set_rng_state(state)
+        if not same_rng_state(get_rng_state(), state):
+            set_rng_state(state)
     _check_branches(api, labels, results)
 
 
 def _quiet():
     """NumPy's floating-point warnings off (a branch not taken may divide by the zero that the
     predicate guards against)."""
-    try:
-        import numpy as np
-    except ImportError:   # pragma: no cover
-        import contextlib
+    if _np_errstate is None:   # pragma: no cover
         return contextlib.nullcontext()
-    return np.errstate(all="ignore")
+    return _np_errstate(all="ignore")
 
 
 def _switch_call(api, index, branches, operands, labels):

@@ -47,6 +47,7 @@ from ._core import _core
 from ._core._core import Array, Tensor, bind
 from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
+from ._ops.creation import types_only
 from ._jit.scan import compiled_scan
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, default_backend, get_rng_state, set_rng_state
@@ -1414,7 +1415,8 @@ def switch(index, branches, *operands):
 # reaches nothing (a raw array or a Tensor: a fresh Tensor of the same value, whose in-place
 # updates rebind that Tensor alone; a tracer: its copy), with the random state put back
 # after them, so that a draw in a branch not taken leaves the stream as the call without
-# the check leaves it. They cost a call of every branch, as the trace of every branch does
+# the check leaves it (and, its numbers unused, is taken as outside every transform: no
+# vmap 'error' or jit refusal for it, ``types_only``). They cost a call of every branch, as the trace of every branch does
 # on the traced path.
 
 def _operand_copy(x):
@@ -1442,7 +1444,7 @@ def _check_branches_not_taken(api, labels, branches, i, out, leaves, spec, like)
             if k == i:
                 results.append(_branch_result(out, like))
             else:
-                with _quiet():
+                with _quiet(), types_only():
                     results.append(_branch_result(
                         b(*tree_unflatten([_operand_copy(x) for x in leaves], spec)), like))
     finally:

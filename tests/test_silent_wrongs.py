@@ -95,6 +95,17 @@ def test_branch_not_taken_changes_nothing(B):
     np.testing.assert_allclose(to_numpy(out), [3.0, 6.0])
     ad.manual_seed(3)
     np.testing.assert_allclose(to_numpy(ad.rand(2, device=x.device)), after)
+    # a draw in a branch not taken is no draw of the transform: jit and vmap's 'error' let it be
+    # (the branch taken would be refused)
+    def draws(a):
+        return a * ad.rand(2)
+    np.testing.assert_allclose(
+        to_numpy(ad.jit(lambda a: F.cond(True, lambda b: b * 2.0, draws, a))(x)), [2.0, 4.0])
+    np.testing.assert_allclose(
+        to_numpy(F.vmap(lambda a: F.cond(True, lambda b: b * 2.0, draws, a))(B(np.ones((2, 2))))),
+        np.full((2, 2), 2.0))
+    with pytest.raises(RuntimeError, match="draws random numbers"):
+        ad.jit(lambda a: F.cond(False, lambda b: b * 2.0, draws, a))(x)
 
 
 def test_plain_while_loop_checks_its_value_and_predicate(B):

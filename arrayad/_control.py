@@ -40,15 +40,18 @@ replay skips the per-operation dispatch, which pays for the tracing from about 3
 steps, plain 26 ms, traced 12 ms). A ``while_loop``'s trip count is unknown: it stays plain.
 """
 
+import contextlib
 import sys
 
 from ._core import _core
 from ._core._core import Array, Tensor, bind
 from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
+from ._ops.creation import types_only
 from ._jit.scan import compiled_scan
 from ._pytree import tree_flatten, tree_unflatten
-from .backends import backend_of, default_backend
+from .backends import backend_of, default_backend, get_rng_state, set_rng_state
+from .backends._random import same_rng_state
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
@@ -254,7 +257,35 @@ def _slice0(x):
 def _check_carry(api, fname, body, n_skip, n_carry, what="carry"):
     """The body's carry out must have the carry in's shapes and dtypes (JAX's rule)."""
     ins = body.in_avals[body.n_closure + n_skip: body.n_closure + n_skip + n_carry]
-    outs = body.out_avals[:n_carry]
+    _check_types(api, fname, ins, body.out_avals[:n_carry], what)
+
+
+def _types(leaves):
+    """(shape, dtype) of each array leaf."""
+    return [(tuple(_core.shape_of(x)), _core.dtype_of(x)) for x in leaves]
+
+
+def _step_checker(api, fname, leaves, what):
+    """A check of a plain loop's carry at each step against ``leaves``, the initial one
+    (NOTE [eager checks]): the arrays' own shapes and dtypes first (attribute reads), arrayad's
+    types (``_check_types``, which raises) only where those differ, as they may between a raw
+    array and a Tensor of one type."""
+    ins = [(x.shape, x.dtype) for x in leaves]
+    exact = None
+
+    def check(out):
+        nonlocal exact
+        if [(x.shape, x.dtype) for x in out] != ins:
+            if exact is None:
+                exact = _types(leaves)
+            _check_types(api, fname, exact, _types(out), what)
+    return check
+
+
+def _check_types(api, fname, ins, outs, what="carry"):
+    """A body's carry out (``outs``, (shape, dtype) per leaf) must have the carry in's shapes and
+    dtypes (``ins``): checked on the traced body (``_check_carry``) and at every step of a plain
+    loop (NOTE [eager checks]), with one message."""
     for i, ((si, di), (so, do)) in enumerate(zip(ins, outs)):
         if si != so or di != do:
             which = "shapes" if si != so else "dtypes"
@@ -718,23 +749,14 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
 
     if length < _PLAIN_STEPS and _plain(c_leaves + x_leaves):
         ops = _ops()
+        check_step = _step_checker("scan", fname, c_leaves, "carry")
         carry = tree_unflatten(c_leaves, c_spec)
         ys_list, y_spec = [], None
         order = range(length - 1, -1, -1) if reverse else range(length)
         for i in order:
             cl, yl, y_spec = split_out(f(carry, unflat_x([x[i, ...] for x in x_leaves])))
             cl = [_as_array_leaf(c, like) for c in cl]
-            for j, (a, b) in enumerate(zip(c_leaves, cl)):
-                sa, sb = _core.shape_of(a), _core.shape_of(b)
-                da, db = _core.dtype_of(a), _core.dtype_of(b)
-                if sa != sb or da != db:
-                    raise TypeError(
-                        f"scan: the function {fname} must return a carry of the same "
-                        f"structure, shapes and dtypes as the carry it is given; carry leaf "
-                        f"{j} is {_type_str(sa, da)} on input but {_type_str(sb, db)} on "
-                        f"output, so the {'shapes' if sa != sb else 'dtypes'} do not match. "
-                        f"Make them agree (e.g. cast with .astype, or start from an initial "
-                        f"value of the right dtype and shape).")
+            check_step(cl)
             carry = tree_unflatten(cl, c_spec)
             ys_list.append(yl)
         if reverse:
@@ -861,7 +883,44 @@ def map(f, xs, *, batch_size=None):
 # fori_loop
 
 def _is_static_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    """A Python int or a NumPy integer scalar (a static trip count, as in JAX)."""
+    return (isinstance(v, int) and not isinstance(v, bool)) or (
+        _np_integer is not None and isinstance(v, _np_integer))
+
+
+try:
+    from numpy import bool_ as _np_bool, errstate as _np_errstate, integer as _np_integer
+except ImportError:   # pragma: no cover
+    _np_bool = _np_errstate = _np_integer = None
+
+
+def _bound_type(v):
+    """The integer type of a fori_loop bound: 'int' (a Python int: weak, it takes the other
+    bound's type), a dtype's name, or None where ``v`` is no integer."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return "int"
+    if _is_array(v) and _core.shape_of(v) == ():
+        dtype = _core.dtype_of(v)
+        if getattr(dtype, "kind", "") in ("i", "u"):
+            return getattr(dtype, "name", str(dtype))
+    return None
+
+
+def _check_bounds(lower, upper):
+    """fori_loop's bounds are integers of one integer type (JAX's rule; a Python int takes the
+    other's): ``fori_loop(0, 3.5, ...)`` would otherwise run a number of steps that no one
+    asked for."""
+    types = [_bound_type(lower), _bound_type(upper)]
+    if None in types or ("int" not in types and types[0] != types[1]):
+        def name(v):
+            if _is_array(v):
+                return _type_str(_core.shape_of(v), _core.dtype_of(v))
+            return f"{type(v).__name__} {v!r}"
+        raise TypeError(
+            f"fori_loop: lower and upper must be integers of the same integer type (Python "
+            f"ints, NumPy integer scalars or 0-d integer arrays), got {name(lower)} and "
+            f"{name(upper)}. Pass int bounds (e.g. int(n)), or cast an array bound with "
+            f".astype to the other's dtype.")
 
 
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
@@ -873,7 +932,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     Parameters
     ----------
     lower, upper : int or 0-d integer array
-        The bounds.
+        The bounds: integers of one integer type (a Python int takes the other bound's; NumPy
+        integer scalars count as Python ints, as in JAX).
     body_fun : callable
         ``body_fun(i, val) -> val`` (``i`` a 0-d integer array), returning the structure,
         shapes and dtypes of ``init_val``.
@@ -891,7 +951,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     Raises
     ------
     TypeError
-        If ``body_fun`` changes the value's structure, shapes or dtypes.
+        If ``body_fun`` changes the value's structure, shapes or dtypes, or the bounds are not
+        integers of one integer type (``fori_loop(0, 3.5, ...)``).
     ValueError
         If ``unroll`` is given with array bounds.
 
@@ -902,16 +963,29 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """
     body_fun = _uncheckpointed(body_fun)
     fname = _fname(body_fun)
-    leaves = tree_flatten(init_val)[0]
+    _check_bounds(lower, upper)
+    leaves, spec = tree_flatten(init_val)
     like = next((x for x in leaves if _is_array(x)), None)
     xp = (backend_of(_core.raw_value(like)) if like is not None else default_backend()).xp
+    check_step = _step_checker("fori_loop", fname, [_as_array_leaf(x, like) for x in leaves],
+                               "value")
+
+    def checked(i, v):
+        # (the value's check, named for fori_loop and its own leaves: the loop below carries
+        # the counter too)
+        out = body_fun(i, v)
+        ol, os = tree_flatten(out)
+        _check_structure("fori_loop", fname, spec, os, "value")
+        check_step([_as_array_leaf(o, like) for o in ol])
+        return out
 
     if _is_static_int(lower) and _is_static_int(upper):
+        lower, upper = int(lower), int(upper)
         i0 = xp.asarray(lower, dtype=xp.int64)
 
         def step(c, _):
             i, v = c
-            return (i + 1, body_fun(i, v)), None
+            return (i + 1, checked(i, v)), None
         step.__name__ = fname
         (_, val), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0),
                            unroll=1 if unroll is None else unroll)
@@ -922,12 +996,14 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
                          f"is a while_loop, which does not unroll. Pass int bounds, or leave "
                          f"unroll out.")
 
-    lo = lower if _is_array(lower) else xp.asarray(lower, dtype=xp.int64)
-    hi = upper if _is_array(upper) else xp.asarray(upper, dtype=xp.int64)
+    # (a static bound takes the array bound's dtype, as a Python int does in JAX)
+    int_dtype = _core.raw_value(upper if _is_static_int(lower) else lower).dtype
+    lo = xp.asarray(int(lower), dtype=int_dtype) if _is_static_int(lower) else lower
+    hi = xp.asarray(int(upper), dtype=int_dtype) if _is_static_int(upper) else upper
 
     def body(c):
         i, h, v = c
-        return i + 1, h, body_fun(i, v)
+        return i + 1, h, checked(i, v)
     body.__name__ = fname
 
     def cond_fun(c):
@@ -956,18 +1032,29 @@ def _while_vjp(g, ans, *args, cond, body, ncc, nbc):
         f"Python int bounds (a static trip count) or scan, or forward mode (jvp, jacfwd).")
 
 
+def _check_predicate(api, fname, types):
+    """A while_loop's cond_fun returns one boolean scalar (its output's (shape, dtype)s)."""
+    if len(types) != 1 or types[0][0] != () or getattr(types[0][1], "kind", "") != "b":
+        raise TypeError(
+            f"{api}: cond_fun ({fname}) must return a boolean scalar (0-d bool array), got "
+            f"{', '.join(_type_str(s, d) for s, d in types)}. Reduce it with "
+            f"arrayad.all/any, or compare (x < n).")
+
+
+def _predicate(api, fname, p):
+    """A plain while_loop's predicate as a Python bool, checked as the traced one is."""
+    if not (isinstance(p, bool) or (type(p) is _np_bool)):   # (NumPy's comparisons: np.bool_)
+        _check_predicate(api, fname, _types([_as_array_leaf(p)]))
+    return bool(p)
+
+
 def _while_bind(api, fname, cond_fn, body_fn, cc, bc, init):
     """Trace ``cond_fn(*cc, *carry) -> [pred]`` and ``body_fn(*bc, *carry) -> [*carry]``, bind
     the primitive; returns the final carry leaves."""
     cbody, cclos = _trace(api, fname + " (cond_fun)", cond_fn, list(cc) + list(init))
-    shape, dtype = cbody.out_avals[0]
-    if len(cbody.out_avals) != 1 or shape != () or getattr(dtype, "kind", "") != "b":
-        raise TypeError(
-            f"{api}: cond_fun must return a boolean scalar (0-d bool array), got "
-            f"{', '.join(_type_str(s, d) for s, d in cbody.out_avals)}. Reduce it with "
-            f"arrayad.all/any, or compare (x < n).")
+    _check_predicate(api, cond_fn.__name__, cbody.out_avals)
     bbody, bclos = _trace(api, fname, body_fn, list(bc) + list(init))
-    _check_carry(api, fname, bbody, len(bc), len(init))
+    _check_carry(api, fname, bbody, len(bc), len(init), "value")
     ccs = list(cclos) + list(cc)
     bcs = list(bclos) + list(bc)
     return list(bind(while_p, *ccs, *bcs, *init, cond=cbody, body=bbody, ncc=len(ccs),
@@ -1094,9 +1181,15 @@ def _while_loop(cond_fun, body_fun, init_val, _api):
         return [_as_array_leaf(o, like) for o in ol]
 
     if _plain(leaves):
+        # (NOTE [eager checks]: what _while_bind checks on the traced functions, checked on
+        # each value)
+        check_step = _step_checker(_api, fname, leaves, "value")
+        cname = _fname(cond_fun)
         val = tree_unflatten(leaves, spec)
-        while bool(cond_fun(val)):
-            val = tree_unflatten(check_out(body_fun(val)), spec)
+        while _predicate(_api, cname, cond_fun(val)):
+            out = check_out(body_fun(val))
+            check_step(out)
+            val = tree_unflatten(out, spec)
         return _fixed(val)
 
     def cond_fn(*a):
@@ -1122,22 +1215,42 @@ def _switch_impl(xp, index, *args, branches, ncs, nops):
     return tuple(branches[i].replay(*consts, *operands))
 
 
-def _switch_bind(api, fnames, fns, index, operands):
+def _check_branches(api, labels, results):
+    """Every branch returns the same structure, shapes and dtypes: ``results`` holds (pytree
+    spec or None, [(shape, dtype)] per leaf) of each branch, in ``labels``' order. Checked on
+    the traced branches (``_switch_bind``) and on the branches of a call with a known index
+    (NOTE [eager checks]), with one message."""
+    spec0, types0 = results[0]
+    for label, (spec, types) in zip(labels[1:], results[1:]):
+        if spec0 is not None and spec is not None and spec != spec0:
+            raise TypeError(
+                f"{api}: every branch must return the same structure, shapes and dtypes; "
+                f"{labels[0]} returns {spec0} but {label} returns {spec}. Return the same "
+                f"pytree (same containers, same number of leaves) from each branch.")
+        if len(types) != len(types0):
+            raise TypeError(
+                f"{api}: every branch must return the same structure, shapes and dtypes; "
+                f"{labels[0]} returns {len(types0)} arrays but {label} returns {len(types)}. "
+                f"Return the same pytree from each branch.")
+        for j, ((s0, d0), (s1, d1)) in enumerate(zip(types0, types)):
+            if s0 != s1 or d0 != d1:
+                raise TypeError(
+                    f"{api}: every branch must return the same structure, shapes and dtypes; "
+                    f"output leaf {j} is {_type_str(s0, d0)} from {labels[0]} but "
+                    f"{_type_str(s1, d1)} from {label}, so the "
+                    f"{'shapes' if s0 != s1 else 'dtypes'} differ. Make them agree (cast with "
+                    f".astype, broadcast, or return zeros of the other branch's shape).")
+
+
+def _switch_bind(api, fnames, fns, index, operands, labels=None):
     """Trace each ``fns[k](*operands) -> [outs]`` and bind the switch primitive."""
     bodies, closures = [], []
     for fn, nm in zip(fns, fnames):
         b, clos = _trace(api, nm, fn, list(operands))
         bodies.append(b)
         closures.append(clos)
-    first = bodies[0].out_avals
-    for b in bodies[1:]:
-        if b.out_avals != first:
-            raise TypeError(
-                f"{api}: every branch must return the same structure, shapes and dtypes; "
-                f"{bodies[0].name} returns "
-                f"({', '.join(_type_str(s, d) for s, d in first)}) but {b.name} returns "
-                f"({', '.join(_type_str(s, d) for s, d in b.out_avals)}). Make them agree "
-                f"(cast with .astype, broadcast, or return zeros of the other branch's shape).")
+    _check_branches(api, labels or [b.name for b in bodies],
+                    [(None, b.out_avals) for b in bodies])
     consts = [c for clos in closures for c in clos]
     return list(bind(switch_p, index, *consts, *operands, branches=tuple(bodies),
                      ncs=tuple(len(c) for c in closures), nops=len(operands)))
@@ -1306,38 +1419,95 @@ def switch(index, branches, *operands):
     branches = [_uncheckpointed(b) for b in branches]
     if not branches or not all(callable(b) for b in branches):
         raise TypeError("switch: branches must be a non-empty sequence of functions.")
-    return _switch_call("switch", index, branches, operands)
+    return _switch_call("switch", index, branches, operands,
+                        [f"branches[{k}] ({_fname(b)})" for k, b in enumerate(branches)])
 
 
-def _switch_call(api, index, branches, operands):
+# NOTE [eager checks]
+# -------------------
+# What the traced path checks (a branch's results against the other branches', a loop body's
+# carry against the carry it was given, a while_loop's predicate), the plain path checks too
+# (JAX checks both: it always traces): a plain loop compares each step's carry with the
+# initial one, and a switch or cond whose index is known (a plain call, or a Python index
+# under a transform) runs the branch it selects and then every other branch, for its
+# results' types only. Those run on copies of the operands, so an in-place update in them
+# reaches nothing (a raw array or a Tensor: a fresh Tensor of the same value, whose in-place
+# updates rebind that Tensor alone; a tracer: its copy), with the random state put back
+# after them, so that a draw in a branch not taken leaves the stream as the call without
+# the check leaves it (and, its numbers unused, is taken as outside every transform: no
+# vmap 'error' or jit refusal for it, ``types_only``). They cost a call of every branch, as the trace of every branch does
+# on the traced path.
+
+def _operand_copy(x):
+    """``x`` for a branch run for its result types only (NOTE [eager checks])."""
+    if isinstance(x, Tensor):
+        return Tensor(x._value)
+    if isinstance(x, Array):
+        return x.__copy__()
+    return Tensor(x) if _is_array(x) else x
+
+
+def _branch_result(leaves, like):
+    """(spec, [(shape, dtype)]) of a branch's result."""
+    ol, os = tree_flatten(leaves)
+    return os, _types([_as_array_leaf(o, like) for o in ol])
+
+
+def _check_branches_not_taken(api, labels, branches, i, out, leaves, spec, like):
+    """Run every branch but the ``i``-th (whose result is ``out``) for its result types, and
+    check them (NOTE [eager checks])."""
+    results = []
+    state = get_rng_state()
+    try:
+        for k, b in enumerate(branches):
+            if k == i:
+                results.append(_branch_result(out, like))
+            else:
+                with _quiet(), types_only():
+                    results.append(_branch_result(
+                        b(*tree_unflatten([_operand_copy(x) for x in leaves], spec)), like))
+    finally:
+        if not same_rng_state(get_rng_state(), state):
+            set_rng_state(state)
+    _check_branches(api, labels, results)
+
+
+def _quiet():
+    """NumPy's floating-point warnings off (a branch not taken may divide by the zero that the
+    predicate guards against)."""
+    if _np_errstate is None:   # pragma: no cover
+        return contextlib.nullcontext()
+    return _np_errstate(all="ignore")
+
+
+def _switch_call(api, index, branches, operands, labels):
     index = _index_leaf(index, api)
     leaves, spec = tree_flatten(operands)
     like = next((x for x in leaves if _is_array(x)), None)
     leaves = [_as_array_leaf(x, like) for x in leaves]
-    if _plain(leaves + ([index] if _is_array(index) else [])):
+    if _plain(leaves + ([index] if _is_array(index) else [])) or not _is_array(index):
         i = min(max(int(index), 0), len(branches) - 1)
-        return _fixed(branches[i](*tree_unflatten(leaves, spec)))
-    if not _is_array(index):
-        i = min(max(int(index), 0), len(branches) - 1)
-        return _fixed(branches[i](*tree_unflatten(leaves, spec)))
+        out = branches[i](*tree_unflatten(leaves, spec))
+        if len(branches) > 1:
+            _check_branches_not_taken(api, labels, branches, i, out, leaves, spec, like)
+        return _fixed(out)
     if getattr(_core.dtype_of(index), "kind", "") == "b":
         index = _ops().astype(index, _ops().int32)
     info = {}
 
-    def wrap(b):
+    def wrap(k, b):
         def fn(*a):
             out = b(*tree_unflatten(list(a), spec))
             ol, os = tree_flatten(out)
             if "spec" in info and info["spec"] != os:
-                raise TypeError(
-                    f"{api}: every branch must return the same structure; got {info['spec']} "
-                    f"and {os}. Return the same pytree from each branch.")
-            info["spec"] = os
+                _check_branches(api, [info["label"], labels[k]],
+                                [(info["spec"], []), (os, [])])
+            info["spec"], info["label"] = os, labels[k]
             return [_as_array_leaf(o, like) for o in ol]
         fn.__name__ = _fname(b)
         return fn
-    fns = [wrap(b) for b in branches]
-    out = _switch_bind(api, [f.__name__ for f in fns], fns, index, leaves)
+    fns = [wrap(k, b) for k, b in enumerate(branches)]
+    out = _switch_bind(api, [f.__name__ for f in fns], fns, index, leaves, labels)
     return tree_unflatten(out, info["spec"])
 
 
@@ -1394,7 +1564,8 @@ def cond(pred, true_fn, false_fn, *operands, **kwargs):
         pred = _ops().astype(pred, _ops().int32)
     else:
         pred = int(bool(pred))
-    return _switch_call("cond", pred, [false_fn, true_fn], operands)
+    return _switch_call("cond", pred, [false_fn, true_fn], operands,
+                        [f"false_fn ({_fname(false_fn)})", f"true_fn ({_fname(true_fn)})"])
 
 
 def torch_cond(pred, true_fn, false_fn, *operands, **kwargs):

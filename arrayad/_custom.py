@@ -52,6 +52,7 @@ from ._core._core import Array, Interpreter, Primitive, Tensor, Tracer, bind, sh
 from ._ops import ops
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, get_rng_state, set_rng_state
+from .backends._random import RandomReplay
 
 __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat", "checkpoint_policies"]
 
@@ -183,6 +184,14 @@ class _Spec:
         self.fixed = fixed          # position -> value of the nondiff/static arguments
         self.n_args = n_args
         self.out_tree = None
+        # (the random state of the first run of the user's function: NOTE [random state of a
+        # rule] in backends/_random.py; a later run draws what it drew)
+        self.rng = RandomReplay()
+
+    def run_user(self, fn):
+        """``fn()``, a run of the user's function, fwd or rule for this call, from the random
+        state of the first (NOTE [random state of a rule])."""
+        return self.rng.run(fn)
 
     def arrays(self, leaves):
         return [v for v, e in zip(leaves, self.layout) if e is _T]
@@ -283,11 +292,11 @@ class _VjpCall(_Spec):
 
     def outputs(self, vals):
         args, _ = self.full_args(vals)
-        return self.flat_out(self.owner.fun(*args), "the function")
+        return self.flat_out(self.run_user(lambda: self.owner.fun(*args)), "the function")
 
     def run_fwd(self, vals):
         args, _ = self.full_args(vals)
-        res = self.owner.fwd(*args)
+        res = self.run_user(lambda: self.owner.fwd(*args))
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise TypeError(
                 f"Custom VJP fwd rule {_name(self.owner.fwd)} for function "
@@ -300,6 +309,7 @@ class _VjpCall(_Spec):
         return self.flat_out(res[0], f"the fwd rule {_name(self.owner.fwd)}"), res[1]
 
     def impl(self, raws):
+        self.rng.state = None   # (a first run: NOTE [random state of a rule])
         if self.reverse:
             outs, res = self.run_fwd(raws)
             self.last = (raws, self.raw_residuals(res))
@@ -324,7 +334,9 @@ class _VjpCall(_Spec):
         if last is not None and len(last[0]) == len(args) and \
                 all(a is b for a, b in zip(args, last[0])):
             return last[1]
-        return self.run_fwd(args)[1]   # at the level of args (outer transforms record it)
+        # (at the level of args: outer transforms record it; from the first run's random
+        # state, NOTE [random state of a rule])
+        return self.run_user(lambda: self.run_fwd(args))[1]
 
     def vjp(self, gs, args, ans=None):
         g = _glue()
@@ -383,7 +395,14 @@ class _VjpCall(_Spec):
                 continue
             if _core.dtype_of(v) != _core.dtype_of(a):
                 if _core.is_complex(v) and not _core.is_complex(a):
-                    v = ops.real(v)
+                    # (torch refuses it too; its real part would be a silently wrong gradient)
+                    raise TypeError(
+                        f"Custom VJP bwd rule {_name(owner.bwd)} returned a "
+                        f"{_core.dtype_of(v).name} cotangent in output[{k}] for a real input "
+                        f"of dtype {_core.dtype_of(a).name} (custom_vjp function "
+                        f"{_name(owner.fun)}): the gradient of a real input is real. Return "
+                        f"its real part if that is what you mean (arrayad.real(ct)), or make "
+                        f"the input complex.")
                 v = ops.astype(v, _core.dtype_of(a))
             out.append(g._unwrap(v, raw))
         return out
@@ -394,7 +413,8 @@ class _VjpCall(_Spec):
         # the reverse pass runs, fwd now and bwd later, as JAX does.
         if self.forward_direct:
             raise TypeError(_NO_JVP)
-        return self.jvp_of(lambda vals: self.run_fwd(vals)[0], tangents, args)
+        return self.run_user(lambda: self.jvp_of(lambda vals: self.run_fwd(vals)[0],
+                                                  tangents, args))
 
 
 class custom_vjp:
@@ -513,9 +533,10 @@ class _JvpCall(_Spec):
 
     def outputs(self, vals):
         args, _ = self.full_args(vals)
-        return self.flat_out(self.owner.fun(*args), "the function")
+        return self.flat_out(self.run_user(lambda: self.owner.fun(*args)), "the function")
 
     def impl(self, raws):
+        self.rng.state = None   # (a first run: NOTE [random state of a rule])
         outs = self.outputs(raws)
         outs = self.check_closure(outs)
         return self.unwrap(outs)
@@ -538,7 +559,9 @@ class _JvpCall(_Spec):
                 t_leaves.append(None)
         t_args, _ = tree_unflatten(t_leaves, self.tree)
         nondiff = [self.fixed[i] for i in sorted(self.fixed)]
-        res = owner.rule(*nondiff, tuple(primals), tuple(t_args))
+        # (the rule recomputes the outputs: from the first run's random state, NOTE [random
+        # state of a rule])
+        res = self.run_user(lambda: owner.rule(*nondiff, tuple(primals), tuple(t_args)))
         rname = _name(owner.rule)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise TypeError(
@@ -580,6 +603,14 @@ class _JvpCall(_Spec):
                     # ``ad.arange(n)``: constants of this level, NOTE [rule primitives])
                     (t,) = self.check_closure([t])
                 if _core.dtype_of(t) != _core.dtype_of(p):
+                    if _core.is_complex(t) and not _core.is_complex(p):
+                        raise TypeError(
+                            f"Custom JVP rule must produce primal and tangent outputs with "
+                            f"corresponding shapes and dtypes: the rule of {_name(self.owner.fun)} "
+                            f"returned a {_core.dtype_of(t).name} tangent for a real primal "
+                            f"output of dtype {_core.dtype_of(p).name} (its imaginary part "
+                            f"would be dropped). Return a real tangent (arrayad.real(t) if that "
+                            f"is what you mean), or make the output complex.")
                     t = ops.astype(t, _core.dtype_of(p))
                 outs.append(g._unwrap(t, raw))
         return tuple(outs)
@@ -848,14 +879,14 @@ class _CkptCall(_Spec):
     def __init__(self, owner, leaves, tree, fixed, n_args):
         super().__init__(owner, leaves, tree, fixed, n_args)
         self.kept = None     # (raw inputs, kept results) of the last impl (NOTE [saving policy])
-        self.rng = None      # the random state before the first run, if the block drew numbers
 
     def outputs(self, vals):
         args, kwargs = self.full_args(vals)
-        return self.flat_out(self.owner.fun(*args, **kwargs), "the function")
+        return self.flat_out(self.run_user(lambda: self.owner.fun(*args, **kwargs)),
+                             "the function")
 
     def impl(self, raws):
-        rng = get_rng_state()
+        self.rng.state = None   # (a first run: NOTE [random state of a rule])
         policy = self.owner.policy
         if policy is None:
             outs = self.outputs(raws)
@@ -864,25 +895,10 @@ class _CkptCall(_Spec):
                 outs = self.outputs(raws)
             self.kept = (raws, keeper.kept)
         outs = self.check_closure(outs)
-        from ._jit import _same_state
-        if not _same_state(get_rng_state(), rng):
-            self.rng = rng   # the recomputation must draw the same numbers (as torch's)
         return self.unwrap(outs)
 
     def reads_closure(self):
         raise _ReadsClosure   # (checkpoint then runs the function as it is: see __call__)
-
-    def recompute(self, fn):
-        """Run ``fn`` (which reruns the block) with the block's random state and kept results."""
-        rng = self.rng
-        if rng is not None:
-            now = get_rng_state()
-            set_rng_state(rng)
-        try:
-            return fn()
-        finally:
-            if rng is not None:
-                set_rng_state(now)
 
     def vjp(self, gs, args, ans=None):
         from . import func
@@ -910,7 +926,7 @@ class _CkptCall(_Spec):
         else:
             def run():
                 return func.vjp(block, *[args[i] for i in fl])
-        _, pull = self.recompute(run)
+        _, pull = self.run_user(run)
         cts = pull(tuple(gs[k] for k in ko))
         out = [None] * len(args)
         for i, c in zip(fl, cts):
@@ -918,7 +934,7 @@ class _CkptCall(_Spec):
         return out
 
     def jvp(self, tangents, ans, args):
-        return self.recompute(lambda: self.jvp_of(self.outputs, tangents, args))
+        return self.run_user(lambda: self.jvp_of(self.outputs, tangents, args))
 
 
 class _Checkpointed:

@@ -715,8 +715,11 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
                 raise RuntimeError(
                     f"vjp_fn: Mismatch in shape: grad_output[{i}] has a shape of {shape_of(c)} "
                     f"and output[{i}] has a shape of {shape_of(v)}.")
-        result = tree_unflatten([_owned(g) for g in trace.backprop(list(ct_leaves))],
-                                trace.in_spec)
+        result = tree_unflatten(
+            [_owned(g) for g in trace.backprop([_cotangent_of_dtype(c, v, i)
+                                                for i, (c, v) in enumerate(zip(ct_leaves,
+                                                                               values))])],
+            trace.in_spec)
         ct_native = _Native(ct_leaves)
         return ct_native.tree(result) if ct_native.mode != "tracer" else result
 
@@ -724,6 +727,24 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     if has_aux:
         return out_native, vjp_fn, native.tree(trace.aux)
     return out_native, vjp_fn
+
+
+def _cotangent_of_dtype(c, v, i):
+    """grad_output[i] ``c`` in output[i] ``v``'s dtype (torch.func's rule: a float cotangent of
+    another precision is cast, so a float32 output's float32 inputs get float32 gradients; a
+    real one for a complex output is made complex). An integer or bool cotangent, or a complex
+    one for a real output (its imaginary part would be dropped), is refused."""
+    dc, dv = dtype_of(c), dtype_of(v)
+    if dc is dv:
+        return c
+    if dc.kind not in ("f", "c") or (dc.kind == "c" and dv.kind != "c"):
+        raise RuntimeError(
+            f"vjp_fn: grad_output[{i}] has dtype {dc.name} but output[{i}] has dtype "
+            f"{dv.name}: a cotangent must be floating point for a real output (complex for a "
+            f"complex output), and a complex cotangent of a real output would lose its "
+            f"imaginary part. Pass grad_output[{i}] in the output's dtype (.astype({dv.name})), "
+            f"or make the function's output complex.")
+    return ops.astype(c, dv)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -751,6 +772,7 @@ def _checked_jvp_inputs(primals, tangents, api):
         p = _as_array(p, api, "primal")
         t = _as_array(t, api, "tangent")
         _check_float(p, api, "primal")
+        _check_tangent_dtype(t, p, api)
         _check_same_backend(t, p, f"{api}: a tangent", "its primal")
         if shape_of(p) != shape_of(t):
             raise RuntimeError(
@@ -759,6 +781,25 @@ def _checked_jvp_inputs(primals, tangents, api):
         ps.append(p)
         ts.append(t)
     return ps, ts, p_spec
+
+
+def _check_tangent_dtype(t, p, api):
+    """A tangent is floating point or complex (torch.func refuses an integer one, JAX one that
+    is not its primal's dtype); a complex tangent for a real primal is refused (torch casts it,
+    dropping its imaginary part with a warning). A float tangent of another precision stays as
+    it is, as in torch.func (the tangent out has the promoted dtype)."""
+    dt, dp = dtype_of(t), dtype_of(p)
+    if dt is dp:
+        return
+    if dt.kind not in ("f", "c"):
+        raise ValueError(
+            f"{api}: Expected tangent to be floating point or complex, but got {dt.name} for a "
+            f"{dp.name} primal. Pass the tangent in the primal's dtype (.astype({dp.name})).")
+    if dt.kind == "c" and dp.kind != "c":
+        raise ValueError(
+            f"{api}: a {dt.name} tangent for a real ({dp.name}) primal: the derivative along "
+            f"its imaginary part is not defined for a real input (torch drops it). Pass a real "
+            f"tangent (.real), or make the primal complex.")
 
 
 def _on_duals(func, p_leaves, t_leaves, spec, has_aux, api):
@@ -910,6 +951,7 @@ def linearize(func: Callable[..., Any], *primals: Any,
     in_spec, out_spec, outs = trace.in_spec, trace.out_spec, trace.outs
     in_nodes = [t.node for t in trace.inputs if t is not None]
     in_shapes = [shape_of(t.value) for t in trace.inputs if t is not None]
+    in_dtypes = [dtype_of(t.value) for t in trace.inputs if t is not None]
 
     def jvp_fn(*tangents):
         t_leaves, t_spec = tree_flatten(tangents)
@@ -920,6 +962,11 @@ def linearize(func: Callable[..., Any], *primals: Any,
             if shape_of(t) != s:
                 raise RuntimeError(f"linearize jvp_fn: tangent {i} has shape {shape_of(t)}, "
                                    f"expected {s}")
+        for i, (t, d) in enumerate(zip(t_leaves, in_dtypes)):
+            if dtype_of(t) is not d:   # (torch.func's linearize: the primal's dtype exactly)
+                raise RuntimeError(f"linearize jvp_fn: tangent {i} has dtype {dtype_of(t).name} "
+                                   f"but its primal has dtype {d.name}. Pass the tangent in "
+                                   f"the primal's dtype (.astype({d.name})).")
         known = {(n, 0): t for n, t in zip(in_nodes, t_leaves)}
         result = []
         for value, edge in outs:

@@ -39,6 +39,7 @@ from .._core._core import Array, Interpreter, Tensor, Tracer, bind
 from .._ops._rules import facts
 from .._pytree import _node_of, tree_flatten, tree_unflatten
 from ..backends import backend_of, default_backend, get_rng_state
+from ..backends._random import same_rng_state
 from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
 from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
 from .passes import plan_memory  # noqa: F401
@@ -207,10 +208,16 @@ class JitInterpreter(Interpreter):
 
     def process(self, prim, args, params):
         vals, atoms = [], []
+        numbers = False
         for a in args:
             v, atom = self._atom(a)
             vals.append(v)
             atoms.append(atom)
+            if _np_generic is not None and (isinstance(a, _np_generic)
+                                            or (type(a) is _ndarray and a.ndim == 0)):
+                numbers = True
+        if numbers:
+            self._numpy_numbers(args, vals, atoms)
         f = facts(prim)
         if f.value_shaped is True or (f.value_shaped and f.value_shaped(*vals, **params)):
             raise RuntimeError(
@@ -236,6 +243,30 @@ class JitInterpreter(Interpreter):
         var = self.new_var(out, prim.name)
         self.eqns.append(Eqn(prim, tuple(atoms), dict(params), (var,)))
         return JitTracer(self, out, var)
+
+    def _numpy_numbers(self, args, vals, atoms):
+        """NOTE [NumPy numbers in a program]: a NumPy scalar (``np.log(2 * np.pi)`` is a
+        ``np.float64``) or a 0-d NumPy array beside another backend's array is a Python number
+        to that backend (the core's ``_call_impl`` converts it at every eager call, as torch
+        takes it). The replay calls the backend's function directly, so the program must hold
+        the number itself: a literal (weak, as a Python float is). A NumPy scalar cannot change,
+        so the literal is exact; a 0-d NumPy array can be written into later (NOTE [captured
+        arrays]), so a program that reads one as a number is not cached (traced at each call).
+        With NumPy arrays only, NumPy's own rules apply and nothing changes."""
+        backend = None
+        for a, v in zip(args, vals):
+            if _is_array(v) and not (isinstance(a, _np_generic)
+                                     or (type(a) is _ndarray and a.ndim == 0)):
+                backend = backend_of(_core.raw_value(v))
+                break
+        if backend is None or backend.name == "numpy":
+            return
+        for k, a in enumerate(args):
+            if isinstance(a, _np_generic) or (type(a) is _ndarray and a.ndim == 0):
+                if type(a) is _ndarray:
+                    self.cacheable = False
+                vals[k] = a.item()
+                atoms[k] = Lit(vals[k])
 
     def lift(self, value):
         v, atom = self._atom(value)
@@ -686,25 +717,14 @@ class _Jitted:
         return exe
 
 
-def _same_state(a, b):
-    """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
-    if isinstance(a, dict):
-        return (isinstance(b, dict) and a.keys() == b.keys()
-                and all(_same_state(a[k], b[k]) for k in a))
-    if isinstance(a, (tuple, list)):
-        return (isinstance(b, (tuple, list)) and len(a) == len(b)
-                and all(_same_state(x, y) for x, y in zip(a, b)))
-    if _is_array(a):
-        import numpy as np
-        return _is_array(b) and np.array_equal(np.asarray(a), np.asarray(b))
-    return a == b
+_same_state = same_rng_state   # (whether two random states are equal)
 
 
 try:
     import numpy as _np
-    _ndarray = _np.ndarray
+    _ndarray, _np_generic = _np.ndarray, _np.generic
 except ImportError:   # pragma: no cover
-    _ndarray = None
+    _ndarray = _np_generic = None
 
 
 def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):

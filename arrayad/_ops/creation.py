@@ -8,6 +8,9 @@ or torch inputs never meet a NumPy array. ``device=`` with a backend's device ob
 there. The ``*_like`` functions are primitives without derivative: they follow their argument.
 """
 
+import contextlib
+import contextvars
+
 import numpy as _np
 
 from ._namespace import ops
@@ -887,11 +890,55 @@ def _size_args(size, api):
     return _shape(size, api, "size")
 
 
+# NOTE [draws in a batching rule]
+# -------------------------------
+# A batching rule runs one level below its vmap, with that vmap still on the stack. A rule that
+# batches a call by running it under a vmap of its own (``generate_vmap_rule``, custom_vjp,
+# checkpoint: ``_Batched``) or a user's ``vmap`` staticmethod takes the lanes' draws itself (the
+# inner vmap has the outer one's randomness): counting the outer vmap too would draw every lane
+# twice over and wrap the result in a tracer of the outer level, which escapes the rule. So
+# while its batching rule runs, a vmap is left out of the draws (as torch runs a Function's
+# vmap rule below the vmap's level). A function run for its result types only (a branch not
+# taken, NOTE [eager checks] in ``_control.py``) draws once, as outside every transform,
+# whatever the transforms around it say (``types_only``): its numbers are never used, and the
+# random state is put back after it.
+_rule_vmaps = contextvars.ContextVar("arrayad_rule_vmaps", default=())
+_EVERY = ("every transform",)
+
+
+@contextlib.contextmanager
+def types_only():
+    """``with types_only():`` around a function run for its result types alone: its draws
+    ignore the transforms' randomness (NOTE [draws in a batching rule])."""
+    token = _rule_vmaps.set(_EVERY)
+    try:
+        yield
+    finally:
+        _rule_vmaps.reset(token)
+
+
+@contextlib.contextmanager
+def batching_rule_of(interp):
+    """``with batching_rule_of(vmap_interpreter):`` around a batching rule that draws through
+    a vmap of its own (NOTE [draws in a batching rule])."""
+    token = _rule_vmaps.set(_rule_vmaps.get() + (interp,))
+    try:
+        yield
+    finally:
+        _rule_vmaps.reset(token)
+
+
 def _random(draw, shape, requires_grad, interp):
     """Draw random numbers, honouring the ``randomness`` mode of every enclosing vmap:
     'error' refuses, 'same' draws once, 'different' draws one sample per batch element."""
-    # (each transform says, outermost first: NOTE [interpreters])
-    different = [f for f in _core.interpreters() if f.random_per_batch_element()]
+    # (each transform says, outermost first: NOTE [interpreters]; a vmap whose batching rule
+    # is running is not asked: NOTE [draws in a batching rule])
+    skip = _rule_vmaps.get()
+    if skip is _EVERY:
+        different = []
+    else:
+        different = [f for f in _core.interpreters()
+                     if not (skip and any(f is v for v in skip)) and f.random_per_batch_element()]
     full_shape = tuple(f.size for f in different) + tuple(shape)
     if interp is None:
         return _made(draw(full_shape), None, requires_grad)

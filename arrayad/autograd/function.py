@@ -56,8 +56,10 @@ from .._core._core import (Array, Primitive, Tensor, Tracer, bind, dtype_of, is_
                            unbroadcast)
 from .._core._core import fix_scalar as _fix_scalar
 from .._ops import ops
+from .._ops.creation import batching_rule_of
 from .._ops.views import update_in_place
 from ..backends import backend_of, can_stand_for
+from ..backends._random import RandomReplay
 from ..func import vmap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
@@ -102,6 +104,20 @@ def _unwrap(v, raw=True):
     if raw and type(v) is Tensor and v._node is None:
         return v._value
     return v
+
+
+def _lowered(v):
+    """An output of forward run on raw arrays (``impl``) as a raw value where it is a constant
+    of every transform open around the call: made of arrays created inside without an array
+    argument (``ad.rand(n)``, ``ad.zeros(n)``), which are constants of the innermost transform
+    (NOTE [everything inside is arrayad] in the core) and would escape it from a rule that
+    computes one level down."""
+    o = v
+    while isinstance(o, Tracer):
+        if not o._is_constant():
+            return v
+        o = o.value
+    return o
 
 
 def _no_tensor(*groups):
@@ -256,8 +272,10 @@ def _jvp_rule(tangents, ans, *args, spec):
 
 
 def _batch_rule(args, dims, spec, interpreter):
-    # (the primitive has ``batch_gets_interpreter``: the vmap's size and randomness are its own)
-    return spec.batch(args, dims, interpreter.size, interpreter.randomness)
+    # (the primitive has ``batch_gets_interpreter``: the vmap's size and randomness are its own;
+    # the lanes' draws are the rule's: NOTE [draws in a batching rule])
+    with batching_rule_of(interpreter):
+        return spec.batch(args, dims, interpreter.size, interpreter.randomness)
 
 
 
@@ -418,14 +436,19 @@ class _Site:
 
     Its fields: ``info`` (the class's), ``layout`` (forward's positional inputs: _T or the
     constant), ``kwargs`` (read-only), ``needs`` (needs_input_grad), ``explicit`` (NOTE
-    [explicit tangents]); one tuple, which the rules unpack (a call makes one such object)."""
+    [explicit tangents]); one tuple, which the rules unpack (a call makes one such object).
+    The one thing of a run it holds is the random state forward started from at its first run
+    of the call (``rng``), so that a run of forward at another level draws the same numbers
+    (NOTE [random state of a rule] in ``backends/_random.py``); a staged program never has a
+    draw in it (jit refuses them), so a site that jit replays keeps none."""
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_fields", "rng")
 
     def __init__(self, info, layout, kwargs, needs, explicit=False):
         object.__setattr__(self, "_fields", (
             info, layout, types.MappingProxyType(kwargs) if kwargs else _NO_KWARGS, needs,
             explicit))
+        object.__setattr__(self, "rng", RandomReplay())
 
     def __setattr__(self, name, value):
         raise AttributeError(f"the params of a bound {self.info.name} are immutable")
@@ -460,10 +483,10 @@ class _Site:
             it = iter(vals)
             full = tuple(next(it) if e is _T else e for e in layout)
         if info.style2:
-            out = info.cls.forward(*full, **kwargs)
+            out = self.rng.run(lambda: info.cls.forward(*full, **kwargs))
             info.cls.setup_context(ctx, full, out)
         else:
-            out = info.cls.forward(ctx, *full, **kwargs)
+            out = self.rng.run(lambda: info.cls.forward(ctx, *full, **kwargs))
         ctx._phase = None
         return self.record(out, ctx, vals)
 
@@ -521,11 +544,19 @@ class _Site:
 
     # -- the rules
     def impl(self, raws):
+        self.rng.state = None   # (a first run: NOTE [random state of a rule])
         with _NoGrad():
             rec, outs = self.run_forward(raws)
         rec.site = self
         rec.raws = raws
-        res = _Outs([_fix_scalar(_unwrap(o)) for o in outs])
+        ctx = rec.ctx
+        for name in ("_saved", "_saved_fwd"):   # (what backward and jvp read: lowered too)
+            saved = getattr(ctx, name)
+            if saved and any(isinstance(t, Tracer) for t in saved):
+                lowered = [_lowered(t) for t in saved]
+                setattr(ctx, name, tuple(t if lo is t else _prep(lo)
+                                         for t, lo in zip(saved, lowered)))
+        res = _Outs([_fix_scalar(_unwrap(_lowered(o))) for o in outs])
         res.record = rec
         return res
 
@@ -579,9 +610,15 @@ class _Site:
                 f"backend: compute them with arrayad functions from the saved tensors, or "
                 f"convert with arrayad.asarray(r, device=x.device).")
         if dtype_of(r) != dtype_of(arg):
-            # as torch: cast to the input's dtype (the real part for a real input)
+            # as torch: cast to the input's dtype; a complex one for a real input is refused
+            # (torch's "Expected isFloatingType(grad.scalar_type()) || (input_is_complex ==
+            # grad_is_complex)"): its real part would be a silently wrong gradient
             if is_complex(r) and not is_complex(arg):
-                r = ops.real(r)
+                raise TypeError(
+                    f"function {self.info.name}Backward returned a {dtype_of(r).name} {what} "
+                    f"at index {i} for a real input of dtype {dtype_of(arg).name}: the "
+                    f"{what} of a real input is real. Return its real part if that is what "
+                    f"you mean (arrayad.real(g)), or make the input complex.")
             r = ops.astype(r, dtype_of(arg))
         return r
 
@@ -654,6 +691,13 @@ class _Site:
                         f"Function {info.name}Backward's jvp returned an invalid tangent at index "
                         f"{i} - got {list(shape_of(t))} but expected {list(shape_of(o))} (the "
                         f"shape of the output)")
+                if o is not None and is_complex(t) and not is_complex(o):
+                    # (torch passes it on: a complex tangent of a real output, silently wrong)
+                    raise TypeError(
+                        f"function {info.name}'s jvp returned a {dtype_of(t).name} tangent for "
+                        f"output {i}, a real output of dtype {dtype_of(o).name}: the tangent of "
+                        f"a real output is real. Return its real part if that is what you mean "
+                        f"(arrayad.real(t)), or make the output complex.")
                 t = _unwrap(t, raw)
             outs.append(t)
             k += 1

@@ -201,3 +201,58 @@ def set_rng_state(state):
     """
     for name, s in state.items():
         get_backend(name).set_rng_state(s)
+
+
+def same_rng_state(a, b):
+    """Whether two random states (dicts of backend states: dicts, tuples, arrays) are equal."""
+    try:   # (NumPy's states are dicts of ints: compared in C)
+        same = a == b
+    except (TypeError, ValueError, RuntimeError):   # (arrays inside: compared below)
+        same = None
+    if type(same) is bool:
+        return same
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and a.keys() == b.keys()
+                and all(same_rng_state(a[k], b[k]) for k in a))
+    if isinstance(a, (tuple, list)):
+        return (isinstance(b, (tuple, list)) and len(a) == len(b)
+                and all(same_rng_state(x, y) for x, y in zip(a, b)))
+    if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (int, float)):
+        import numpy as np
+        return (hasattr(b, "shape") and hasattr(b, "dtype")
+                and np.array_equal(np.asarray(a), np.asarray(b)))
+    return a == b
+
+
+class RandomReplay:
+    """The random state a call of a user's function started from, so that its later runs draw
+    what its first drew. NOTE [random state of a rule]: custom_vjp, custom_jvp, checkpoint and
+    ``autograd.Function`` may run the user's functions more than once for one call: the first
+    run (``impl``, or under ``vmap`` the batching rule's run of the outputs, which keeps no
+    residuals or ctx), then ``fwd`` again for custom_vjp's residuals, the block again for
+    checkpoint's backward pass, the jvp rule, ``forward`` again for a ctx at another level.
+    ``run(fn)`` runs the first of them as it is and keeps the state it started from if it drew;
+    every later one starts from that state, which is then put back as it was, so the stream
+    after the call is the one without the reruns. vmap's 'same' and 'different' draw from one
+    state in one order, so the lanes get their numbers again too (as torch's checkpoint
+    replays its recomputation's draws)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self):
+        self.state = None
+
+    def run(self, fn):
+        state = self.state
+        if state is None:   # (the first run, or no run drew so far)
+            state = get_rng_state()
+            out = fn()
+            if not same_rng_state(get_rng_state(), state):
+                self.state = state
+            return out
+        now = get_rng_state()
+        set_rng_state(state)
+        try:
+            return fn()
+        finally:
+            set_rng_state(now)

@@ -180,9 +180,9 @@ def test_torch_cond_positional_operands():
     # JAX's forms work in ad.cond too where they cannot be torch's: several operands one by
     # one, one operand that is not a plain tuple or list
     _close(ad.cond(True, t, f, x, x), 2 * x)
-    _close(ad.cond(True, lambda a: a * 2, f, x), 2 * x)
+    _close(ad.cond(True, lambda a: a * 2, lambda a: a, x), 2 * x)   # (both branches run: JAX traces both)
     P = collections.namedtuple("P", "u v")
-    _close(ad.cond(True, lambda p: p.u - p.v, f, P(x, x)), 0 * x)
+    _close(ad.cond(True, lambda p: p.u - p.v, lambda p: p.u * p.v, P(x, x)), 0 * x)
 
 
 def test_func_cond_stays_jaxs_on_a_tuple_operand():

@@ -20,7 +20,8 @@ import arrayad as ad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gradbench"))
 
-from arrayad_tool import EVALS, det, gmm, hello, kmeans, llsq, lse, lstm, ode  # noqa: E402
+from arrayad_tool import EVALS, descent, det, gmm, hello, kmeans, llsq, lse, lstm, ode  # noqa: E402
+from arrayad_tool import particle, saddle  # noqa: E402
 from arrayad_tool.__main__ import main as run_tool  # noqa: E402
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
@@ -237,6 +238,89 @@ def test_det(compiled):
     reference = lambda a: np.linalg.det(a.reshape(ell, ell))  # noqa: E731
     close(compiled(det.FUNCTIONS["primal"])(A, ell), reference(A))
     close(compiled(det.FUNCTIONS["gradient"])(A, ell), central_gradient(reference, A))
+
+
+def plain_argmin(gradient, f, x):
+    """The evals' gradient-descent solver on Python floats, with a hand-written gradient."""
+    fx, gx, eta, successes = f(x), gradient(x), 1e-5, 0
+    while True:
+        if math.hypot(*gx) <= 1e-5:
+            return x
+        if successes == 10:
+            eta, successes = 2 * eta, 0
+            continue
+        x_next = [a - eta * b for a, b in zip(x, gx)]
+        if math.hypot(*[a - b for a, b in zip(x, x_next)]) <= 1e-5:
+            return x
+        f_next = f(x_next)
+        if f_next < fx:
+            x, fx, gx, successes = x_next, f_next, gradient(x_next), successes + 1
+        else:
+            eta, successes = eta / 2, 0
+
+
+@pytest.mark.parametrize("modes", ["rr", "ff", "fr", "rf"])
+def test_saddle_nested_descent(modes):
+    """From a start near the saddle (the eval's start takes seconds), every mode pair takes the
+    plain solver's path: argmin of the inner maximum, then the argmax."""
+    start = [0.004, 0.003]
+
+    def objective(p1, p2):
+        return (p1[0] * p1[0] + p1[1] * p1[1]) - (p2[0] * p2[0] + p2[1] * p2[1])
+
+    def inner_maximum(p1):
+        return objective(p1, plain_argmin(lambda p: [2 * v for v in p],
+                                          lambda p: -objective(p1, p), start))
+
+    # d/dp1 of the inner maximum: the solver's path does not depend on p1 (the objective
+    # separates), so it is the partial derivative, 2 p1.
+    r1 = plain_argmin(lambda p: [2 * v for v in p], inner_maximum, start)
+    r2 = plain_argmin(lambda p: [2 * v for v in p], lambda p: -objective(r1, p), start)
+    close(saddle.FUNCTIONS[modes].compute(np.asarray(start)), r1 + r2, rtol=1e-12, atol=0)
+
+
+def plain_landing(w):
+    charges = [(10.0, 10.0 - w), (10.0, 0.0)]
+    x, v, dt = [0.0, 8.0], [0.75, 0.0], 0.1
+    while True:
+        force = [0.0, 0.0]
+        for cx, cy in charges:  # gradient of 1 / |x - c|
+            r = math.hypot(x[0] - cx, x[1] - cy)
+            force[0] -= (x[0] - cx) / r**3
+            force[1] -= (x[1] - cy) / r**3
+        x_next = [x[0] + dt * v[0], x[1] + dt * v[1]]
+        if x_next[1] < 0:
+            break
+        x, v = x_next, [v[0] - dt * force[0], v[1] - dt * force[1]]
+    landing = x[0] - x[1] / v[1] * v[0]
+    return landing * landing
+
+
+@pytest.mark.parametrize("inner", ["r", "f"])
+def test_particle_simulation_and_its_derivative(inner):
+    from arrayad.func import grad, jacfwd
+    w = np.float64(0.3)
+    gradient_of = descent.GRADIENTS[inner]
+    close(particle.landing_distance_squared(w, gradient_of), plain_landing(0.3), rtol=1e-12)
+    slope = (plain_landing(0.3 + 1e-6) - plain_landing(0.3 - 1e-6)) / 2e-6
+    close(grad(lambda v: particle.landing_distance_squared(v, gradient_of))(w), slope, rtol=1e-6)
+    close(jacfwd(lambda v: particle.landing_distance_squared(v, gradient_of))(w), slope,
+          rtol=1e-6)
+
+
+def test_descent_follows_the_plain_solver():
+    target = [3.0, -2.0]
+    f = lambda v: ad.sum((v - np.asarray(target)) ** 2)  # noqa: E731
+    expected = plain_argmin(lambda v: [2 * (a - b) for a, b in zip(v, target)],
+                            lambda v: sum((a - b) ** 2 for a, b in zip(v, target)), [0.0, 0.0])
+    assert math.dist(expected, target) < 1e-2  # the solver stops on a step shorter than 1e-5
+    for gradient_of in descent.GRADIENTS.values():
+        close(descent.argmin(gradient_of, f, np.zeros(2)), expected, rtol=1e-12, atol=0)
+
+
+def test_jit_tool_declines_unstageable_evals():
+    responses = exchange([{"id": 0, "kind": "define", "module": "particle"}], ["--jit"])
+    assert responses[0]["success"] is False and "arrayad.jit" in responses[0]["error"]
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="JAX is not installed")

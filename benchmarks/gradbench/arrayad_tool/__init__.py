@@ -15,7 +15,7 @@ import numpy as np
 __all__ = ["Entry", "EVALS", "as_float", "as_list"]
 
 # The evals this tool implements, in the order they were written.
-EVALS = ("hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det")
+EVALS = ("hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle")
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,15 @@ class Entry:
     arrays and Python ints); this conversion is not timed, as in GradBench's own tools.
     ``compute`` is the timed work, a function of arrays that returns arrays; it is what ``--jit``
     wraps, with ``static_argnums`` naming its integer arguments. ``post`` turns its result back
-    into JSON.
+    into JSON. ``stageable`` is False for a function with Python control flow on values
+    (``arrayad.jit`` refuses it): the ``--jit`` tool then declines the eval.
     """
 
     prepare: Callable[[Any], tuple]
     compute: Callable[..., Any]
     post: Callable[[Any], Any]
     static_argnums: tuple = field(default=())
+    stageable: bool = True
 
 
 def as_float(value) -> float:

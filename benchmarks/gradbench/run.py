@@ -1,0 +1,393 @@
+"""Run GradBench's evals against arrayad (eager and ``--jit``), GradBench's JAX tool and its PyTorch
+tool, without GradBench's Rust CLI, and print one Markdown table of the timings.
+
+    python benchmarks/gradbench/run.py --gradbench ~/gradbench [--evals lse gmm] [-o results.md]
+
+For every (eval, tool) pair this script starts the eval (GradBench's Python eval, from the
+checkout) and the tool as two subprocesses and passes each line one writes to the other: it is
+the intermediary of GradBench's protocol. The eval validates each answer itself, against
+GradBench's hand-written C++ tool (``tools/manual``, built here with ``make`` if it is not built:
+it needs a C++ compiler and ``cpp/json.hpp``, e.g. Debian's ``nlohmann-json3-dev`` copied
+there), and reports ``valid`` in its ``analysis`` messages, which this script records.
+
+Every tool runs single-threaded (OMP_NUM_THREADS=1 and friends; GradBench's JAX tool pins itself
+to one CPU). GradBench's JAX tool is run through ``jax_blocking.py``, which turns x64 on for every
+module and makes each timed call wait for its result (``jax.block_until_ready``): the tool as
+published times JAX's asynchronous dispatch only. Nothing of GradBench is copied here: the
+checkout's own files run.
+
+Files GradBench's repository does not hold are replaced by stand-ins, generated here and named in
+the output: the lstm eval's text (``evals/lstm/data/lstm_full.txt``) becomes seeded ASCII text of
+English-like words. Evals run in a scratch directory that links the checkout's ``tools`` and holds
+the stand-ins, so the checkout is not modified.
+"""
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+ALL_EVALS = ["hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle"]
+ALL_TOOLS = ["arrayad", "arrayad-jit", "jax", "pytorch"]
+TOOL_TITLES = {"arrayad": "arrayad", "arrayad-jit": "arrayad.jit", "jax": "JAX (jit)",
+               "pytorch": "PyTorch"}
+# The evals GradBench's JAX and PyTorch tools implement (their directories' modules).
+PEER_MODULES = {
+    "jax": {"hello", "lse", "gmm", "kmeans", "llsq", "ode"},
+    "pytorch": {"hello", "lse", "gmm", "kmeans", "lstm", "ba", "ht"},
+}
+# Arguments of the evals' run.py (sizes, runs): their own defaults unless named here
+# (``--eval-args EVAL="ARGS"`` overrides). One call of saddle or particle is seconds to minutes of
+# nested descent in Python: one run each.
+DEFAULT_EVAL_ARGS = {"saddle": "--min-runs 1 --min-seconds 0",
+                     "particle": "--min-runs 1 --min-seconds 0"}
+
+SINGLE_THREAD = {
+    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
+    "intra_op_parallelism_threads=1",
+}
+
+
+def lstm_text(characters):
+    """Stand-in for GradBench's lstm_full.txt (not in its repository): seeded ASCII prose."""
+    words = ("the of and to in is that it was for on are as with his they at be this from have "
+             "or by one had not but what all were when we there can an your which their said if "
+             "do will each about how up out them then she many some so these would other into "
+             "has more her two like him see time could no make than first been its who now people "
+             "my made over did down only way find use may water long little very after words "
+             "called just where most know get through back much before go good new write our "
+             "used me man too any day same right look think also around another came come work "
+             "three word must because does part even place well such here take why things help "
+             "put years different away again off went old number great tell men say small every "
+             "found still between name should home big give air line set own under read last "
+             "never us left end along while might next sound below saw something thought both "
+             "few those always looked show large often together asked house world going want "
+             "school important until form food keep children feet land side without boy once "
+             "animals life enough took sometimes four head above kind began almost live page got "
+             "earth need far hand high year mother light parts country father let night following "
+             "picture being study second eyes soon times story boys since white days ever paper "
+             "hard near sentence better best across during today others however sure means knew "
+             "try told young miles sun ways thing whole hear example heard several change answer "
+             "room sea against top turned learn point city play toward five using himself usually")
+    vocabulary = words.split()
+    rng = random.Random(31337)
+    pieces, length, sentence = [], 0, 0
+    while length < characters:
+        word = rng.choice(vocabulary)
+        if sentence == 0:
+            word = word.capitalize()
+        sentence += 1
+        if sentence > rng.randint(6, 18):
+            word += rng.choice([".", ".", ".", "?", "!"]) + ("\n" if rng.random() < 0.2 else "")
+            sentence = 0
+        elif rng.random() < 0.08:
+            word += ","
+        pieces.append(word)
+        length += len(word) + 1
+    return " ".join(pieces)[:characters]
+
+
+def scratch_directory(gradbench, stand_ins):
+    """A working directory for the evals: ``tools`` links the checkout's (the golden tool is
+    found at ``tools/manual/bin``), and the data files the repository lacks are stand-ins."""
+    scratch = Path(tempfile.mkdtemp(prefix="gradbench-run-"))
+    (scratch / "tools").symlink_to(gradbench / "tools")
+    text = gradbench / "evals" / "lstm" / "data" / "lstm_full.txt"
+    target = scratch / "evals" / "lstm" / "data" / "lstm_full.txt"
+    target.parent.mkdir(parents=True)
+    try:
+        target.write_text(text.read_text(encoding="utf8"), encoding="utf8")
+    except (OSError, UnicodeDecodeError):
+        target.write_text(lstm_text(8192 * 4), encoding="ascii")
+        stand_ins.append("lstm: `evals/lstm/data/lstm_full.txt` is not in GradBench's repository;"
+                         " a stand-in of seeded ASCII English-like words was generated "
+                         "(7 bits per character, as for ASCII text)")
+    return scratch
+
+
+def build_golden(gradbench, evals):
+    for name in evals:
+        if not (gradbench / "tools" / "manual" / "bin" / name).exists():
+            subprocess.run(["make", "-C", str(gradbench / "tools" / "manual"), f"bin/{name}"],
+                           check=True, stdout=subprocess.DEVNULL)
+
+
+def tool_command(tool, gradbench, python):
+    if tool == "arrayad":
+        return [python, "-m", "arrayad_tool"]
+    if tool == "arrayad-jit":
+        return [python, "-m", "arrayad_tool", "--jit"]
+    if tool == "jax":
+        return [python, str(HERE / "jax_blocking.py"), str(gradbench)]
+    if tool == "pytorch":
+        return [python, str(gradbench / "python/gradbench/gradbench/tools/pytorch/run.py")]
+    raise ValueError(tool)
+
+
+def run_session(eval_name, eval_args, tool, args, scratch, log):
+    """One eval against one tool; returns the evaluate records, in order."""
+    gradbench = args.gradbench
+    environment = dict(os.environ, **SINGLE_THREAD)
+    python_path = [str(gradbench / "python" / "gradbench"), str(HERE),
+                   str(HERE.parents[1])]  # the worktree's arrayad before an installed one
+    environment["PYTHONPATH"] = os.pathsep.join(
+        python_path + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    eval_command = [args.eval_python,
+                    str(gradbench / "python/gradbench/gradbench/evals" / eval_name / "run.py"),
+                    "--min-runs", str(args.min_runs), "--min-seconds", str(args.min_seconds),
+                    *eval_args]
+    stderr_eval = open(log / f"{eval_name}.{tool}.eval.stderr", "w")
+    stderr_tool = open(log / f"{eval_name}.{tool}.tool.stderr", "w")
+    evaluator = subprocess.Popen(eval_command, cwd=scratch, env=environment, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_eval)
+    implementation = subprocess.Popen(
+        tool_command(tool, gradbench, sys.executable), cwd=scratch, env=environment, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_tool)
+    timed_out = threading.Event()
+
+    def stop():
+        timed_out.set()
+        for process in (evaluator, implementation):
+            process.kill()
+
+    watchdog = threading.Timer(args.timeout, stop)
+    watchdog.start()
+    records, by_id, transcript = [], {}, open(log / f"{eval_name}.{tool}.jsonl", "w")
+    try:
+        for line in evaluator.stdout:
+            message = json.loads(line)
+            implementation.stdin.write(line)
+            implementation.stdin.flush()
+            if message.get("kind") == "end":
+                break
+            reply = implementation.stdout.readline()
+            if not reply:
+                break
+            response = json.loads(reply)
+            evaluator.stdin.write(reply)
+            evaluator.stdin.flush()
+            shown = {k: v for k, v in message.items() if k != "input"}
+            transcript.write(json.dumps({"message": shown, "response": {
+                k: v for k, v in response.items() if k != "output"}}) + "\n")
+            if message["kind"] == "define" and not response.get("success"):
+                records.append({"undefined": True, "error": response.get("error")})
+            elif message["kind"] == "evaluate":
+                record = {"function": message["function"],
+                          "size": message.get("description", ""),
+                          "success": response.get("success", False),
+                          "error": response.get("error"),
+                          "timings": [t["nanoseconds"] for t in response.get("timings") or []
+                                      if t["name"] == "evaluate"],
+                          "valid": None}
+                records.append(record)
+                by_id[message["id"]] = record
+            elif message["kind"] == "analysis" and message["of"] in by_id:
+                by_id[message["of"]]["valid"] = message["valid"]
+                if not message["valid"]:
+                    by_id[message["of"]]["error"] = message.get("error")
+    except (BrokenPipeError, json.JSONDecodeError) as error:
+        records.append({"broken": repr(error)})
+    finally:
+        watchdog.cancel()
+        for stream in (implementation.stdin, evaluator.stdin):
+            try:
+                stream.close()
+            except BrokenPipeError:
+                pass
+        for process in (evaluator, implementation):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        transcript.close()
+        stderr_eval.close()
+        stderr_tool.close()
+    if timed_out.is_set():
+        records.append({"timed_out": args.timeout})
+    return records
+
+
+def steady_median(timings):
+    """The median of the runs after the first (the first traces and compiles the jitted
+    tools); of the one run when there is only one."""
+    return statistics.median(timings[1:] or timings)
+
+
+def milliseconds(ns):
+    value = ns / 1e6
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 1:
+        return f"{value:.2f} ms"
+    return f"{value * 1000:.0f} us"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def table(results, tools):
+    """One row per (eval, size, function) in the evals' order."""
+    rows, order = {}, []
+    for (eval_name, tool), records in results.items():
+        for record in records:
+            if "function" not in record:
+                continue
+            key = (eval_name, record["size"] or "-", record["function"])
+            if key not in rows:
+                rows[key] = {}
+                order.append(key)
+            rows[key][tool] = record
+    head = (["eval", "size", "function"] + [TOOL_TITLES[t] for t in tools]
+            + ["jit / JAX", "jit / eager", "validated"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in order:
+        cells = rows[key]
+
+        def median(tool):
+            record = cells.get(tool)
+            if record and record["success"] and record["timings"]:
+                return steady_median(record["timings"])
+            return None
+
+        def shown(tool):
+            record = cells.get(tool)
+            if record is None:
+                return "-"
+            if not record["success"]:
+                return "failed"
+            return milliseconds(median(tool)) + ("" if record["valid"] else " (invalid)")
+
+        invalid = [TOOL_TITLES[t] for t, r in cells.items()
+                   if not (r["success"] and r["valid"])]
+        validated = "yes" if not invalid else "no: " + ", ".join(invalid)
+        lines.append("| " + " | ".join(
+            list(key) + [shown(t) for t in tools]
+            + [ratio(median("arrayad-jit"), median("jax")),
+               ratio(median("arrayad-jit"), median("arrayad")), validated]) + " |")
+    return "\n".join(lines)
+
+
+def first_calls(results, tools):
+    """The first timed call of the jitted tools (tracing and compiling included)."""
+    jitted = [t for t in tools if t in ("arrayad-jit", "jax")]
+    head = ["eval", "size", "function"] + [f"{TOOL_TITLES[t]} first call" for t in jitted]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    seen = {}
+    for (eval_name, tool), records in results.items():
+        if tool not in jitted:
+            continue
+        for record in records:
+            if "function" in record and record["success"] and record["timings"]:
+                key = (eval_name, record["size"] or "-", record["function"])
+                seen.setdefault(key, {})[tool] = milliseconds(record["timings"][0])
+    for key, cells in seen.items():
+        lines.append("| " + " | ".join(list(key) + [cells.get(t, "-") for t in jitted]) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gradbench", type=Path, required=True,
+                        help="a checkout of github.com/gradbench/gradbench")
+    parser.add_argument("--evals", nargs="+", default=ALL_EVALS, choices=ALL_EVALS)
+    parser.add_argument("--tools", nargs="+", default=ALL_TOOLS, choices=ALL_TOOLS)
+    parser.add_argument("--eval-args", nargs="*", default=[], metavar='EVAL="ARGS"',
+                        help="arguments for an eval's run.py (sizes, runs), e.g. "
+                        "lse=\"-n 1000 10000\"")
+    parser.add_argument("--min-runs", type=int, default=3,
+                        help="at least this many runs (3: a median of two after the first)")
+    parser.add_argument("--min-seconds", type=float, default=1.0,
+                        help="each evaluation repeats until this long (GradBench's default 1)")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds one eval may run against one tool")
+    parser.add_argument("--eval-python", default=sys.executable,
+                        help="the Python that runs GradBench's evals (needs numpy, scipy, "
+                        "pydantic and dataclasses-json)")
+    parser.add_argument("-o", "--output", type=Path, help="also write the table here")
+    parser.add_argument("--raw", type=Path, help="write every timing here as JSON")
+    parser.add_argument("--log-dir", type=Path, help="transcripts and stderr (default: temp)")
+    args = parser.parse_args()
+    args.gradbench = args.gradbench.resolve()
+
+    sizes = dict(DEFAULT_EVAL_ARGS)
+    for item in args.eval_args:
+        name, _, value = item.partition("=")
+        sizes[name] = value
+    tools = [t for t in args.tools
+             if t not in PEER_MODULES or importlib.util.find_spec(t.replace("pytorch", "torch"))]
+    skipped = [t for t in args.tools if t not in tools]
+    log = args.log_dir or Path(tempfile.mkdtemp(prefix="gradbench-logs-"))
+    log.mkdir(parents=True, exist_ok=True)
+    stand_ins = []
+    build_golden(args.gradbench, args.evals)
+    scratch = scratch_directory(args.gradbench, stand_ins)
+    started = datetime.datetime.now(datetime.timezone.utc)
+
+    results, problems = {}, []
+    for eval_name in args.evals:
+        for tool in tools:
+            if tool in PEER_MODULES and eval_name not in PEER_MODULES[tool]:
+                continue
+            begin = time.perf_counter()
+            records = run_session(eval_name, shlex.split(sizes.get(eval_name, "")), tool, args,
+                                  scratch, log)
+            results[(eval_name, tool)] = records
+            for record in records:
+                if "function" in record and not (record["success"] and record["valid"]):
+                    problems.append(f"{eval_name} {record['size']} {record['function']} "
+                                    f"({tool}): {(record['error'] or '').strip()[-600:]}")
+                elif "function" not in record:
+                    problems.append(f"{eval_name} ({tool}): {record}")
+            print(f"{eval_name:8} {tool:12} {time.perf_counter() - begin:7.1f} s, "
+                  f"{sum('function' in r for r in records)} evaluations", file=sys.stderr)
+
+    command = " ".join(shlex.quote(a) for a in ["python"] + sys.argv)
+    revision = subprocess.run(["git", "-C", str(args.gradbench), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    lines = [
+        f"Command: `OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 {command}`",
+        "",
+        f"Started {started:%Y-%m-%d %H:%M} UTC; GradBench at {revision}.",
+        "",
+        f"Each evaluation runs at least {args.min_runs} times and {args.min_seconds} s; a time is "
+        "the median of the runs after the first (the first, with tracing and compilation, is in "
+        "the second table); `validated` is the eval's own check (against GradBench's "
+        "hand-written tool, or fixed values for saddle and particle), for every tool in the "
+        "row. Eval arguments: "
+        + "; ".join(f"{e}: `{sizes[e]}`" if sizes.get(e) else f"{e}: the eval's defaults"
+                    for e in args.evals) + ".",
+        "",
+    ]
+    if skipped:
+        lines += ["Not installed, skipped: " + ", ".join(skipped) + ".", ""]
+    lines += ["Stand-ins: " + ("; ".join(stand_ins) if stand_ins else "none") + ".", "",
+              table(results, tools), "",
+              "First timed call (tracing and compilation included):", "",
+              first_calls(results, tools)]
+    if problems:
+        lines += ["", "Problems:", ""] + [f"- {p}" for p in problems]
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        args.output.write_text(text + "\n")
+    if args.raw:
+        args.raw.write_text(json.dumps({f"{e}/{t}": r for (e, t), r in results.items()}))
+    print(f"logs: {log}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,7 @@ import arrayad as ad
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gradbench"))
 
 from arrayad_tool import EVALS, descent, det, gmm, hello, kmeans, llsq, lse, lstm, ode  # noqa: E402
-from arrayad_tool import particle, saddle  # noqa: E402
+from arrayad_tool import ba, particle, saddle  # noqa: E402
 from arrayad_tool.__main__ import main as run_tool  # noqa: E402
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
@@ -321,6 +321,53 @@ def test_descent_follows_the_plain_solver():
 def test_jit_tool_declines_unstageable_evals():
     responses = exchange([{"id": 0, "kind": "define", "module": "particle"}], ["--jit"])
     assert responses[0]["success"] is False and "arrayad.jit" in responses[0]["error"]
+
+
+def ba_residuals_reference(cameras, points, weights, features, camera_of, point_of):
+    """All 3p residuals, with the rotation as a matrix (I + sin K + (1 - cos) K^2)."""
+    errors = []
+    for i in range(len(weights)):
+        camera, point = cameras[camera_of[i]], points[point_of[i]]
+        angle = np.linalg.norm(camera[:3])
+        a = camera[:3] / angle
+        K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+        R = np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
+        seen = R @ (point - camera[3:6])
+        projected = seen[:2] / seen[2]
+        r2 = projected @ projected
+        pixel = projected * (1 + camera[9] * r2 + camera[10] * r2 * r2) * camera[6] + camera[7:9]
+        errors.append(weights[i] * (pixel - features[i]))
+    return np.concatenate([np.ravel(errors), 1 - weights**2])
+
+
+def test_ba(compiled):
+    rng = np.random.default_rng(11)
+    inputs = {"n": 2, "m": 3, "p": 4, "cam": (rng.normal(size=11) * 0.3 + [0, 0, 0, 0, 0, -5,
+              400, 5, -8, 0.1, 0.01]).tolist(), "x": rng.normal(size=3).tolist(), "w": 0.7,
+              "feat": [3.0, -2.0]}
+    args = ba.prepare(inputs)
+    # Perturb the copies so that the test sees which copy each entry belongs to.
+    args = (args[0] + rng.normal(size=args[0].shape) * 0.01, args[1] + rng.normal(size=(3, 3)),
+            args[2] + rng.normal(size=4) * 0.1) + args[3:]
+    errors, weight_errors = compiled(ba.FUNCTIONS["objective"])(*args)
+    expected = ba_residuals_reference(*args)
+    close(np.concatenate([np.ravel(errors), weight_errors]), expected)
+    rows, columns, values = compiled(ba.FUNCTIONS["jacobian"])(*args)
+    dense = np.zeros((12, 11 * 2 + 3 * 3 + 4))
+    for row in range(12):
+        for k in range(rows[row], rows[row + 1]):
+            dense[row, columns[k]] += values[k]
+    parameters = np.concatenate([args[0].ravel(), args[1].ravel(), args[2]])
+
+    def residual(theta, j):
+        return ba_residuals_reference(theta[:22].reshape(2, 11), theta[22:31].reshape(3, 3),
+                                      theta[31:], *args[3:])[j]
+    for j in range(12):
+        close(dense[j], central_gradient(lambda theta: residual(theta, j), parameters),
+              rtol=1e-5, atol=1e-5)
+    assert len(rows) == 3 * 4 + 1 and len(columns) == len(values) == 2 * 15 * 4 + 4
+    output = ba.FUNCTIONS["jacobian"].post((rows, columns, values))
+    assert output["vals"][-1] == values[-1] and len(output["cols"]) == 31
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="JAX is not installed")

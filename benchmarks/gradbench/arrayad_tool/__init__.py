@@ -15,7 +15,7 @@ import numpy as np
 __all__ = ["Entry", "EVALS", "as_float", "as_list"]
 
 # The evals this tool implements, in the order they were written.
-EVALS = ("hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle")
+EVALS = ("hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle", "ba")
 
 
 @dataclass(frozen=True)

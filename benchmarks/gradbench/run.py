@@ -102,9 +102,14 @@ def lstm_text(characters):
 
 def scratch_directory(gradbench, stand_ins):
     """A working directory for the evals: ``tools`` links the checkout's (the golden tool is
-    found at ``tools/manual/bin``), and the data files the repository lacks are stand-ins."""
+    found at ``tools/manual/bin``), each ``evals/NAME/data`` links the checkout's, and the lstm
+    text, which the repository lacks, is a stand-in."""
     scratch = Path(tempfile.mkdtemp(prefix="gradbench-run-"))
     (scratch / "tools").symlink_to(gradbench / "tools")
+    for data in sorted((gradbench / "evals").glob("*/data")):
+        if data.parent.name != "lstm":
+            (scratch / "evals" / data.parent.name).mkdir(parents=True)
+            (scratch / "evals" / data.parent.name / "data").symlink_to(data)
     text = gradbench / "evals" / "lstm" / "data" / "lstm_full.txt"
     target = scratch / "evals" / "lstm" / "data" / "lstm_full.txt"
     target.parent.mkdir(parents=True)
@@ -305,9 +310,10 @@ def main():
                         help="a checkout of github.com/gradbench/gradbench")
     parser.add_argument("--evals", nargs="+", default=ALL_EVALS, choices=ALL_EVALS)
     parser.add_argument("--tools", nargs="+", default=ALL_TOOLS, choices=ALL_TOOLS)
-    parser.add_argument("--eval-args", nargs="*", default=[], metavar='EVAL="ARGS"',
+    parser.add_argument("--eval-args", nargs="*", default=[], metavar='EVAL[@TOOL]="ARGS"',
                         help="arguments for an eval's run.py (sizes, runs), e.g. "
-                        "lse=\"-n 1000 10000\"")
+                        "lse=\"-n 1000 10000\"; with @TOOL, for that tool only "
+                        "(ba@pytorch=\"--max 1\")")
     parser.add_argument("--min-runs", type=int, default=3,
                         help="at least this many runs (3: a median of two after the first)")
     parser.add_argument("--min-seconds", type=float, default=1.0,
@@ -343,8 +349,8 @@ def main():
             if tool in PEER_MODULES and eval_name not in PEER_MODULES[tool]:
                 continue
             begin = time.perf_counter()
-            records = run_session(eval_name, shlex.split(sizes.get(eval_name, "")), tool, args,
-                                  scratch, log)
+            eval_args = sizes.get(f"{eval_name}@{tool}", sizes.get(eval_name, ""))
+            records = run_session(eval_name, shlex.split(eval_args), tool, args, scratch, log)
             results[(eval_name, tool)] = records
             for record in records:
                 if "function" in record and not (record["success"] and record["valid"]):
@@ -369,7 +375,9 @@ def main():
         "hand-written tool, or fixed values for saddle and particle), for every tool in the "
         "row. Eval arguments: "
         + "; ".join(f"{e}: `{sizes[e]}`" if sizes.get(e) else f"{e}: the eval's defaults"
-                    for e in args.evals) + ".",
+                    for e in args.evals)
+        + "".join(f"; {key.replace('@', ' for ')}: `{value}`" for key, value in sizes.items()
+                  if "@" in key) + ".",
         "",
     ]
     if skipped:

@@ -100,7 +100,7 @@ def lstm_text(characters):
     return " ".join(pieces)[:characters]
 
 
-def scratch_directory(gradbench, stand_ins):
+def scratch_directory(gradbench, evals, stand_ins):
     """A working directory for the evals: ``tools`` links the checkout's (the golden tool is
     found at ``tools/manual/bin``), each ``evals/NAME/data`` links the checkout's, and the lstm
     text, which the repository lacks, is a stand-in."""
@@ -117,9 +117,11 @@ def scratch_directory(gradbench, stand_ins):
         target.write_text(text.read_text(encoding="utf8"), encoding="utf8")
     except (OSError, UnicodeDecodeError):
         target.write_text(lstm_text(8192 * 4), encoding="ascii")
-        stand_ins.append("lstm: `evals/lstm/data/lstm_full.txt` is not in GradBench's repository;"
-                         " a stand-in of seeded ASCII English-like words was generated "
-                         "(7 bits per character, as for ASCII text)")
+        if "lstm" in evals:
+            stand_ins.append(
+                "lstm: `evals/lstm/data/lstm_full.txt` is not in GradBench's repository; a "
+                "stand-in of seeded ASCII English-like words was generated (7 bits per "
+                "character, as for ASCII text)")
     return scratch
 
 
@@ -340,7 +342,7 @@ def main():
     log.mkdir(parents=True, exist_ok=True)
     stand_ins = []
     build_golden(args.gradbench, args.evals)
-    scratch = scratch_directory(args.gradbench, stand_ins)
+    scratch = scratch_directory(args.gradbench, args.evals, stand_ins)
     started = datetime.datetime.now(datetime.timezone.utc)
 
     results, problems = {}, []
@@ -369,7 +371,8 @@ def main():
         "",
         f"Started {started:%Y-%m-%d %H:%M} UTC; GradBench at {revision}.",
         "",
-        f"Each evaluation runs at least {args.min_runs} times and {args.min_seconds} s; a time is "
+        f"Each evaluation runs at least {args.min_runs} times and {args.min_seconds} s (unless "
+        "the eval arguments below say otherwise); a time is "
         "the median of the runs after the first (the first, with tracing and compilation, is in "
         "the second table); `validated` is the eval's own check (against GradBench's "
         "hand-written tool, or fixed values for saddle and particle), for every tool in the "

@@ -151,7 +151,7 @@ def run_session(eval_name, eval_args, tool, args, scratch, log):
     python_path = [str(gradbench / "python" / "gradbench"), str(HERE),
                    str(HERE.parents[1])]  # the worktree's arrayad before an installed one
     environment["PYTHONPATH"] = os.pathsep.join(
-        python_path + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        python_path + [p for p in [os.environ.get("PYTHONPATH")] if p] + args.tool_path)
     eval_command = [args.eval_python,
                     str(gradbench / "python/gradbench/gradbench/evals" / eval_name / "run.py"),
                     "--min-runs", str(args.min_runs), "--min-seconds", str(args.min_seconds),
@@ -325,6 +325,9 @@ def main():
     parser.add_argument("--eval-python", default=sys.executable,
                         help="the Python that runs GradBench's evals (needs numpy, scipy, "
                         "pydantic and dataclasses-json)")
+    parser.add_argument("--tool-path", nargs="*", default=[],
+                        help="folders to append to the Python path (e.g. one holding "
+                        "dataclasses-json, which GradBench's PyTorch lstm and ht modules import)")
     parser.add_argument("-o", "--output", type=Path, help="also write the table here")
     parser.add_argument("--raw", type=Path, help="write every timing here as JSON")
     parser.add_argument("--log-dir", type=Path, help="transcripts and stderr (default: temp)")

@@ -126,8 +126,9 @@ def scratch_directory(gradbench, evals, stand_ins):
 
 
 def build_golden(gradbench, evals):
-    for name in evals:
-        if not (gradbench / "tools" / "manual" / "bin" / name).exists():
+    manual = gradbench / "tools" / "manual"
+    for name in evals:  # saddle and particle have no golden program: they check fixed values
+        if (manual / f"{name}.cpp").exists() and not (manual / "bin" / name).exists():
             subprocess.run(["make", "-C", str(gradbench / "tools" / "manual"), f"bin/{name}"],
                            check=True, stdout=subprocess.DEVNULL)
 
@@ -227,12 +228,6 @@ def run_session(eval_name, eval_args, tool, args, scratch, log):
     return records
 
 
-def steady_median(timings):
-    """The median of the runs after the first (the first traces and compiles the jitted
-    tools); of the one run when there is only one."""
-    return statistics.median(timings[1:] or timings)
-
-
 def milliseconds(ns):
     value = ns / 1e6
     if value >= 100:
@@ -246,7 +241,7 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if a and b else "-"
 
 
-def table(results, tools):
+def table(results, tools, statistic="median"):
     """One row per (eval, size, function) in the evals' order."""
     rows, order = {}, []
     for (eval_name, tool), records in results.items():
@@ -264,10 +259,11 @@ def table(results, tools):
     for key in order:
         cells = rows[key]
 
-        def median(tool):
+        def center(tool):
             record = cells.get(tool)
             if record and record["success"] and record["timings"]:
-                return steady_median(record["timings"])
+                runs = record["timings"][1:] or record["timings"]
+                return statistics.median(runs) if statistic == "median" else min(runs)
             return None
 
         def shown(tool):
@@ -276,15 +272,15 @@ def table(results, tools):
                 return "-"
             if not record["success"]:
                 return "failed"
-            return milliseconds(median(tool)) + ("" if record["valid"] else " (invalid)")
+            return milliseconds(center(tool)) + ("" if record["valid"] else " (invalid)")
 
         invalid = [TOOL_TITLES[t] for t, r in cells.items()
                    if not (r["success"] and r["valid"])]
         validated = "yes" if not invalid else "no: " + ", ".join(invalid)
         lines.append("| " + " | ".join(
             list(key) + [shown(t) for t in tools]
-            + [ratio(median("arrayad-jit"), median("jax")),
-               ratio(median("arrayad-jit"), median("arrayad")), validated]) + " |")
+            + [ratio(center("arrayad-jit"), center("jax")),
+               ratio(center("arrayad-jit"), center("arrayad")), validated]) + " |")
     return "\n".join(lines)
 
 
@@ -306,9 +302,108 @@ def first_calls(results, tools):
     return "\n".join(lines)
 
 
+def problems_of(results):
+    problems = []
+    for (eval_name, tool), records in results.items():
+        for record in records:
+            if "function" in record and not (record["success"] and record["valid"]):
+                problems.append(f"{eval_name} {record['size']} {record['function']} "
+                                f"({tool}): {(record['error'] or '').strip()[-600:]}")
+            elif "function" not in record:
+                problems.append(f"{eval_name} ({tool}): {str(record)[-600:]}")
+    return problems
+
+
+def report(results, header, statistic):
+    present = {tool for _, tool in results}
+    tools = [t for t in ALL_TOOLS if t in present]
+    lines = header + [
+        f"Each time is the {statistic} of an evaluation's runs after the first (the first, "
+        "with tracing and compilation, is in the second table); `validated` is the eval's own "
+        "check (against GradBench's hand-written tool, or fixed values for saddle and "
+        "particle), for every tool in the row.", "",
+        table(results, tools, statistic), "",
+        "First timed call (tracing and compilation included):", "",
+        first_calls(results, tools)]
+    problems = problems_of(results)
+    if problems:
+        lines += ["", "Problems:", ""] + [f"- {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def run_all(args):
+    """Runs every eval against every tool; returns the results and a header for the report."""
+    args.gradbench = args.gradbench.resolve()
+    sizes = dict(DEFAULT_EVAL_ARGS)
+    for item in args.eval_args:
+        name, _, value = item.partition("=")
+        sizes[name] = value
+    tools = [t for t in args.tools
+             if t not in PEER_MODULES or importlib.util.find_spec(t.replace("pytorch", "torch"))]
+    skipped = [t for t in args.tools if t not in tools]
+    log = args.log_dir or Path(tempfile.mkdtemp(prefix="gradbench-logs-"))
+    log.mkdir(parents=True, exist_ok=True)
+    stand_ins = []
+    build_golden(args.gradbench, args.evals)
+    scratch = scratch_directory(args.gradbench, args.evals, stand_ins)
+    started = datetime.datetime.now(datetime.timezone.utc)
+
+    results = {}
+    for eval_name in args.evals:
+        for tool in tools:
+            if tool in PEER_MODULES and eval_name not in PEER_MODULES[tool]:
+                continue
+            begin = time.perf_counter()
+            eval_args = sizes.get(f"{eval_name}@{tool}", sizes.get(eval_name, ""))
+            records = run_session(eval_name, shlex.split(eval_args), tool, args, scratch, log)
+            results[(eval_name, tool)] = records
+            print(f"{eval_name:8} {tool:12} {time.perf_counter() - begin:7.1f} s, "
+                  f"{sum('function' in r for r in records)} evaluations", file=sys.stderr)
+    print(f"logs: {log}", file=sys.stderr)
+
+    command = " ".join(shlex.quote(a) for a in ["python"] + sys.argv)
+    revision = subprocess.run(["git", "-C", str(args.gradbench), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    header = [
+        f"Command: `OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 {command}`",
+        "",
+        f"Started {started:%Y-%m-%d %H:%M} UTC; GradBench at {revision}. Each evaluation runs "
+        f"at least {args.min_runs} times and {args.min_seconds} s unless its eval arguments say "
+        "otherwise. Eval arguments: "
+        + "; ".join(f"{e}: `{sizes[e]}`" if sizes.get(e) else f"{e}: the eval's defaults"
+                    for e in args.evals)
+        + "".join(f"; {key.replace('@', ' for ')}: `{value}`" for key, value in sizes.items()
+                  if "@" in key) + ".",
+        "",
+    ]
+    if skipped:
+        header += ["Not installed, skipped: " + ", ".join(skipped) + ".", ""]
+    header += ["Stand-ins: " + ("; ".join(stand_ins) if stand_ins else "none") + ".", ""]
+    return results, header
+
+
+def load_raw(paths):
+    """Results of earlier runs, merged: an eval in a later file replaces it in earlier ones."""
+    results, header = {}, []
+    for path in paths:
+        raw = json.loads(Path(path).read_text())
+        if "results" not in raw:  # a file of results only
+            raw = {"results": raw, "header": []}
+        found = {tuple(key.split("/")): records for key, records in raw["results"].items()}
+        results = {key: r for key, r in results.items()
+                   if key[0] not in {e for e, _ in found}}
+        results.update(found)
+        header += raw["header"]
+    order = {name: i for i, name in enumerate(ALL_EVALS)}
+    tool_order = {name: i for i, name in enumerate(ALL_TOOLS)}
+    results = dict(sorted(results.items(),
+                          key=lambda item: (order[item[0][0]], tool_order[item[0][1]])))
+    return results, header
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gradbench", type=Path, required=True,
+    parser.add_argument("--gradbench", type=Path,
                         help="a checkout of github.com/gradbench/gradbench")
     parser.add_argument("--evals", nargs="+", default=ALL_EVALS, choices=ALL_EVALS)
     parser.add_argument("--tools", nargs="+", default=ALL_TOOLS, choices=ALL_TOOLS)
@@ -328,79 +423,29 @@ def main():
     parser.add_argument("--tool-path", nargs="*", default=[],
                         help="folders to append to the Python path (e.g. one holding "
                         "dataclasses-json, which GradBench's PyTorch lstm and ht modules import)")
-    parser.add_argument("-o", "--output", type=Path, help="also write the table here")
+    parser.add_argument("--statistic", choices=["median", "min"], default="median",
+                        help="of the runs after the first")
+    parser.add_argument("-o", "--output", type=Path, help="also write the report here")
     parser.add_argument("--raw", type=Path, help="write every timing here as JSON")
+    parser.add_argument("--from-raw", nargs="+", type=Path, metavar="RAW",
+                        help="report from earlier runs' --raw files instead of running (an eval "
+                        "in a later file replaces the same eval in earlier ones)")
     parser.add_argument("--log-dir", type=Path, help="transcripts and stderr (default: temp)")
     args = parser.parse_args()
-    args.gradbench = args.gradbench.resolve()
-
-    sizes = dict(DEFAULT_EVAL_ARGS)
-    for item in args.eval_args:
-        name, _, value = item.partition("=")
-        sizes[name] = value
-    tools = [t for t in args.tools
-             if t not in PEER_MODULES or importlib.util.find_spec(t.replace("pytorch", "torch"))]
-    skipped = [t for t in args.tools if t not in tools]
-    log = args.log_dir or Path(tempfile.mkdtemp(prefix="gradbench-logs-"))
-    log.mkdir(parents=True, exist_ok=True)
-    stand_ins = []
-    build_golden(args.gradbench, args.evals)
-    scratch = scratch_directory(args.gradbench, args.evals, stand_ins)
-    started = datetime.datetime.now(datetime.timezone.utc)
-
-    results, problems = {}, []
-    for eval_name in args.evals:
-        for tool in tools:
-            if tool in PEER_MODULES and eval_name not in PEER_MODULES[tool]:
-                continue
-            begin = time.perf_counter()
-            eval_args = sizes.get(f"{eval_name}@{tool}", sizes.get(eval_name, ""))
-            records = run_session(eval_name, shlex.split(eval_args), tool, args, scratch, log)
-            results[(eval_name, tool)] = records
-            for record in records:
-                if "function" in record and not (record["success"] and record["valid"]):
-                    problems.append(f"{eval_name} {record['size']} {record['function']} "
-                                    f"({tool}): {(record['error'] or '').strip()[-600:]}")
-                elif "function" not in record:
-                    problems.append(f"{eval_name} ({tool}): {record}")
-            print(f"{eval_name:8} {tool:12} {time.perf_counter() - begin:7.1f} s, "
-                  f"{sum('function' in r for r in records)} evaluations", file=sys.stderr)
-
-    command = " ".join(shlex.quote(a) for a in ["python"] + sys.argv)
-    revision = subprocess.run(["git", "-C", str(args.gradbench), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-    lines = [
-        f"Command: `OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 {command}`",
-        "",
-        f"Started {started:%Y-%m-%d %H:%M} UTC; GradBench at {revision}.",
-        "",
-        f"Each evaluation runs at least {args.min_runs} times and {args.min_seconds} s (unless "
-        "the eval arguments below say otherwise); a time is "
-        "the median of the runs after the first (the first, with tracing and compilation, is in "
-        "the second table); `validated` is the eval's own check (against GradBench's "
-        "hand-written tool, or fixed values for saddle and particle), for every tool in the "
-        "row. Eval arguments: "
-        + "; ".join(f"{e}: `{sizes[e]}`" if sizes.get(e) else f"{e}: the eval's defaults"
-                    for e in args.evals)
-        + "".join(f"; {key.replace('@', ' for ')}: `{value}`" for key, value in sizes.items()
-                  if "@" in key) + ".",
-        "",
-    ]
-    if skipped:
-        lines += ["Not installed, skipped: " + ", ".join(skipped) + ".", ""]
-    lines += ["Stand-ins: " + ("; ".join(stand_ins) if stand_ins else "none") + ".", "",
-              table(results, tools), "",
-              "First timed call (tracing and compilation included):", "",
-              first_calls(results, tools)]
-    if problems:
-        lines += ["", "Problems:", ""] + [f"- {p}" for p in problems]
-    text = "\n".join(lines)
+    if args.from_raw:
+        results, header = load_raw(args.from_raw)
+    elif args.gradbench is None:
+        parser.error("--gradbench is required to run the evals (or --from-raw to report)")
+    else:
+        results, header = run_all(args)
+        if args.raw:
+            args.raw.write_text(json.dumps({
+                "header": header,
+                "results": {f"{e}/{t}": r for (e, t), r in results.items()}}))
+    text = report(results, header, args.statistic)
     print(text)
     if args.output:
         args.output.write_text(text + "\n")
-    if args.raw:
-        args.raw.write_text(json.dumps({f"{e}/{t}": r for (e, t), r in results.items()}))
-    print(f"logs: {log}", file=sys.stderr)
 
 
 if __name__ == "__main__":

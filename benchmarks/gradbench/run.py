@@ -309,6 +309,9 @@ def problems_of(results):
             if "function" in record and not (record["success"] and record["valid"]):
                 problems.append(f"{eval_name} {record['size']} {record['function']} "
                                 f"({tool}): {(record['error'] or '').strip()[-600:]}")
+            elif record.get("undefined"):
+                problems.append(f"{eval_name} ({tool}) declined the eval: "
+                                f"{(record.get('error') or '').strip()[-600:]}")
             elif "function" not in record:
                 problems.append(f"{eval_name} ({tool}): {str(record)[-600:]}")
     return problems
@@ -434,6 +437,10 @@ def main():
     args = parser.parse_args()
     if args.from_raw:
         results, header = load_raw(args.from_raw)
+        command = " ".join(shlex.quote(a) for a in ["python"] + sys.argv)
+        header = [f"Report of {len(args.from_raw)} run(s), assembled by `{command}` at "
+                  f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC (an eval "
+                  "in a later run replaces it in an earlier one). The runs:", ""] + header
     elif args.gradbench is None:
         parser.error("--gradbench is required to run the evals (or --from-raw to report)")
     else:

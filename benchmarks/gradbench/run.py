@@ -39,7 +39,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-ALL_EVALS = ["hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle", "ba"]
+ALL_EVALS = ["hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle",
+             "ba"]
 ALL_TOOLS = ["arrayad", "arrayad-jit", "jax", "pytorch"]
 TOOL_TITLES = {"arrayad": "arrayad", "arrayad-jit": "arrayad.jit", "jax": "JAX (jit)",
                "pytorch": "PyTorch"}

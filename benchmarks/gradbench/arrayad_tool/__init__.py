@@ -1,0 +1,45 @@
+"""arrayad as a GradBench tool: one module per eval, and a runner speaking GradBench's protocol.
+
+Each eval module is written the way an arrayad user would write it (``import arrayad as ad``,
+``arrayad.func`` transforms) and declares ``FUNCTIONS``: the eval's function names mapped to an
+:class:`Entry`. The runner (``python -m arrayad_tool [--jit]``) reads GradBench's JSON-lines
+messages on stdin and answers on stdout; ``--jit`` wraps every entry's ``compute`` with
+``arrayad.jit``.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["Entry", "EVALS", "as_float", "as_list"]
+
+# The evals this tool implements, in the order they were written.
+EVALS = ("hello", "lse", "gmm", "kmeans", "ode", "llsq", "lstm", "det", "saddle", "particle", "ba")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One function of an eval.
+
+    ``prepare`` turns the eval's JSON input into the positional arguments of ``compute`` (NumPy
+    arrays and Python ints); this conversion is not timed, as in GradBench's own tools.
+    ``compute`` is the timed work, a function of arrays that returns arrays; it is what ``--jit``
+    wraps, with ``static_argnums`` naming its integer arguments. ``post`` turns its result back
+    into JSON. ``stageable`` is False for a function with Python control flow on values
+    (``arrayad.jit`` refuses it): the ``--jit`` tool then declines the eval.
+    """
+
+    prepare: Callable[[Any], tuple]
+    compute: Callable[..., Any]
+    post: Callable[[Any], Any]
+    static_argnums: tuple = field(default=())
+    stageable: bool = True
+
+
+def as_float(value) -> float:
+    return float(np.asarray(value))
+
+
+def as_list(value) -> list:
+    return np.asarray(value).tolist()

@@ -168,3 +168,11 @@ def test_a_basic_key_scatters_and_gathers_as_numpys_own(key):
     want_g = np.zeros_like(x)
     np.add.at(want_g, key, np.cos(x[key]))
     np.testing.assert_allclose(g(x), want_g, rtol=1e-15, atol=0)
+
+
+def test_equal_slices_are_one_instruction():
+    prog = ad.jit(lambda x: ad.sum(x[:1] * x[:1]) + ad.sum(x[1:] * x[1:])).lower(np.arange(4.))
+    assert prog.primitive_names().count("getitem") == 2   # (not four: slices key the CSE)
+    prog = ad.jit(lambda x: x[:2] + x[:3][:2] * x[0:2:1]).lower(np.arange(4.))
+    # (x[:2] and x[0:2:1] select the same, but are other parameters: kept apart)
+    assert prog.primitive_names().count("getitem") == 4

@@ -77,6 +77,9 @@ def value_key(v):
     if isinstance(v, (tuple, list)):
         ks = tuple(value_key(x) for x in v)
         return None if any(k is None for k in ks) else (t, ks)
+    if t is slice:   # (a basic key's slices: unhashable before Python 3.12)
+        ks = (value_key(v.start), value_key(v.stop), value_key(v.step))
+        return None if any(k is None for k in ks) else (t, ks)
     if _np is not None and isinstance(v, _np.generic):   # (np.float32(-0.0): its own bytes)
         return (t, v.tobytes())
     try:

@@ -13,7 +13,7 @@ import sys
 from ._core import _core, _small_arith
 from ._core._core import Array, Interpreter, bind, shape_of
 from ._jit import replay as _replay
-from ._jit.ir import is_array as _is_backend_array
+from ._jit.ir import is_array as _is_array
 from ._ops._rules import FACTS, Facts, primitive
 from ._pytree import tree_flatten, tree_unflatten
 
@@ -35,9 +35,8 @@ _print = print   # (the builtin: this module's ``print`` shadows it)
 
 
 def _callback_impl(xp, *arrays, fn, spec, statics):
-    leaves = list(statics)
     it = iter(arrays)
-    leaves = [next(it) if x is _ARRAY else x for x in leaves]
+    leaves = [next(it) if x is _ARRAY else x for x in statics]
     args, kwargs = tree_unflatten(leaves, spec)
     fn(*args, **kwargs)
     return xp.asarray(False)
@@ -62,10 +61,6 @@ _ARRAY = _ArrayLeaf()   # (where an array leaf goes among the static ones)
 callback_p = primitive("debug_callback", _callback_impl, differentiable=False)
 callback_p.batch = _callback_batch
 FACTS["debug_callback"] = Facts(side_effects=True)
-
-
-def _is_array(x):
-    return isinstance(x, Array) or _is_backend_array(x)
 
 
 def callback(callback, *args, ordered=True, **kwargs):
@@ -191,7 +186,7 @@ def _raw_leaves(v):
         return [r for x in v for r in _raw_leaves(x)]
     if isinstance(v, Array):
         return [_core.raw_value(v)]
-    return [v] if _is_backend_array(v) else []
+    return [v] if _is_array(v) else []
 
 
 def _ours(f):
@@ -203,29 +198,30 @@ def _ours(f):
     return f.f_code.co_filename.startswith(("<arrayad", "<string>"))
 
 
+def _user_line(f):
+    """file:line of the innermost frame from ``f`` outwards that runs the user's code, or None."""
+    while f is not None and _ours(f):
+        f = f.f_back
+    return None if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
 def _where():
     """(the user's file:line, the derivative rule's name or None): the innermost frame outside
     arrayad and, if the operation ran in a rule that a transform called (a backward or forward
     pass), that rule."""
     f = sys._getframe(2)
     rule = None
-    while f is not None:
-        if not _ours(f):
-            return f"{f.f_code.co_filename}:{f.f_lineno}", None
+    while f is not None and _ours(f):
         fn = os.path.abspath(f.f_code.co_filename)
         if fn.startswith(_RULE_DIRS):
             rule = f
         elif fn.startswith(_TRANSFORM_FILES) and rule is not None:
             # (a rule called by a transform's code, not by the user's: a derivative's pass)
-            user = f
-            while user is not None and _ours(user):
-                user = user.f_back
-            where = None if user is None else f"{user.f_code.co_filename}:{user.f_lineno}"
-            return where, (f"{rule.f_code.co_name} at arrayad/"
-                           f"{os.path.relpath(rule.f_code.co_filename, _PKG_DIR)}:"
-                           f"{rule.f_lineno}")
+            return _user_line(f), (f"{rule.f_code.co_name} at arrayad/"
+                                   f"{os.path.relpath(rule.f_code.co_filename, _PKG_DIR)}:"
+                                   f"{rule.f_lineno}")
         f = f.f_back
-    return None, None
+    return _user_line(f), None
 
 
 class _NanWatch(Interpreter):

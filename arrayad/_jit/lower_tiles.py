@@ -443,8 +443,7 @@ def _sink_broadcasts(prog):
             ins = tuple(source[a][0] if isinstance(a, Var) and a in source else a
                         for a in e.ins)
             eqns.append(Eqn(e.prim, ins, e.params, (number,)))
-            broadcast = next(b for a in e.ins if isinstance(a, Var) and a in source
-                             for b in (source[a][1],))
+            broadcast = source[next(a for a in e.ins if isinstance(a, Var) and a in source)][1]
             e = Eqn(broadcast.prim, (number,), dict(broadcast.params, shape=out.shape), (out,))
             source[out] = (number, e)
             changed = True

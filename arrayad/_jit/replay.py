@@ -125,15 +125,14 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
         if target is not None or any(v in plan.pooled for v in e.outs):
             fname = f"u{k}"
             ns[fname] = _out_callable(e, b)
-            buffers = []
-            for j, v in enumerate(e.outs):
-                if target is not None:
-                    buffers.append(name(target))
-                elif v in plan.pooled:
-                    ns[f"_t{k}_{j}"] = (tuple(v.shape), v.dtype.name)
-                    buffers.append(f"_take(_t{k}_{j})")
-                else:
-                    buffers.append("None")
+            if target is not None:   # (one output, written into a dead input's buffer)
+                buffers = [name(target)]
+            else:
+                buffers = []
+                for j, v in enumerate(e.outs):
+                    if v in plan.pooled:
+                        ns[f"_t{k}_{j}"] = (tuple(v.shape), v.dtype.name)
+                    buffers.append(f"_take(_t{k}_{j})" if v in plan.pooled else "None")
             # (a ufunc takes its one buffer, a fused kernel a tuple of them)
             buffer = (f"({', '.join(buffers)},)" if getattr(e.prim, "fused", False)
                       else buffers[0])
@@ -203,6 +202,7 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
     exec(code, ns)
     fn = ns["replay"]
     fn.source = src
+    fn.plan = plan   # (what ``explain`` reports)
     return fn
 
 
@@ -409,7 +409,7 @@ class Executable:
                 self.replay = before   # (one lowering, also if it fails)
                 self.lower()
             return out
-        replay.source = before.source
+        replay.source, replay.plan = before.source, before.plan
         return replay
 
     def lower(self):
@@ -521,7 +521,7 @@ def _explain(exe):
     b = run.backend
     replay = "compiled" if exe.fused is not None else "tiled" if exe.tiled is not None else (
         "unfused")
-    plan = plan_memory(run, writes_into) if b.name == "numpy" else None
+    plan = exe.replay.plan   # (the replay's own: the buffers it writes into)
     n_staged = len(exe.prog.unoptimized.eqns) if exe.prog.unoptimized is not None else None
     header = (f"jit({exe.name}) on {b.name}: {len(exe.prog.eqns)} instructions after the passes"
               + (f" ({n_staged} staged)" if n_staged is not None else "")
@@ -529,17 +529,15 @@ def _explain(exe):
               + ("" if exe.fused is not None else fusion.compiler_state(exe.prog)))
     rows = []
     for k, e in enumerate(run.eqns):
-        kernel = getattr(e.prim, "kernel", None)
         if getattr(e.prim, "fused", False):
-            tier = getattr(kernel, "tier", "the group's replay, one backend call each")
+            tier = getattr(e.prim.kernel, "tier", "the group's replay, one backend call each")
             note = f"{len(e.prim.prog.eqns)} operations"
         else:
             tier = "one backend call"
             note = fusion.why_unfused(e, run)
-        if plan is not None:
-            where = ("into " + plan.into[k].name + "'s buffer" if k in plan.into
-                     else "pooled buffer" if any(v in plan.pooled for v in e.outs) else None)
-            if where:
-                note = f"{note}; {where}" if note else where
+        where = ("into " + plan.into[k].name + "'s buffer" if k in plan.into
+                 else "pooled buffer" if any(v in plan.pooled for v in e.outs) else None)
+        if where:
+            note = f"{note}; {where}" if note else where
         rows.append((str(e).split(" = ", 1)[0] + " = " + e.prim.name, tier, note))
     return Explanation(header, replay, rows)

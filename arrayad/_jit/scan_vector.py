@@ -254,14 +254,12 @@ class ArrayScan:
         params, pro, loop = [], [], []
         for j, v in enumerate(ins):
             low.dtype(v)
-            arg = f"a{j}"
-            params.append(arg)
+            params.append(f"a{j}")
+            low.names[v] = f"v{j}"
             if j < nc + ncarry:   # (closure and carry: one value; a 0-d one as a number)
-                low.names[v] = f"v{j}"
-                pro.append(f"v{j} = {arg}[0]" if v.shape == () else f"v{j} = {arg}")
+                pro.append(f"v{j} = a{j}[0]" if v.shape == () else f"v{j} = a{j}")
             else:                 # (xs: the step's row)
-                low.names[v] = f"v{j}"
-                loop.append(f"v{j} = {arg}[i]")
+                loop.append(f"v{j} = a{j}[i]")
         self.consts = []
         for j, (v, c) in enumerate(prog.consts.items()):
             low.dtype(v)

@@ -49,6 +49,7 @@ from ._dtypes import to_backend
 from ._jit import JitInterpreter, Program, Var, _compile, _user_frame
 from ._ops.creation import types_only
 from ._jit.scan import compiled_scan
+from . import _loop_reverse
 from ._pytree import tree_flatten, tree_unflatten
 from .backends import backend_of, default_backend, get_rng_state, set_rng_state
 from .backends._random import same_rng_state
@@ -164,6 +165,7 @@ class _Body:
         self.out_avals = [(a.shape, a.dtype) for a in prog.outs]
         self._replay = self._eval = None
         self.compiled = {}   # (reverse, save, nc) -> its scan as one numba function, or None
+        self.masked = None   # (cond, the masked step of this body's while loop: _masked_step)
 
     def __repr__(self):
         return f"<body {self.name}: {len(self.prog.eqns)} instructions>"
@@ -330,7 +332,7 @@ def _stack(xp, items, example):
     return xp.stack(items, axis=0)
 
 
-def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
+def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save, snapshots=None):
     # (NOTE [compiled scan]: the whole loop in a register machine or numba, on NumPy)
     compiled = compiled_scan(body, args, length, reverse, nc, ncarry, save)
     out = None if compiled is None else compiled(args, length)
@@ -368,24 +370,28 @@ def _scan_impl(xp, *args, body, length, reverse, nc, ncarry, save):
     return tuple(res)
 
 
-def _scan_bind(api, fname, fn, consts, init, xs, length, reverse, save=None):
+def _scan_bind(api, fname, fn, consts, init, xs, length, reverse, save=None, snapshots=None):
     """Trace ``fn(*consts, *carry, *x) -> [*carry, *y]`` and bind the scan primitive. Returns
-    (final carry leaves, stacked y leaves, carry history leaves or None)."""
+    (final carry leaves, stacked y leaves, carry history leaves or None). ``snapshots``: the
+    most states its reverse pass keeps (NOTE [loop reverse]; None: every carry, kept by the
+    forward when a reverse transform may need it)."""
     x0 = [_slice0(x) for x in xs]
     body, closure = _trace(api, fname, fn, list(consts) + list(init) + x0)
     _check_carry(api, fname, body, len(consts), len(init))
     args = list(closure) + list(consts) + list(init) + list(xs)
-    if save is None:
+    if snapshots is not None:
+        save = False
+    elif save is None:
         save = _want_history(args)
     nc = len(closure) + len(consts)
     out = bind(scan_p, *args, body=body, length=length, reverse=reverse, nc=nc,
-               ncarry=len(init), save=save)
+               ncarry=len(init), save=save, snapshots=snapshots)
     n = len(init)
     ny = len(body.out_avals) - n
     return list(out[:n]), list(out[n:n + ny]), (list(out[n + ny:]) if save else None)
 
 
-def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save):
+def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save, snapshots=None):
     func = _func()
     ops = _ops()
     consts, init, xs = _scan_split(args, nc, ncarry)
@@ -394,6 +400,14 @@ def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save):
     ny = nout - ncarry
     if not isinstance(g, tuple):
         g = (g,)
+    if snapshots is not None:   # (NOTE [loop reverse])
+        y_ok = body.out_inexact()[ncarry:]
+        g_ys = [ops.zeros_like(ans[ncarry + j]) if ok and g[ncarry + j] is None
+                else g[ncarry + j] for j, ok in enumerate(y_ok)]
+        d_c, d_init, d_xs = _loop_reverse.bind_loop_vjp(
+            "scan (VJP)", body.name, None, body.evaluate, [], consts, init, xs,
+            list(g[:ncarry]), g_ys, length, snapshots, reverse)
+        return tuple(d_c) + tuple(d_init) + tuple(d_xs)
     if save:
         hist = list(ans[ncarry + ny:])
     else:
@@ -508,7 +522,7 @@ def _tangent_positions(avals, tangents, base, instantiate, like):
     return got
 
 
-def _scan_jvp(tangents, ans, *args, body, length, reverse, nc, ncarry, save):
+def _scan_jvp(tangents, ans, *args, body, length, reverse, nc, ncarry, save, snapshots=None):
     consts, init, xs = _scan_split(args, nc, ncarry)
     tangents = list(tangents)
     avals = body.in_avals
@@ -538,7 +552,7 @@ def _scan_jvp(tangents, ans, *args, body, length, reverse, nc, ncarry, save):
     carry_out, ys, hist = _scan_bind(
         "scan (JVP)", push.__name__, push, list(consts) + [t_c[p] for p in pc],
         list(init) + [t_carry[p] for p in pj], list(xs) + [t_x[p] for p in px], length,
-        reverse, save)
+        reverse, save, snapshots)
     n_tcarry = len(pj)
     res = []
     it = iter(carry_out[ncarry:])
@@ -612,7 +626,7 @@ def _scan_batched(body, nc, ncarry, save, batched_in):
         carry = new
 
 
-def _scan_batch(args, dims, *, body, length, reverse, nc, ncarry, save):
+def _scan_batch(args, dims, *, body, length, reverse, nc, ncarry, save, snapshots=None):
     func = _func()
     size = _batch_size(args, dims)
     consts, init, xs = _scan_split(args, nc, ncarry)
@@ -635,7 +649,7 @@ def _scan_batch(args, dims, *, body, length, reverse, nc, ncarry, save):
                               out_dims=body_out_dims)(*a))
     batched.__name__ = f"vmap_{body.name}"
     carry_out, ys, hist = _scan_bind("scan (vmap)", batched.__name__, batched, consts, carry,
-                                     xs_b, length, reverse, save)
+                                     xs_b, length, reverse, save, snapshots)
     out = tuple(carry_out) + tuple(ys) + (tuple(hist) if save else ())
     out_dims = tuple(0 if b else None for b in carry_b) + tuple(1 if b else None for b in ys_b) \
         + (tuple(1 if b else None for b in carry_b) if save else ())
@@ -653,7 +667,7 @@ def _loop_primitive(name, impl, vjp, jvp, batch):
 scan_p = _loop_primitive("scan", _scan_impl, _scan_vjp, _scan_jvp, _scan_batch)
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="all"):
     """Loop ``f`` over the leading axis of ``xs``, carrying state: ``jax.lax.scan``.
 
     Computes, as one primitive that every transform differentiates or batches as a whole::
@@ -683,6 +697,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         JAX); the result is the same. Under transforms and ``jit`` each iteration replays
         ``unroll`` steps, which saves a little bookkeeping per step on small states at the cost
         of a longer trace.
+    checkpoint : int or 'all', optional
+        The most carries the reverse pass (grad, vjp) keeps at once: ``'all'`` (the default)
+        keeps every step's and recomputes each step's own intermediates from it (what
+        ``checkpoint(f)`` asks of a JAX scan); an int ``k`` keeps ``k`` and recomputes the others
+        with the binomial schedule (Revolve): about ``t`` more steps forward per step, ``t`` the
+        smallest with ``C(k + t, t) >= length``.
 
     Returns
     -------
@@ -694,7 +714,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     TypeError
         If ``f`` returns a carry of another structure, shape or dtype than ``init``.
     ValueError
-        If the leaves of ``xs`` differ in length, or neither ``xs`` nor ``length`` is given.
+        If the leaves of ``xs`` differ in length, neither ``xs`` nor ``length`` is given, or
+        ``checkpoint`` is not ``'all'`` or a positive int.
 
     Examples
     --------
@@ -709,6 +730,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     if not callable(f):
         raise TypeError(f"scan: f must be a function f(carry, x) -> (carry, y), got "
                         f"{type(f).__name__}.")
+    snapshots = _loop_reverse.check_checkpoint("scan", fname, checkpoint)
     x_leaves, x_spec = tree_flatten(xs)
     x_mask = [x is not None for x in x_leaves]
     x_leaves = [x for x in x_leaves if x is not None]
@@ -785,9 +807,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     body.__name__ = fname
     k = _unroll_steps(unroll, length, fname)
     if k > 1:
-        carry, ys = _scan_unrolled(fname, body, c_leaves, x_leaves, length, reverse, k)
+        carry, ys = _scan_unrolled(fname, body, c_leaves, x_leaves, length, reverse, k,
+                                   snapshots)
     else:
-        carry, ys, _ = _scan_bind("scan", fname, body, [], c_leaves, x_leaves, length, reverse)
+        carry, ys, _ = _scan_bind("scan", fname, body, [], c_leaves, x_leaves, length, reverse,
+                                  snapshots=snapshots)
     it = iter(ys)
     y = tree_unflatten([next(it) if m else None for m in y_info["mask"]], y_info["spec"])
     return tree_unflatten(carry, c_spec), y
@@ -805,7 +829,7 @@ def _unroll_steps(unroll, length, fname):
     return min(unroll, max(length, 1))
 
 
-def _scan_unrolled(fname, body, carry, xs, length, reverse, k):
+def _scan_unrolled(fname, body, carry, xs, length, reverse, k, snapshots=None):
     """``scan`` with ``k`` steps of ``body`` per iteration of the loop: one scan over the
     ``length // k`` groups of ``k`` elements (xs reshaped to (groups, k, ...)), then one over
     the ``length % k`` left (the first elements when ``reverse``). The same steps in the same
@@ -827,11 +851,13 @@ def _scan_unrolled(fname, body, carry, xs, length, reverse, k):
             c, ys[j] = out[:nc], out[nc:]
         return list(c) + [ops.stack(col) for col in zip(*ys)]
     k_steps.__name__ = fname
-    c, ys_main, _ = _scan_bind("scan", fname, k_steps, [], carry, main, groups, reverse)
+    c, ys_main, _ = _scan_bind("scan", fname, k_steps, [], carry, main, groups, reverse,
+                               snapshots=snapshots)
     ys_main = [ops.reshape(y, (groups * k,) + tuple(_core.shape_of(y)[2:])) for y in ys_main]
     if not rest:
         return c, ys_main
-    c, ys_left, _ = _scan_bind("scan", fname, body, [], c, left, rest, reverse)
+    c, ys_left, _ = _scan_bind("scan", fname, body, [], c, left, rest, reverse,
+                               snapshots=snapshots)
     pairs = zip(ys_left, ys_main) if reverse else zip(ys_main, ys_left)
     return c, [ops.concat([a, b], axis=0) for a, b in pairs]
 
@@ -890,8 +916,9 @@ def _is_static_int(v):
 
 try:
     from numpy import bool_ as _np_bool, errstate as _np_errstate, integer as _np_integer
+    from numpy import ndarray as _np_ndarray
 except ImportError:   # pragma: no cover
-    _np_bool = _np_errstate = _np_integer = None
+    _np_bool = _np_errstate = _np_integer = _np_ndarray = None
 
 
 def _bound_type(v):
@@ -923,11 +950,11 @@ def _check_bounds(lower, upper):
             f".astype to the other's dtype.")
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None, checkpoint=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``: ``jax.lax.fori_loop``.
 
-    With Python int bounds (a static trip count) it is a ``scan`` and differentiates in both
-    modes; with array bounds it is a ``while_loop`` (forward mode only).
+    With Python int bounds (a static trip count) it is a ``scan``; with array bounds it is a
+    ``while_loop``. Both differentiate in both modes.
 
     Parameters
     ----------
@@ -942,6 +969,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     unroll : int or bool, optional
         With Python int bounds, ``scan``'s ``unroll`` (steps per iteration of the loop; the
         result is the same). With array bounds only None, 1 or False, as in JAX.
+    checkpoint : int or 'all', optional
+        The most values the reverse pass keeps at once (``scan``'s and ``while_loop``'s
+        parameter). None (the default): ``'all'`` with int bounds, 1024 with array bounds.
 
     Returns
     -------
@@ -954,7 +984,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         If ``body_fun`` changes the value's structure, shapes or dtypes, or the bounds are not
         integers of one integer type (``fori_loop(0, 3.5, ...)``).
     ValueError
-        If ``unroll`` is given with array bounds.
+        If ``unroll`` is given with array bounds, or ``checkpoint`` is not ``'all'`` or a
+        positive int.
 
     Examples
     --------
@@ -988,7 +1019,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
             return (i + 1, checked(i, v)), None
         step.__name__ = fname
         (_, val), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0),
-                           unroll=1 if unroll is None else unroll)
+                           unroll=1 if unroll is None else unroll,
+                           checkpoint="all" if checkpoint is None else checkpoint)
         return val
     if unroll is not None and unroll is not False and unroll != 1:
         raise ValueError(f"fori_loop({fname}): unroll={unroll!r} needs Python int bounds (a "
@@ -1008,28 +1040,101 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     def cond_fun(c):
         return c[0] < c[1]
-    _, _, val = _while_loop(cond_fun, body, (lo, hi, init_val), "fori_loop")
+    _, _, val = _while_loop(cond_fun, body, (lo, hi, init_val), "fori_loop", checkpoint)
     return val
 
 
 # ---------------------------------------------------------------------------------------------
 # while_loop
 
-def _while_impl(xp, *args, cond, body, ncc, nbc):
-    cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+# NOTE [compiled while]
+# ---------------------
+# A while loop's predicate decides after every step whether to go on, so its loop cannot be
+# handed to the compiled-scan tiers as it is (NOTE [compiled scan]). Its masked step can:
+# ``carry = where(pred(carry), body(carry), carry)``, with a counter of the steps taken, is a
+# scan body whose carry stops changing at the first step the predicate is false. After
+# ``_WHILE_PLAIN_STEPS`` replayed steps (most loops are short), ``_run_while`` runs chunks of
+# that scan, of 16 steps, then twice as many each time up to 4,096, checking the predicate
+# between chunks: at most one chunk's steps are run in vain (on the final carry, discarded), the
+# carry and the count are the plain loop's. Where no tier takes the masked step (or the
+# backend is not NumPy), the loop replays one step at a time, as before.
+_WHILE_PLAIN_STEPS = 8
+
+
+def _masked_step(cond, body, cc, bc, c):
+    """The scan body ``(*cc, *bc, *carry, count) -> (*carry', count')`` of a while loop's
+    masked step (NOTE [compiled while]), cached on ``body``; None where the loop has none."""
+    if body.masked is not None and body.masked[0] is cond:
+        return body.masked[1]
+    ncc, nbc = len(cc), len(bc)
+    ops = _ops()
+
+    def step(*a):
+        cs, bs, carry, count = a[:ncc], a[ncc:ncc + nbc], a[ncc + nbc:-1], a[-1]
+        go = cond.evaluate(*cs, *carry)[0]
+        new = body.evaluate(*bs, *carry)
+        return [ops.where(go, v, old) for v, old in zip(new, carry)] + \
+            [count + ops.astype(go, count.dtype)]
+    step.__name__ = body.name
+    xp = body.prog.backend.xp
+    try:
+        masked, closure = _trace("while_loop", body.name, step,
+                                 list(cc) + list(bc) + list(c) + [xp.asarray(0, dtype=xp.int64)])
+        masked = None if closure else masked
+    except Exception:   # (a body that only its own replay runs: the plain loop)
+        masked = None
+    body.masked = (cond, masked)
+    return masked
+
+
+def _run_while(xp, cond, body, cc, bc, c):
+    """(final carry, number of steps) of a while loop on raw arrays (NOTE [compiled while])."""
     fc, fb = cond.replay, body.replay
+    c, n = tuple(c), 0
+    while n < _WHILE_PLAIN_STEPS:
+        if not bool(fc(*cc, *c)[0]):
+            return c, n
+        c, n = tuple(fb(*bc, *c)), n + 1
+    if body.prog.backend.name != "numpy" or not all(isinstance(a, _np_ndarray)
+                                                   for a in (*cc, *bc, *c)):
+        masked = None
+    else:
+        masked = _masked_step(cond, body, cc, bc, c)
+    chunk, nc, ncarry = 16, len(cc) + len(bc), len(c) + 1
     while bool(fc(*cc, *c)[0]):
-        c = fb(*bc, *c)
-    return tuple(c)
+        args = (*cc, *bc, *c, xp.asarray(0, dtype=xp.int64))
+        compiled = None if masked is None else compiled_scan(masked, args, chunk, False, nc,
+                                                              ncarry, False)
+        out = None if compiled is None else compiled(args, chunk)
+        if out is None:   # (no tier takes it, or not yet: one chunk of plain steps)
+            for _ in range(chunk):
+                c, n = tuple(fb(*bc, *c)), n + 1
+                if not bool(fc(*cc, *c)[0]):
+                    return c, n
+            continue
+        c, n = tuple(out[:len(c)]), n + int(out[len(c)])
+        chunk = min(2 * chunk, 4096)
+    return c, n
 
 
-def _while_vjp(g, ans, *args, cond, body, ncc, nbc):
-    raise ValueError(
-        f"while_loop ({body.name}): reverse-mode differentiation (grad, vjp, jacrev, "
-        f"backward) does not work for while_loop, nor for fori_loop with array bounds: the "
-        f"number of steps is known only at run time, so the carries the backward pass needs "
-        f"cannot be saved in advance (JAX refuses it for the same reason). Use fori_loop with "
-        f"Python int bounds (a static trip count) or scan, or forward mode (jvp, jacfwd).")
+def _while_impl(xp, *args, cond, body, ncc, nbc, snapshots):
+    cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+    return _run_while(xp, cond, body, cc, bc, c)[0]
+
+
+def _while_vjp(g, ans, *args, cond, body, ncc, nbc, snapshots):
+    # (NOTE [loop reverse]: the loop runs again, counting its steps and keeping snapshots)
+    cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+    if not isinstance(g, tuple):
+        g = (g,)
+
+    def cond_fn(*a):
+        return list(cond.evaluate(*a))
+    cond_fn.__name__ = cond.name
+    d_bc, d_init, _ = _loop_reverse.bind_loop_vjp(
+        "while_loop (VJP)", body.name, cond_fn, body.evaluate, list(cc), list(bc), list(c),
+        [], list(g), [], None, snapshots, False)
+    return (None,) * ncc + tuple(d_bc) + tuple(d_init)
 
 
 def _check_predicate(api, fname, types):
@@ -1048,9 +1153,11 @@ def _predicate(api, fname, p):
     return bool(p)
 
 
-def _while_bind(api, fname, cond_fn, body_fn, cc, bc, init):
+def _while_bind(api, fname, cond_fn, body_fn, cc, bc, init,
+                snapshots=_loop_reverse.WHILE_SNAPSHOTS):
     """Trace ``cond_fn(*cc, *carry) -> [pred]`` and ``body_fn(*bc, *carry) -> [*carry]``, bind
-    the primitive; returns the final carry leaves."""
+    the primitive; returns the final carry leaves. ``snapshots``: the most states its reverse
+    pass keeps (NOTE [loop reverse]; None: every one)."""
     cbody, cclos = _trace(api, fname + " (cond_fun)", cond_fn, list(cc) + list(init))
     _check_predicate(api, cond_fn.__name__, cbody.out_avals)
     bbody, bclos = _trace(api, fname, body_fn, list(bc) + list(init))
@@ -1058,10 +1165,10 @@ def _while_bind(api, fname, cond_fn, body_fn, cc, bc, init):
     ccs = list(cclos) + list(cc)
     bcs = list(bclos) + list(bc)
     return list(bind(while_p, *ccs, *bcs, *init, cond=cbody, body=bbody, ncc=len(ccs),
-                     nbc=len(bcs)))
+                     nbc=len(bcs), snapshots=snapshots))
 
 
-def _while_jvp(tangents, ans, *args, cond, body, ncc, nbc):
+def _while_jvp(tangents, ans, *args, cond, body, ncc, nbc, snapshots):
     cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
     tangents = list(tangents)
     n = len(c)
@@ -1083,13 +1190,14 @@ def _while_jvp(tangents, ans, *args, cond, body, ncc, nbc):
         return primal + touts
     push.__name__ = f"jvp_{body.name}"
     out = _while_bind("while_loop (JVP)", push.__name__, cond_fn, push, list(cc),
-                      list(bc) + [t_bc[p] for p in pb], list(c) + [t_c[p] for p in pj])
+                      list(bc) + [t_bc[p] for p in pb], list(c) + [t_c[p] for p in pj],
+                      snapshots)
     it = iter(out[n:])
     del nj
     return tuple(next(it) if _inexact(body.in_avals[nbc + j][1]) else None for j in range(n))
 
 
-def _while_batch(args, dims, *, cond, body, ncc, nbc):
+def _while_batch(args, dims, *, cond, body, ncc, nbc, snapshots):
     func = _func()
     ops = _ops()
     size = _batch_size(args, dims)
@@ -1119,19 +1227,21 @@ def _while_batch(args, dims, *, cond, body, ncc, nbc):
         return out
     step.__name__ = f"vmap_{body.name}"
     out = _while_bind("while_loop (vmap)", step.__name__, cond_fn, step, list(cc),
-                      list(cc) + list(bc), carry)
+                      list(cc) + list(bc), carry, snapshots)
     return tuple(out), (0,) * n
 
 
 while_p = _loop_primitive("while_loop", _while_impl, _while_vjp, _while_jvp, _while_batch)
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     """``while cond_fun(val): val = body_fun(val)``: ``jax.lax.while_loop``.
 
-    Forward-mode differentiable (jvp, jacfwd, linearize) and batchable (a batched predicate
-    runs until every lane is done, finished lanes keep their value); reverse mode (grad, vjp)
-    is refused, as in JAX: use ``fori_loop`` with Python int bounds or ``scan``.
+    Differentiable in both modes and batchable (a batched predicate runs until every lane is
+    done, finished lanes keep their value), under ``jit`` too. Unlike JAX, reverse mode (grad,
+    vjp, jacrev) works: its backward pass runs the loop again, counting the steps, and reverses
+    them from snapshots of the value, at most ``checkpoint`` of them at once (the binomial
+    schedule brings back the others; :doc:`/control_flow` gives the cost).
 
     Parameters
     ----------
@@ -1141,6 +1251,11 @@ def while_loop(cond_fun, body_fun, init_val):
         ``body_fun(val) -> val``, of the structure, shapes and dtypes of ``init_val``.
     init_val : pytree of arrays
         The initial value.
+    checkpoint : int or 'all', optional
+        The most values the reverse pass keeps at once: ``'all'`` keeps every step's;
+        an int ``k`` keeps ``k`` and recomputes the others (a loop of ``n`` steps costs about
+        ``t * n`` more steps, ``t`` the smallest with ``C(k + t, t) >= n``). None (the
+        default): 1024.
 
     Returns
     -------
@@ -1153,21 +1268,29 @@ def while_loop(cond_fun, body_fun, init_val):
         If ``body_fun`` changes the value's structure, shapes or dtypes, or ``cond_fun`` does
         not return a boolean scalar.
     ValueError
-        Under reverse-mode differentiation (with the fix).
+        If ``checkpoint`` is not ``'all'`` or a positive int.
 
     Examples
     --------
     >>> ad.func.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, np.array(1.0))
     array(16.)
+
+    Its gradient, a loop whose number of steps depends on the value:
+
+    >>> ad.func.grad(lambda x: ad.func.while_loop(lambda v: v < 10.0, lambda v: v * 2.0, x))(
+    ...     np.array(1.5))
+    array(8.)
     """
-    return _while_loop(cond_fun, body_fun, init_val, "while_loop")
+    return _while_loop(cond_fun, body_fun, init_val, "while_loop", checkpoint)
 
 
-def _while_loop(cond_fun, body_fun, init_val, _api):
+def _while_loop(cond_fun, body_fun, init_val, _api, checkpoint=None):
     """``while_loop``, its errors naming ``_api``: the function the user called
     (``fori_loop`` with array bounds is one)."""
     cond_fun, body_fun = _uncheckpointed(cond_fun), _uncheckpointed(body_fun)
     fname = _fname(body_fun)
+    snapshots = _loop_reverse.WHILE_SNAPSHOTS if checkpoint is None else \
+        _loop_reverse.check_checkpoint(_api, fname, checkpoint)
     for fn, nm in ((cond_fun, "cond_fun"), (body_fun, "body_fun")):
         if not callable(fn):
             raise TypeError(f"{_api}: {nm} must be a function, got {type(fn).__name__}.")
@@ -1199,7 +1322,7 @@ def _while_loop(cond_fun, body_fun, init_val, _api):
     def body_fn(*a):
         return check_out(body_fun(tree_unflatten(list(a), spec)))
     body_fn.__name__ = fname
-    out = _while_bind(_api, fname, cond_fn, body_fn, [], [], leaves)
+    out = _while_bind(_api, fname, cond_fn, body_fn, [], [], leaves, snapshots)
     return tree_unflatten(out, spec)
 
 

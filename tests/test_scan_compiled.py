@@ -508,6 +508,49 @@ def test_bitwise_operations_of_bools_on_the_machine(compiled):
         np.testing.assert_allclose(g, jax.grad(jl)(jnp.array([0.25, 0.15])), rtol=1e-14)
 
 
+def test_setitem_and_bool_fills_on_the_scalar_tiers(compiled):
+    """``x[key] = v`` with a key of slices and integers (the VJP of a getitem writes into
+    zeros) and a bool value filled with a number (zeros_like of a mask) run in the scalar
+    tiers, with the replay's values."""
+    if compiled.tier == "array":
+        pytest.skip("the scalar tiers' instructions")
+
+    def step(c, x):
+        m = ad.zeros_like(c)
+        m[1:3] = c[:2] * x
+        m[0] = ad.sum(c) * 0.5
+        off = ad.zeros_like(c > 0.0)
+        return ad.where(off | (m > 1.0), c * 0.25, m), ad.sum(m)
+    init = np.array([0.3, -0.2, 0.9, 0.4])
+    xs = np.linspace(-1.0, 2.0, 9)
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.tier_runs == compiled.runs == 1
+    for g, r in zip(got, leaves(replayed(F.scan, step, init, xs))):
+        np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
+
+
+def test_while_loop_runs_in_chunks_of_its_masked_step(compiled):
+    """NOTE [compiled while]: after a few replayed steps a while loop runs chunks of a scan of
+    its masked step in the compiled tiers; its value and number of steps are the plain loop's,
+    and so is its gradient (reversed from its count)."""
+    if compiled.tier == "array":
+        pytest.skip("the scalar tiers")
+
+    def run(x):
+        return F.while_loop(lambda v: v[0] < 1e4, lambda v: (v[0] * 1.01 + ad.sin(v[1]), v[1]
+                                                             * 0.99, v[2] + 1), x)
+    x = (np.asarray(1.0), np.asarray(0.5), np.asarray(0))
+    want = (1.0, 0.5, 0)
+    while want[0] < 1e4:
+        want = (want[0] * 1.01 + np.sin(want[1]), want[1] * 0.99, want[2] + 1)
+    got = ad.jit(run)(x)
+    assert compiled.runs >= 1 and to_numpy(got[2]) == want[2] > 100
+    np.testing.assert_allclose([float(to_numpy(g)) for g in got[:2]], want[:2], rtol=1e-13)
+    loss = lambda a: run((a[0], a[1], np.asarray(0)))[0]   # noqa: E731
+    g = F.grad(loss)(np.array([1.0, 0.5]))
+    np.testing.assert_allclose(g, replayed(F.grad(loss), np.array([1.0, 0.5])), rtol=1e-12)
+
+
 _EDGES = np.array([-np.inf, -3.5, -1.0, -0.5, -0.0, 0.0, 1e-300, 0.5, 0.999, 1.0, 2.0, 7.25,
                    800.0, np.inf, np.nan])
 
@@ -592,6 +635,7 @@ def test_control_flow_cases_in_the_compiled_tiers(compiled, case):
     control_cases._close(ad.jit(f)(control_cases.P), g(jp))
     control_cases._close(F.jacfwd(f)(control_cases.P), jax.jacfwd(g)(jp))
     if case in control_cases.REV:
+        g = control_cases._jrev(case)   # (JAX refuses reverse mode through a while_loop)
         control_cases._close(F.grad(f)(control_cases.P), jax.grad(g)(jp))
         control_cases._close(ad.jit(F.grad(f))(control_cases.P), jax.grad(g)(jp))
 

@@ -170,8 +170,6 @@ def test_pattern_holds_every_nonzero_and_no_other(name, f, shape, exact):
 def test_sparse_jacobian_equals_dense(name, f, shape, exact, mode, backend):
     if backend != "numpy" and mode == "auto" and name not in ("brusselator", "slicing", "cond"):
         pytest.skip("one mode per function off NumPy keeps the suite short")
-    if name == "while_loop" and mode == "reverse":
-        pytest.skip("while_loop has no reverse mode (its own error says so)")
     be = ad.get_backend(backend)
     x = point(shape, 1)
     xb = be.xp.asarray(x)

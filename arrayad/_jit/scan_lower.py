@@ -162,7 +162,7 @@ class _Lowering:
         dt = self.dtype_name(out.dtype)
         if e.prim.name in _STRUCTURAL:
             return self.gather(e, out)
-        if e.prim.name == "index_add":
+        if e.prim.name in ("index_add", "setitem"):
             return self.index_add(e, out, dt)
         if e.prim.name in _REDUCTIONS:
             return self.reduce(e, out, dt)
@@ -250,8 +250,10 @@ class _Lowering:
         self.define(out, [flat[i] for i in pos.ravel()])
 
     def index_add(self, e, out, dt):
+        """``index_add`` (``x[key] += v``) or ``setitem`` (``x[key] = v``) with a key of
+        slices and integers: the elements of ``x`` it names, known when lowering."""
         if len(e.ins) != 2 or not hasattr(e.ins[0], "shape"):
-            raise Unsupported("index_add with index arrays")
+            raise Unsupported(f"{e.prim.name} with index arrays")
         base, v = e.ins
         fn, takes_xp = _callable(_getitem(), self.prog.backend)
         try:
@@ -259,11 +261,12 @@ class _Lowering:
                                 np.arange(_size(base.shape)).reshape(base.shape),
                                 key=e.params["key"]))
         except Exception as exc:
-            raise Unsupported(f"index_add: {exc}")
+            raise Unsupported(f"{e.prim.name}: {exc}")
         vals = self.operand(v, pos.shape, dt)
         cur = list(self.operand(base, out.shape, dt))
         for k, (p, x) in enumerate(zip(pos.ravel(), vals)):
-            cur[p] = self.scalar(out, f"{p}_{k}", "add", [cur[p], x], dt)
+            cur[p] = x if e.prim.name == "setitem" else \
+                self.scalar(out, f"{p}_{k}", "add", [cur[p], x], dt)
         self.define(out, cur)
 
     def reduce(self, e, out, dt):

@@ -53,8 +53,9 @@ class _MachineLowering(_Lowering):
 
     def literal(self, value, dt):
         if dt == "bool":
-            if not isinstance(value, (bool, np.bool_)):
-                raise Unsupported("a number in a bool operation")
+            # (a number filling a bool value, zeros_like of a mask: NumPy's bool(value))
+            if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+                raise Unsupported(f"literal {value!r}")
             v = 1.0 if value else 0.0
         elif isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
             try:

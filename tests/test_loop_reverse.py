@@ -1,0 +1,311 @@
+"""Reverse mode through loops run from snapshots (NOTE [loop reverse]): ``while_loop`` and
+``fori_loop`` with array bounds, whose trip count depends on the values, and ``scan``/``fori_loop``
+with a snapshot budget (``checkpoint=k``).
+
+The reference for a while loop is the same loop written in Python and differentiated eagerly
+(the tape sees the operations each step runs); for a scan with a budget, the scan that keeps
+every carry (checked against JAX in test_control_flow.py) and central differences.
+"""
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad import func as F
+from arrayad._core import _core
+from arrayad._loop_reverse import reverse_sweep, sweeps
+
+from conftest import to_numpy
+
+
+def _close(a, b, tol=1e-10):
+    np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=tol, atol=tol)
+
+
+def _central(f, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = h
+        g.flat[i] = (to_numpy(f(x + e)) - to_numpy(f(x - e))) / (2 * h)
+    return g
+
+
+# -- the schedule ------------------------------------------------------------------------------
+
+class _State:
+    live = 0
+
+    def __init__(self, p):
+        self.p = p
+        _State.live += 1
+        weakref.finalize(self, _State._gone)
+
+    @staticmethod
+    def _gone():
+        _State.live -= 1
+
+
+@pytest.mark.parametrize("n, held", [(1, 1), (9, 1), (10, 2), (10, 3), (100, 5), (1000, 10),
+                                     (4000, 32), (7, 7), (8, 7), (300, 300)])
+def test_reverse_sweep_visits_each_step_once_in_reverse_within_the_budget(n, held):
+    visited, advanced, peak = [], [0], [0]
+
+    def advance(c, p, k):
+        assert c.p == p
+        advanced[0] += k
+        out = _State(p + k)
+        peak[0] = max(peak[0], _State.live)
+        return out
+
+    def visit(p, c):
+        assert c.p == p
+        visited.append(p)
+    start = _State.live
+    c0 = _State(0)
+    reverse_sweep(advance, visit, 0, c0, n, held)
+    assert visited == list(range(n - 1, -1, -1))
+    assert peak[0] - start <= held + 1                 # (c0 counted, and the one visited)
+    t = sweeps(n, held)
+    assert advanced[0] <= max(t, 1) * n                # (Griewank's binomial bound)
+
+
+def test_sweeps_is_the_binomial_repetition_number():
+    # C(32 + 6, 6) = 2,760,681 >= 10**6 > C(32 + 5, 5) = 435,897
+    assert sweeps(10 ** 6, 32) == 6
+    assert sweeps(1025, 1024) == 1 and sweeps(1026, 1024) == 2   # (C(1024 + 1, 1) = 1025)
+
+
+# -- while_loop: a data-dependent trip count --------------------------------------------------
+
+def _grow(xp_sin):
+    def cond(v):
+        return ad.sum(v[0]) < 10.0
+
+    def body(v):
+        a, b = v
+        return a * 1.5 + xp_sin(b), b * 1.1
+    return cond, body
+
+
+def loop_while(x, checkpoint=None):
+    cond, body = _grow(ad.sin)
+    a, b = F.while_loop(cond, body, (x[:2], x[2:]), checkpoint=checkpoint)
+    return ad.sum(a * b) + ad.sum(a ** 2)
+
+
+def loop_python(x):
+    cond, body = _grow(ad.sin)
+    v = (x[:2], x[2:])
+    while cond(v):
+        v = body(v)
+    a, b = v
+    return ad.sum(a * b) + ad.sum(a ** 2)
+
+
+X = np.array([0.3, 0.2, 0.7, -0.4])
+
+
+def _trips(x):
+    cond, body = _grow(np.sin)
+    v, n = (x[:2], x[2:]), 0
+    while cond(v):
+        v, n = body(v), n + 1
+    return n
+
+
+def test_while_loop_gradient_equals_the_python_loop(backend):
+    x = backend(X)
+    want = F.grad(loop_python)(x)
+    _close(F.grad(loop_while)(x), want, 1e-12)
+    _close(F.grad(loop_while)(x), _central(loop_python, X), 1e-6)
+    _close(ad.jit(F.grad(loop_while))(x), want, 1e-12)
+    _close(F.jacrev(loop_while)(x), want, 1e-12)
+    out, pull = F.vjp(loop_while, x)
+    _close(pull(ad.asarray(2.0) if backend.name == "numpy" else out * 0 + 2.0)[0],
+           2 * to_numpy(want), 1e-12)
+
+
+def test_jit_grad_follows_the_trip_count_of_each_call():
+    g = ad.jit(F.grad(loop_while))
+    points = [X, X * 3.0, X * 0.05, np.array([2.0, 1.0, 0.1, 0.2])]
+    assert len({_trips(p) for p in points}) == len(points)   # (every call its own count)
+    for p in points:
+        _close(g(p), F.grad(loop_python)(p), 1e-12)
+
+
+def test_vmap_of_grad_per_lane_trip_counts():
+    xs = np.stack([X, X * 3.0, X * 0.05, np.array([2.0, 1.0, 0.1, 0.2])])
+    want = np.stack([to_numpy(F.grad(loop_python)(p)) for p in xs])
+    _close(F.vmap(F.grad(loop_while))(xs), want, 1e-12)
+    _close(ad.jit(F.vmap(F.grad(loop_while)))(xs), want, 1e-12)
+    _close(F.vmap(F.grad(lambda x: loop_while(x, checkpoint=2)))(xs), want, 1e-12)
+
+
+def test_second_order_through_a_while_loop():
+    h = F.hessian(loop_python)(X)
+    _close(F.hessian(loop_while)(X), h, 1e-10)                      # forward over reverse
+    _close(F.jacrev(F.jacrev(loop_while))(X), h, 1e-10)            # reverse over reverse
+    _close(F.jacrev(F.jacrev(lambda x: loop_while(x, 2)))(X), h, 1e-10)
+    _close(ad.jit(F.hessian(loop_while))(X), h, 1e-10)
+    _close(F.jacfwd(F.jacfwd(loop_while))(X), h, 1e-10)
+
+
+@pytest.mark.parametrize("checkpoint", ["all", 1, 2, 3, 1024])
+def test_snapshot_budgets_give_the_same_gradient(checkpoint):
+    x = X * 0.01      # (a longer loop: 17 steps, more than the small budgets)
+    assert _trips(x) > 10
+    _close(F.grad(lambda x: loop_while(x, checkpoint))(x), F.grad(loop_python)(x), 1e-11)
+
+
+def test_nested_while_loops_and_a_cond_in_the_body():
+    def inner(a):
+        return F.while_loop(lambda v: ad.sum(v) < 2.0, lambda v: v * 1.3 + 0.01, a)
+
+    def body(v):
+        a, k = v
+        a = F.cond(ad.sum(a) > 5.0, lambda a: ad.cos(a) + a, lambda a: inner(a) * 1.1, a)
+        return a, k + 1
+
+    def f(x, loop):
+        a, _ = loop(lambda v: v[1] < 6, body, (x, ad.asarray(0)))
+        return ad.sum(a ** 2)
+
+    def python_while(cond, body, v):
+        while cond(v):
+            v = body(v)
+        return v
+    x = np.array([0.2, 0.4])
+    want = F.grad(lambda x: f(x, python_while))(x)
+    _close(F.grad(lambda x: f(x, F.while_loop))(x), want, 1e-11)
+    _close(ad.jit(F.grad(lambda x: f(x, F.while_loop)))(x), want, 1e-11)
+    _close(want, _central(lambda x: f(x, python_while), x), 1e-6)
+
+
+def test_a_custom_vjp_body_keeps_its_rule():
+    # a straight-through rounding: the rule, not the derivative of floor, must reach x
+    @F.custom_vjp
+    def st_round(x):
+        return ad.floor(x * 4.0) / 4.0
+
+    def fwd(x):
+        return st_round(x), None
+
+    def bwd(_, g):
+        return (g * 0.5,)
+    st_round.defvjp(fwd, bwd)
+
+    def step(v):
+        return st_round(v * 1.7) + 0.3
+
+    def f(x, loop):
+        return ad.sum(loop(lambda v: ad.sum(v) < 20.0, step, x))
+
+    def python_while(cond, body, v):
+        while cond(v):
+            v = body(v)
+        return v
+    x = np.array([0.4, 0.9])
+    want = F.grad(lambda x: f(x, python_while))(x)
+    assert np.all(to_numpy(want) != 0.0)
+    _close(F.grad(lambda x: f(x, F.while_loop))(x), want, 1e-12)
+    _close(ad.jit(F.grad(lambda x: f(x, F.while_loop)))(x), want, 1e-12)
+
+
+def test_fori_loop_with_array_bounds_under_every_reverse_transform():
+    def f(x, n, checkpoint=None):
+        return ad.sum(F.fori_loop(ad.asarray(0), n, lambda i, c: ad.sin(c) * x + c * 0.9, x,
+                                  checkpoint=checkpoint))
+    x = np.array([0.3, -0.2, 0.5])
+    for n in (0, 1, 7):
+        want = F.grad(lambda x: f(x, n))(x)              # (a scan: int bounds)
+        _close(F.grad(lambda x: f(x, ad.asarray(n)))(x), want, 1e-12)
+        _close(F.grad(lambda x: f(x, ad.asarray(n), 2))(x), want, 1e-12)
+    jg = ad.jit(F.grad(f))
+    for n in (3, 11):
+        _close(jg(x, ad.asarray(n)), F.grad(lambda x: f(x, n))(x), 1e-12)
+
+
+def test_eager_tape_backward_through_a_while_loop():
+    x = ad.Tensor(X.copy()).requires_grad_()
+    loop_while(x).backward()
+    _close(x.grad, F.grad(loop_python)(X), 1e-12)
+
+
+# -- scan and fori_loop with a snapshot budget --------------------------------------------------
+
+XS = np.linspace(-1.0, 1.0, 40).reshape(20, 2)
+
+
+def scan_case(p, checkpoint="all", reverse=False):
+    def step(c, x):
+        c = ad.sin(c) * p[:2] + x * c * p[2]
+        return c, ad.sum(c * x)
+    c, ys = F.scan(step, p[:2], XS, reverse=reverse, checkpoint=checkpoint)
+    return ad.sum(c ** 2) + ad.sum(ys * ad.cos(ys))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("checkpoint", [1, 3, 7])
+def test_scan_budget_equals_keeping_every_carry(checkpoint, reverse):
+    p = np.array([0.9, -0.6, 0.4])
+    f = lambda p: scan_case(p, checkpoint, reverse)         # noqa: E731
+    ref = lambda p: scan_case(p, "all", reverse)            # noqa: E731
+    _close(F.grad(f)(p), F.grad(ref)(p), 1e-12)
+    _close(F.grad(f)(p), _central(ref, p), 1e-6)
+    _close(ad.jit(F.grad(f))(p), F.grad(ref)(p), 1e-12)
+    _close(F.hessian(f)(p), F.hessian(ref)(p), 1e-10)
+    _close(F.jacrev(F.jacrev(f))(p), F.hessian(ref)(p), 1e-10)
+    ps = np.stack([p, -p, 2 * p])
+    _close(F.vmap(F.grad(f))(ps), F.vmap(F.grad(ref))(ps), 1e-12)
+
+
+def test_scan_budget_with_gradients_to_xs(backend):
+    if backend.name == "dask":
+        pytest.skip("Dask: scans are covered in test_dask")
+    xs = backend(XS)
+
+    def f(xs, checkpoint):
+        c, ys = F.scan(lambda c, x: (ad.tanh(c + x), c * x), backend(np.array([0.1, 0.2])), xs,
+                       checkpoint=checkpoint)
+        return ad.sum(c) + ad.sum(ys ** 2)
+    _close(F.grad(lambda xs: f(xs, 4))(xs), F.grad(lambda xs: f(xs, "all"))(xs), 1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -3, "some", True, 2.5])
+def test_a_budget_that_cannot_hold_says_which_parameter(bad):
+    with pytest.raises(ValueError, match="checkpoint must be 'all'.*positive int"):
+        F.scan(lambda c, x: (c + x, c), np.array(0.0), XS[:, 0], checkpoint=bad)
+    with pytest.raises(ValueError, match="while_loop.*checkpoint must be"):
+        F.while_loop(lambda v: v < 3.0, lambda v: v + 1.0, np.array(0.0), checkpoint=bad)
+    with pytest.raises(ValueError, match="fori_loop.*checkpoint must be"):
+        F.fori_loop(ad.asarray(0), ad.asarray(3), lambda i, v: v + 1.0, np.array(0.0),
+                    checkpoint=bad)
+    assert not _core.interpreters()                  # (nothing left behind)
+
+
+def test_a_budget_bounds_the_reverse_pass_memory():
+    # 400 steps over 2,000 float64 values: every carry is 6.4 MB; 8 snapshots are 128 kB
+    x = np.linspace(0.1, 1.0, 2000)
+
+    def f(x, checkpoint):
+        c = F.fori_loop(0, 400, lambda i, c: c * 0.999 + 0.001 * ad.sin(c), x,
+                        checkpoint=checkpoint)
+        return ad.sum(c)
+
+    def peak(checkpoint):
+        F.grad(lambda x: f(x, checkpoint))(x)      # (warm: traces, caches)
+        tracemalloc.start()
+        try:
+            g = F.grad(lambda x: f(x, checkpoint))(x)
+            return tracemalloc.get_traced_memory()[1], g
+        finally:
+            tracemalloc.stop()
+    every, g_all = peak("all")
+    budget, g_8 = peak(8)
+    _close(g_8, g_all, 1e-12)
+    assert every > 400 * x.nbytes * 0.9            # (every carry kept)
+    assert budget < 0.1 * every

@@ -319,9 +319,26 @@ def test_descent_follows_the_plain_solver():
         close(descent.argmin(gradient_of, f, np.zeros(2)), expected, rtol=1e-12, atol=0)
 
 
-def test_jit_tool_declines_unstageable_evals():
-    responses = exchange([{"id": 0, "kind": "define", "module": "particle"}], ["--jit"])
-    assert responses[0]["success"] is False and "arrayad.jit" in responses[0]["error"]
+@pytest.mark.parametrize("modes", ["rf", "fr"])
+def test_jit_stages_the_solvers_and_their_derivatives(modes):
+    """``--jit`` stages the solvers written as while_loops: the staged particle and saddle
+    functions (the outer derivative through the simulation's loop, or through the inner
+    solver's) give the eager Python loops' answers, from starts that converge in few steps."""
+    from arrayad.func import grad, jacfwd
+    outer, inner = ({"r": grad, "f": jacfwd}[modes[0]], descent.GRADIENTS[modes[1]])
+    w = np.float64(0.3)
+    slope = ad.jit(outer(lambda v: particle.landing_distance_squared(v, inner, staged=True)))
+    close(slope(w), outer(lambda v: particle.landing_distance_squared(v, inner))(w),
+          rtol=1e-12, atol=0)
+    entry = particle.FUNCTIONS[modes]
+    close(ad.jit(entry.staged)(np.asarray([0.21])), entry.compute(np.asarray([0.21])),
+          rtol=1e-12, atol=0)
+    start = np.asarray([0.004, 0.003])
+    entry = saddle.FUNCTIONS[modes]
+    close(ad.jit(entry.staged)(start), entry.compute(start), rtol=1e-12, atol=0)
+    for g in descent.GRADIENTS.values():
+        close(descent.staged_argmin(g, lambda v: ad.sum((v - 3.0) ** 2), np.zeros(2)),
+              descent.argmin(g, lambda v: ad.sum((v - 3.0) ** 2), np.zeros(2)), rtol=1e-12)
 
 
 def ba_residuals_reference(cameras, points, weights, features, camera_of, point_of):

@@ -26,15 +26,16 @@ class Entry:
     arrays and Python ints); this conversion is not timed, as in GradBench's own tools.
     ``compute`` is the timed work, a function of arrays that returns arrays; it is what ``--jit``
     wraps, with ``static_argnums`` naming its integer arguments. ``post`` turns its result back
-    into JSON. ``stageable`` is False for a function with Python control flow on values
-    (``arrayad.jit`` refuses it): the ``--jit`` tool then declines the eval.
+    into JSON. ``staged``, where given, is what ``--jit`` stages instead of ``compute``: the same
+    function written for ``jit`` (a solver as a ``while_loop``, where ``compute`` loops in
+    Python, which is faster eagerly and which ``jit`` cannot stage).
     """
 
     prepare: Callable[[Any], tuple]
     compute: Callable[..., Any]
     post: Callable[[Any], Any]
     static_argnums: tuple = field(default=())
-    stageable: bool = True
+    staged: Callable[..., Any] | None = None
 
 
 def as_float(value) -> float:

@@ -28,14 +28,10 @@ class Tool:
         if module not in EVALS:
             return {"success": False, "error": f"arrayad has no implementation of {module!r}"}
         functions = importlib.import_module(f"{__package__}.{module}").FUNCTIONS
-        if self.use_jit and not all(entry.stageable for entry in functions.values()):
-            return {"success": False, "error": f"{module} loops on values in Python (a "
-                    "gradient-descent solver differentiated through): arrayad.jit cannot stage "
-                    "it, and a while_loop has no reverse-mode derivative (as in JAX)"}
         self.modules[module] = {
             name: (
                 entry,
-                ad.jit(entry.compute, static_argnums=entry.static_argnums)
+                ad.jit(entry.staged or entry.compute, static_argnums=entry.static_argnums)
                 if self.use_jit
                 else entry.compute,
             )

@@ -5,23 +5,25 @@ through the simulation, whose every step takes the potential's gradient (nested 
 functions differ in the mode of the outer and inner derivative: ``rf`` is reverse outside,
 forward inside.
 
-The simulation and the solver loop on values, so these functions are not staged by
-``arrayad.jit`` (see :mod:`arrayad_tool.descent`).
+For ``--jit`` the simulation and the solver are ``while_loop``s (``staged``): the outer
+derivative runs through both loops (see :mod:`arrayad_tool.descent`).
 """
 
 import numpy as np
 
 import arrayad as ad
 
+from arrayad.func import while_loop
+
 from . import Entry, as_float
-from .descent import GRADIENTS, argmin
+from .descent import GRADIENTS, argmin, staged_argmin
 
 
 def distance(u, v):
     return ad.sqrt((u[0] - v[0]) * (u[0] - v[0]) + (u[1] - v[1]) * (u[1] - v[1]))
 
 
-def landing_distance_squared(w, gradient_of):
+def landing_distance_squared(w, gradient_of, staged=False):
     charges = [ad.stack([ad.asarray(10.0), 10.0 - w]), ad.asarray([10.0, 0.0])]
 
     def potential(x):
@@ -30,19 +32,25 @@ def landing_distance_squared(w, gradient_of):
     force = gradient_of(potential)
     dt = 0.1
     x, velocity = ad.asarray([0.0, 8.0]), ad.asarray([0.75, 0.0])
-    while True:
-        acceleration = -force(x)
-        x_next = x + dt * velocity
-        if x_next[1] < 0:
-            break
-        x, velocity = x_next, velocity + dt * acceleration
+    if staged:   # (until the next position is below the x axis)
+        x, velocity = while_loop(lambda s: (s[0] + dt * s[1])[1] >= 0,
+                                 lambda s: (s[0] + dt * s[1], s[1] - dt * force(s[0])),
+                                 (x, velocity))
+    else:
+        while True:
+            acceleration = -force(x)
+            x_next = x + dt * velocity
+            if x_next[1] < 0:
+                break
+            x, velocity = x_next, velocity + dt * acceleration
     dt_final = -x[1] / velocity[1]
     landing = x[0] + dt_final * velocity[0]
     return landing * landing
 
 
-def particle(w0, outer, inner):
-    return argmin(outer, lambda w: landing_distance_squared(w[0], inner), w0)[0]
+def particle(w0, outer, inner, staged=False):
+    minimize = staged_argmin if staged else argmin
+    return minimize(outer, lambda w: landing_distance_squared(w[0], inner, staged), w0)[0]
 
 
 def prepare(input):
@@ -51,7 +59,8 @@ def prepare(input):
 
 def _entry(modes):
     outer, inner = GRADIENTS[modes[0]], GRADIENTS[modes[1]]
-    return Entry(prepare, lambda w0: particle(w0, outer, inner), as_float, stageable=False)
+    return Entry(prepare, lambda w0: particle(w0, outer, inner), as_float,
+                 staged=lambda w0: particle(w0, outer, inner, staged=True))
 
 
 FUNCTIONS = {modes: _entry(modes) for modes in ("rr", "ff", "fr", "rf")}

@@ -3,8 +3,8 @@
 p2 of f(r1, p2)``; the four functions differ in the mode (reverse or forward) of the outer and
 inner derivative: ``rf`` is reverse outside, forward inside.
 
-The solver loops on values (Python ``while`` and ``if``), so these functions are not staged by
-``arrayad.jit`` (see :mod:`arrayad_tool.descent`).
+For ``--jit`` the solver is a ``while_loop`` (``staged``): the outer derivative runs through
+the inner solver's loop (see :mod:`arrayad_tool.descent`).
 """
 
 import numpy as np
@@ -12,19 +12,19 @@ import numpy as np
 import arrayad as ad
 
 from . import Entry, as_list
-from .descent import GRADIENTS, argmax, argmin, maximum
+from .descent import GRADIENTS, argmax, argmin, maximum, staged_argmin
 
 
 def objective(p1, p2):
     return (p1[0] * p1[0] + p1[1] * p1[1]) - (p2[0] * p2[0] + p2[1] * p2[1])
 
 
-def saddle(start, outer, inner):
+def saddle(start, outer, inner, minimize=argmin):
     def inner_maximum(p1):
-        return maximum(inner, lambda p2: objective(p1, p2), start)
+        return maximum(inner, lambda p2: objective(p1, p2), start, minimize)
 
-    r1 = argmin(outer, inner_maximum, start)
-    r2 = argmax(outer, lambda p2: objective(r1, p2), start)
+    r1 = minimize(outer, inner_maximum, start)
+    r2 = argmax(outer, lambda p2: objective(r1, p2), start, minimize)
     return ad.concat([r1, r2])
 
 
@@ -34,7 +34,8 @@ def prepare(input):
 
 def _entry(modes):
     outer, inner = GRADIENTS[modes[0]], GRADIENTS[modes[1]]
-    return Entry(prepare, lambda start: saddle(start, outer, inner), as_list, stageable=False)
+    return Entry(prepare, lambda start: saddle(start, outer, inner), as_list,
+                 staged=lambda start: saddle(start, outer, inner, staged_argmin))
 
 
 FUNCTIONS = {modes: _entry(modes) for modes in ("rr", "ff", "fr", "rf")}

@@ -9,7 +9,9 @@ on every operation on backend arrays (NOTE [nan detection]).
 import contextlib
 import os
 import sys
+import threading
 
+from . import config as _config
 from ._core import _core, _small_arith
 from ._core._core import Array, Interpreter, bind, shape_of
 from ._jit import replay as _replay
@@ -264,18 +266,20 @@ class _NanWatch(Interpreter):
             f"arrayad.where.")
 
 
-@contextlib.contextmanager
 def detect_nans(enabled=True):
     """Within the block, the first operation that makes a NaN or an infinity from finite inputs
     raises ``FloatingPointError`` naming the primitive, the transforms open, whether it ran in a
     derivative rule, and the line of the user's code (JAX's ``jax_debug_nans``, torch's
     anomaly detection). For the calling thread; off by default, and nothing is checked or paid
-    outside the block.
+    outside the block. The same switch as ``arrayad.config.debug_nans``: ``with
+    detect_nans(flag):`` is ``with arrayad.config.debug_nans(flag):``, and
+    ``arrayad.config.update("debug_nans", True)`` turns it on for the thread until turned off.
 
     Parameters
     ----------
     enabled : bool
-        False makes the block a no-op (``with detect_nans(flag):``).
+        False turns the check off within the block (where an enclosing block or ``update``
+        turned it on), so ``with detect_nans(flag):`` follows a flag.
 
     Returns
     -------
@@ -287,6 +291,8 @@ def detect_nans(enabled=True):
     FloatingPointError
         From the operation that made the first NaN or infinity (a NaN carried in from an input
         is not reported again).
+    TypeError
+        If ``enabled`` is not True or False.
 
     Notes
     -----
@@ -301,21 +307,78 @@ def detect_nans(enabled=True):
     ...
     FloatingPointError: arrayad.debug.detect_nans: divide made a NaN or an infinity ...
     """
-    if not enabled:
-        yield
-        return
-    st = _core.thread_state()
-    below = st.staging
-    st.staging = _NanWatch(below)
+    return _nans_block(_config.debug_nans._checked(enabled, "arrayad.debug.detect_nans"))
+
+
+# NOTE [debug_nans setting]
+# -------------------------
+# ``arrayad.config.debug_nans`` is this module's switch (``Setting._bind``): per thread, since
+# the hook is the thread's (``ThreadState.staging``). Each thread has a value of its own
+# (``update``; False in a new thread, ``ARRAYAD_DEBUG_NANS`` in the one that imported arrayad)
+# and its open blocks, the innermost of which wins; the hook is installed exactly while the
+# value in force is True. ``_replay.EVALUATING`` counts the hooks installed in all threads (a
+# jitted function evaluates its program one primitive at a time while any is).
+
+class _NansState(threading.local):
+    def __init__(self):
+        self.default = False   # (``update``'s value for this thread)
+        self.blocks = []       # (the values of the open blocks, innermost last)
+
+
+_nans = _NansState()
+
+
+def _install(st):
+    st.staging = _NanWatch(st.staging)
     _replay.EVALUATING[0] += 1
     _small_arith.set_watch(_watch_rule_arithmetic)
+
+
+def _uninstall(st, restore):
+    st.staging = restore
+    _replay.EVALUATING[0] -= 1
+    if not _replay.EVALUATING[0]:
+        _small_arith.set_watch(None)
+
+
+def _nans_read():
+    return _nans.blocks[-1] if _nans.blocks else _nans.default
+
+
+def _nans_update(on):
+    _nans.default = on
+    if not _nans.blocks:   # (an open block's value stays in force until it ends)
+        st = _core.thread_state()
+        watch = st.staging
+        if on and not isinstance(watch, _NanWatch):
+            _install(st)
+        elif not on and isinstance(watch, _NanWatch):
+            _uninstall(st, watch.below)
+
+
+@contextlib.contextmanager
+def _nans_block(on):
+    st = _core.thread_state()
+    before = st.staging
+    watched = isinstance(before, _NanWatch)
+    if on and not watched:
+        _install(st)
+    elif not on and watched:
+        _uninstall(st, before.below)
+    _nans.blocks.append(on)
     try:
         yield
     finally:
-        _replay.EVALUATING[0] -= 1
-        if not _replay.EVALUATING[0]:
-            _small_arith.set_watch(None)
-        _core.thread_state().staging = below
+        _nans.blocks.pop()
+        st = _core.thread_state()
+        if on and not watched:
+            _uninstall(st, before)
+        elif not on and watched:
+            st.staging = before
+            _replay.EVALUATING[0] += 1
+            _small_arith.set_watch(_watch_rule_arithmetic)
+        if not _nans.blocks:   # (an ``update`` inside the block takes effect now)
+            _nans_update(_nans.default)
 
 
 def _watch_rule_arithmetic(name, args, out):
@@ -324,3 +387,8 @@ def _watch_rule_arithmetic(name, args, out):
     watch = _core.thread_state().staging
     if isinstance(watch, _NanWatch) and not any(isinstance(a, Array) for a in args):
         watch.check(name, args, out)
+
+
+_config.debug_nans._bind(_nans_read, _nans_update, _nans_block)
+if _config._values["debug_nans"]:   # (ARRAYAD_DEBUG_NANS=1: the importing thread)
+    _nans_update(True)

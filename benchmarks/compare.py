@@ -334,19 +334,15 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
 def _fused_run(fn, args, on=True):
     """A call of the jitted ``fn`` whose first call stages its program with numba's loops
     (``on``), compiling them at once (so that the cell's first call counts the compilation), or
-    unfused; never tiled; the later calls replay it."""
+    unfused; never tiled; the later calls replay it (under the same settings: they are part of
+    the jit cache key)."""
     from arrayad._jit import fusion, lower_numba
 
     lower_numba.register()   # (numba's loops for NumPy: not arrayad's default, NOTE [tiled replay])
-    staged = []
 
     def run():
-        if staged:
-            return fn(*args)
         with fusion.turned(on, fuse_after=0, tiles=False):
-            out = fn(*args)
-        staged.append(True)
-        return out
+            return fn(*args)
 
     return run
 
@@ -1519,6 +1515,7 @@ def main(argv=None):
     if "arrayad.jit-fused" in libs and "ARRAYAD_CACHE_DIR" not in os.environ:
         # (a new cache: the fused first calls count numba's compilation, not an earlier run's)
         os.environ["ARRAYAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")
+        ad.config.update("cache_dir", os.environ["ARRAYAD_CACHE_DIR"])   # (imported already)
 
     data = make_data()
     # The peers' modules (torch, jax) put hundreds of MB of Python objects in this process: a

@@ -31,9 +31,9 @@ read once per unit of work, never per operation: per program staged, per scan ca
 
 What a change reaches. The ``compile`` settings decide how ``jit`` lowers a program (tiles,
 vector math, which compilers and when): their values are part of every jitted function's cache
-key (``compile_key``), so a call under other values finds or stages the program made for those,
+key (``_compile_key``), so a call under other values finds or stages the program made for those,
 and a program lowered later (NOTE [when to compile] in ``_jit/fusion.py``) is lowered under the
-values it was staged with (``using``). The others act on what runs after the change: the next
+values it was staged with (``_using``). The others act on what runs after the change: the next
 scan call (``scan_*``), the next pass (``jit_check``), the next kernel written
 (``cache_dir``), the next operation (``debug_nans``), the next array made
 (``default_backend``).
@@ -174,7 +174,7 @@ class Setting:
         value = self._checked(value)
         if self._hooks is not None:
             return self._hooks[2](value)
-        return using({self.name: value})
+        return _using({self.name: value})
 
     def __repr__(self):
         return f"<arrayad.config.{self.name}: {self.value!r}>"
@@ -326,10 +326,10 @@ def update(name, value):
 
 
 @contextlib.contextmanager
-def using(changes):
+def _using(changes):
     """Within the block, the settings of ``changes`` (name -> checked value) take those values
     in the calling context (NOTE [configuration]): what every ``with config.<name>(value):``
-    is, and what a jit program's later lowering runs under (``compile_values``)."""
+    is, and what a jit program's later lowering runs under (``_compile_values``)."""
     o = _overrides.get()
     new = _Overrides(o or ())
     new.update(changes)
@@ -341,7 +341,7 @@ def using(changes):
         _overrides.reset(token)
 
 
-def compile_key():
+def _compile_key():
     """The values of the compile settings here and now, as a tuple (part of every jit cache
     key: NOTE [configuration])."""
     o = _overrides.get()
@@ -353,9 +353,9 @@ def compile_key():
     return o.key
 
 
-def compile_values():
-    """{name: value} of the compile settings here and now (for ``using``, later)."""
-    return dict(zip(_COMPILE, compile_key()))
+def _compile_values():
+    """{name: value} of the compile settings here and now (for ``_using``, later)."""
+    return dict(zip(_COMPILE, _compile_key()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1288,12 +1288,12 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
             if c is not None and c.us is None and c.detail and c.detail != FUSED_NA:
                 notes.append(f"{w.name} / {lib}: {c.text.split(':')[0]} - {c.detail}")
     if "arrayad.jit-unfused" in libs:
-        notes.append("arrayad.jit-unfused: `arrayad.jit` without fusion (`ARRAYAD_JIT_TILES=0`): "
-                     f"one NumPy call per operation on the whole arrays; {FUSED_NA}")
+        notes.append("arrayad.jit-unfused: `arrayad.jit` without fusion (`ad.config.jit_tiles` "
+                     f"off): one NumPy call per operation on the whole arrays; {FUSED_NA}")
     if "arrayad.jit-fused" in libs:
         notes.append("arrayad.jit-fused: `arrayad.jit` with numba's loops for NumPy programs "
-                     "(`ARRAYAD_JIT_FUSE=1` and `lower_numba.register()`, not the tiled replay), "
-                     "compiled at the first call, its kernels in a new on-disk cache; unfused "
+                     "(`ad.config.jit_fuse` on and `lower_numba.register()`, not the tiled "
+                     "replay), compiled at the first call, its kernels in a new on-disk cache; unfused "
                      f"below numba's 32,768 elements; {FUSED_NA}")
     unverified = [w.name for w in workloads if ref_libs.get(w.name) is None]
     if unverified:

@@ -62,8 +62,8 @@ def log_uniform(rng, lo, hi, n, signed=False):
 def ranges(name, rng, n):
     """[(label, inputs)] for ``name``."""
     u = lambda lo, hi: rng.uniform(lo, hi, n)   # noqa: E731
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
-                        1.0, -1.0, 0.5])
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324,
+                        2.2250738585072014e-308, 1.0, -1.0, 0.5])
     table = {
         "sin": [("[-pi, pi]", u(-np.pi, np.pi)), ("[-1e3, 1e3]", u(-1e3, 1e3)),
                 ("[-1e5, 1e5]", u(-1e5, 1e5)),

@@ -722,7 +722,7 @@ class _Jitted:
 
 
 _same_state = same_rng_state   # (whether two random states are equal)
-_compile_key = _config.compile_key   # (the compile settings in force: part of every cache key)
+_compile_key = _config._compile_key   # (the compile settings in force: part of every cache key)
 
 
 try:

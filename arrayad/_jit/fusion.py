@@ -20,8 +20,9 @@ is the lowerer's kernel, or the sub-program's replay where there is none.
 Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
 outer transforms bind the unfused one. NumPy programs are tiled when they are staged (NOTE
 [tiled replay] in ``lower_tiles.py``: generated Python over pieces of the arrays, nothing
-compiled). A compiler's lowerer is an optional extra (``arrayad.config.jit_fuse``): without it (numba
-not installed, a backend without one) the replay is the unfused or tiled one, and results are
+compiled). A compiler's lowerer is an optional extra (``arrayad.config.jit_fuse``): without it
+(numba not installed, a backend without one) the replay is the unfused or tiled one, and results
+are
 the same. The lowerers: Dask's one blockwise layer per group running numba's loops
 (``lower_numba.py``) or the group's NumPy replay per block (``lower_dask.py``), torch's
 ``torch.compile`` of the group's replay (``lower_torch.py``); numba's loops for NumPy programs
@@ -205,7 +206,7 @@ def turned(on, fuse_after=None, tiles=None):
     changes = {"jit_fuse": bool(on), "jit_tiles": bool(on if tiles is None else tiles)}
     if fuse_after is not None:
         changes["jit_fuse_after"] = _config.jit_fuse_after._checked(fuse_after)
-    return _config.using(changes)
+    return _config._using(changes)
 
 
 def register_lowerer(backend_name, lower, wanted=None, after=None):
@@ -213,8 +214,8 @@ def register_lowerer(backend_name, lower, wanted=None, after=None):
     (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
     would fuse anything (cheap: imports no compiler). ``after()``: the seconds of unfused
     replays after which a program is lowered (NOTE [when to compile]), read when it is staged;
-    by default ``config.jit_fuse_after``. Dask's is 0 (its replay builds a graph: its time does not measure
-    the work), torch.compile's is longer (its compiler takes seconds)."""
+    by default ``config.jit_fuse_after``. Dask's is 0 (its replay builds a graph: its time does
+    not measure the work), torch.compile's is longer (its compiler takes seconds)."""
     LOWERERS[backend_name] = (lower, wanted or (lambda prog: True),
                               after or (lambda: _config.read("jit_fuse_after")))
 

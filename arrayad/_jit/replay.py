@@ -374,7 +374,7 @@ class Executable:
     def __init__(self, prog, lower=True):
         self.prog = prog
         self.name = prog.name
-        self.settings = _config.compile_values()
+        self.settings = _config._compile_values()
         self.fused = None           # the fused program the replay runs, once lowered
         self.tiled = None           # the tiled program it runs until then (NOTE [tiled replay])
         self.run_prog = prog
@@ -420,7 +420,7 @@ class Executable:
         """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
         compiler's failure leaves the replay as it was (unfused or tiled), with a warning."""
         try:
-            with _config.using(self.settings):   # (a later call may run under other values)
+            with _config._using(self.settings):   # (a later call may run under other values)
                 run = _fusion().lower_program(self.prog)
         except Exception as e:   # (a compiler's bug must not break the function)
             import warnings
@@ -438,7 +438,7 @@ class Executable:
         """What runs this program on raw arrays (NOTE [explained lowering]): an ``Explanation``
         that prints one line per instruction of the replay, with the tier that computes it and,
         for an instruction left to one backend call, why."""
-        with _config.using(self.settings):
+        with _config._using(self.settings):
             return _explain(self)
 
     def evaluate(self, leaves):

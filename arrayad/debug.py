@@ -230,11 +230,16 @@ class _NanWatch(Interpreter):
     """The raw-level hook of NOTE [nan detection]."""
 
     name = "detect_nans"
+    counted = False   # (installed, and counted in ``_replay.EVALUATING``)
 
     def __init__(self, below):
         self.below = below
         self._enclosing_staging = below   # (what a jit tracing inside restores: NOTE [staging
         # everything])
+
+    def __del__(self):
+        if self.counted:   # (a thread that ended with the check on: NOTE [debug_nans setting])
+            _count(self, False)
 
     def process(self, prim, args, params):
         st = _core.thread_state()
@@ -317,7 +322,9 @@ def detect_nans(enabled=True):
 # (``update``; False in a new thread, ``ARRAYAD_DEBUG_NANS`` in the one that imported arrayad)
 # and its open blocks, the innermost of which wins; the hook is installed exactly while the
 # value in force is True. ``_replay.EVALUATING`` counts the hooks installed in all threads (a
-# jitted function evaluates its program one primitive at a time while any is).
+# jitted function evaluates its program one primitive at a time while any is); a hook still
+# installed when its thread ends (``update`` with no ``update`` back) is uncounted as the
+# thread's state is freed.
 
 class _NansState(threading.local):
     def __init__(self):
@@ -328,17 +335,21 @@ class _NansState(threading.local):
 _nans = _NansState()
 
 
+def _count(watch, installed):
+    watch.counted = installed
+    _replay.EVALUATING[0] += 1 if installed else -1
+    _small_arith.set_watch(_watch_rule_arithmetic if _replay.EVALUATING[0] else None)
+
+
 def _install(st):
-    st.staging = _NanWatch(st.staging)
-    _replay.EVALUATING[0] += 1
-    _small_arith.set_watch(_watch_rule_arithmetic)
+    st.staging = watch = _NanWatch(st.staging)
+    _count(watch, True)
+    return watch
 
 
-def _uninstall(st, restore):
+def _uninstall(st, watch, restore):
     st.staging = restore
-    _replay.EVALUATING[0] -= 1
-    if not _replay.EVALUATING[0]:
-        _small_arith.set_watch(None)
+    _count(watch, False)
 
 
 def _nans_read():
@@ -353,7 +364,7 @@ def _nans_update(on):
         if on and not isinstance(watch, _NanWatch):
             _install(st)
         elif not on and isinstance(watch, _NanWatch):
-            _uninstall(st, watch.below)
+            _uninstall(st, watch, watch.below)
 
 
 @contextlib.contextmanager
@@ -362,9 +373,9 @@ def _nans_block(on):
     before = st.staging
     watched = isinstance(before, _NanWatch)
     if on and not watched:
-        _install(st)
+        mine = _install(st)
     elif not on and watched:
-        _uninstall(st, before.below)
+        _uninstall(st, before, before.below)
     _nans.blocks.append(on)
     try:
         yield
@@ -372,11 +383,10 @@ def _nans_block(on):
         _nans.blocks.pop()
         st = _core.thread_state()
         if on and not watched:
-            _uninstall(st, before)
+            _uninstall(st, mine, before)
         elif not on and watched:
             st.staging = before
-            _replay.EVALUATING[0] += 1
-            _small_arith.set_watch(_watch_rule_arithmetic)
+            _count(before, True)
         if not _nans.blocks:   # (an ``update`` inside the block takes effect now)
             _nans_update(_nans.default)
 

@@ -4,6 +4,7 @@ settings that are part of the jit cache key, and the errors."""
 
 import asyncio
 import contextvars
+import gc
 import json
 import os
 import subprocess
@@ -311,6 +312,12 @@ def test_debug_nans_is_detect_nans():
     finally:
         config.update("debug_nans", False)
     assert _core.thread_state().staging is None and replay.EVALUATING[0] == 0
+    # (a thread that ends with the check on leaves no hook counted: jit replays again)
+    t = threading.Thread(target=lambda: config.update("debug_nans", True))
+    t.start()
+    t.join()
+    gc.collect()
+    assert replay.EVALUATING[0] == 0
 
 
 # -- errors ----------------------------------------------------------------------------------

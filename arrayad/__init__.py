@@ -43,6 +43,7 @@ from . import _host  # noqa: E402,F401  (hands the core what it calls in the pac
 
 from . import autograd, debug, func, testing  # noqa: E402,F401
 from . import tree_util  # noqa: E402,F401  (jax.tree_util's names)
+from . import config  # noqa: E402,F401  (settings: jax.config's counterpart)
 from . import _custom  # noqa: E402  (JAX's decorators, public in arrayad.func: see there)
 for _n in _custom.__all__:
     setattr(func, _n, getattr(_custom, _n))

@@ -3,6 +3,7 @@
 from typing import Any
 
 from . import autograd as autograd
+from . import config as config
 from . import debug as debug
 from . import fft as fft
 from . import func as func

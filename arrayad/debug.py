@@ -9,7 +9,9 @@ on every operation on backend arrays (NOTE [nan detection]).
 import contextlib
 import os
 import sys
+import threading
 
+from . import config as _config
 from ._core import _core, _small_arith
 from ._core._core import Array, Interpreter, bind, shape_of
 from ._jit import replay as _replay
@@ -228,11 +230,16 @@ class _NanWatch(Interpreter):
     """The raw-level hook of NOTE [nan detection]."""
 
     name = "detect_nans"
+    counted = False   # (installed, and counted in ``_replay.EVALUATING``)
 
     def __init__(self, below):
         self.below = below
         self._enclosing_staging = below   # (what a jit tracing inside restores: NOTE [staging
         # everything])
+
+    def __del__(self):
+        if self.counted:   # (a thread that ended with the check on: NOTE [debug_nans setting])
+            _count(self, False)
 
     def process(self, prim, args, params):
         st = _core.thread_state()
@@ -264,18 +271,20 @@ class _NanWatch(Interpreter):
             f"arrayad.where.")
 
 
-@contextlib.contextmanager
 def detect_nans(enabled=True):
     """Within the block, the first operation that makes a NaN or an infinity from finite inputs
     raises ``FloatingPointError`` naming the primitive, the transforms open, whether it ran in a
     derivative rule, and the line of the user's code (JAX's ``jax_debug_nans``, torch's
     anomaly detection). For the calling thread; off by default, and nothing is checked or paid
-    outside the block.
+    outside the block. The same switch as ``arrayad.config.debug_nans``: ``with
+    detect_nans(flag):`` is ``with arrayad.config.debug_nans(flag):``, and
+    ``arrayad.config.update("debug_nans", True)`` turns it on for the thread until turned off.
 
     Parameters
     ----------
     enabled : bool
-        False makes the block a no-op (``with detect_nans(flag):``).
+        False turns the check off within the block (where an enclosing block or ``update``
+        turned it on), so ``with detect_nans(flag):`` follows a flag.
 
     Returns
     -------
@@ -287,6 +296,8 @@ def detect_nans(enabled=True):
     FloatingPointError
         From the operation that made the first NaN or infinity (a NaN carried in from an input
         is not reported again).
+    TypeError
+        If ``enabled`` is not True or False.
 
     Notes
     -----
@@ -301,21 +312,83 @@ def detect_nans(enabled=True):
     ...
     FloatingPointError: arrayad.debug.detect_nans: divide made a NaN or an infinity ...
     """
-    if not enabled:
-        yield
-        return
+    return _nans_block(_config.debug_nans._checked(enabled, "arrayad.debug.detect_nans"))
+
+
+# NOTE [debug_nans setting]
+# -------------------------
+# ``arrayad.config.debug_nans`` is this module's switch (``Setting._bind``): per thread, since
+# the hook is the thread's (``ThreadState.staging``). Each thread has a value of its own
+# (``update``; False in a new thread, ``ARRAYAD_DEBUG_NANS`` in the one that imported arrayad)
+# and its open blocks, the innermost of which wins; the hook is installed exactly while the
+# value in force is True. ``_replay.EVALUATING`` counts the hooks installed in all threads (a
+# jitted function evaluates its program one primitive at a time while any is); a hook still
+# installed when its thread ends (``update`` with no ``update`` back) is uncounted as the
+# thread's state is freed.
+
+class _NansState(threading.local):
+    def __init__(self):
+        self.default = False   # (``update``'s value for this thread)
+        self.blocks = []       # (the values of the open blocks, innermost last)
+
+
+_nans = _NansState()
+
+
+def _count(watch, installed):
+    watch.counted = installed
+    _replay.EVALUATING[0] += 1 if installed else -1
+    _small_arith.set_watch(_watch_rule_arithmetic if _replay.EVALUATING[0] else None)
+
+
+def _install(st):
+    st.staging = watch = _NanWatch(st.staging)
+    _count(watch, True)
+    return watch
+
+
+def _uninstall(st, watch, restore):
+    st.staging = restore
+    _count(watch, False)
+
+
+def _nans_read():
+    return _nans.blocks[-1] if _nans.blocks else _nans.default
+
+
+def _nans_update(on):
+    _nans.default = on
+    if not _nans.blocks:   # (an open block's value stays in force until it ends)
+        st = _core.thread_state()
+        watch = st.staging
+        if on and not isinstance(watch, _NanWatch):
+            _install(st)
+        elif not on and isinstance(watch, _NanWatch):
+            _uninstall(st, watch, watch.below)
+
+
+@contextlib.contextmanager
+def _nans_block(on):
     st = _core.thread_state()
-    below = st.staging
-    st.staging = _NanWatch(below)
-    _replay.EVALUATING[0] += 1
-    _small_arith.set_watch(_watch_rule_arithmetic)
+    before = st.staging
+    watched = isinstance(before, _NanWatch)
+    if on and not watched:
+        mine = _install(st)
+    elif not on and watched:
+        _uninstall(st, before, before.below)
+    _nans.blocks.append(on)
     try:
         yield
     finally:
-        _replay.EVALUATING[0] -= 1
-        if not _replay.EVALUATING[0]:
-            _small_arith.set_watch(None)
-        _core.thread_state().staging = below
+        _nans.blocks.pop()
+        st = _core.thread_state()
+        if on and not watched:
+            _uninstall(st, mine, before)
+        elif not on and watched:
+            st.staging = before
+            _count(before, True)
+        if not _nans.blocks:   # (an ``update`` inside the block takes effect now)
+            _nans_update(_nans.default)
 
 
 def _watch_rule_arithmetic(name, args, out):
@@ -324,3 +397,8 @@ def _watch_rule_arithmetic(name, args, out):
     watch = _core.thread_state().staging
     if isinstance(watch, _NanWatch) and not any(isinstance(a, Array) for a in args):
         watch.check(name, args, out)
+
+
+_config.debug_nans._bind(_nans_read, _nans_update, _nans_block)
+if _config._values["debug_nans"]:   # (ARRAYAD_DEBUG_NANS=1: the importing thread)
+    _nans_update(True)

@@ -334,19 +334,15 @@ def _transform_cell(lib, make_fn, np_args, n_a_reason=None):
 def _fused_run(fn, args, on=True):
     """A call of the jitted ``fn`` whose first call stages its program with numba's loops
     (``on``), compiling them at once (so that the cell's first call counts the compilation), or
-    unfused; never tiled; the later calls replay it."""
+    unfused; never tiled; the later calls replay it (under the same settings: they are part of
+    the jit cache key)."""
     from arrayad._jit import fusion, lower_numba
 
     lower_numba.register()   # (numba's loops for NumPy: not arrayad's default, NOTE [tiled replay])
-    staged = []
 
     def run():
-        if staged:
-            return fn(*args)
         with fusion.turned(on, fuse_after=0, tiles=False):
-            out = fn(*args)
-        staged.append(True)
-        return out
+            return fn(*args)
 
     return run
 
@@ -1292,12 +1288,12 @@ def notes_lines(results, workloads, libs, skipped_libs, ref_libs):
             if c is not None and c.us is None and c.detail and c.detail != FUSED_NA:
                 notes.append(f"{w.name} / {lib}: {c.text.split(':')[0]} - {c.detail}")
     if "arrayad.jit-unfused" in libs:
-        notes.append("arrayad.jit-unfused: `arrayad.jit` without fusion (`ARRAYAD_JIT_TILES=0`): "
-                     f"one NumPy call per operation on the whole arrays; {FUSED_NA}")
+        notes.append("arrayad.jit-unfused: `arrayad.jit` without fusion (`ad.config.jit_tiles` "
+                     f"off): one NumPy call per operation on the whole arrays; {FUSED_NA}")
     if "arrayad.jit-fused" in libs:
         notes.append("arrayad.jit-fused: `arrayad.jit` with numba's loops for NumPy programs "
-                     "(`ARRAYAD_JIT_FUSE=1` and `lower_numba.register()`, not the tiled replay), "
-                     "compiled at the first call, its kernels in a new on-disk cache; unfused "
+                     "(`ad.config.jit_fuse` on and `lower_numba.register()`, not the tiled "
+                     "replay), compiled at the first call, its kernels in a new on-disk cache; unfused "
                      f"below numba's 32,768 elements; {FUSED_NA}")
     unverified = [w.name for w in workloads if ref_libs.get(w.name) is None]
     if unverified:
@@ -1519,6 +1515,7 @@ def main(argv=None):
     if "arrayad.jit-fused" in libs and "ARRAYAD_CACHE_DIR" not in os.environ:
         # (a new cache: the fused first calls count numba's compilation, not an earlier run's)
         os.environ["ARRAYAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="arrayad-bench-kernels-")
+        ad.config.update("cache_dir", os.environ["ARRAYAD_CACHE_DIR"])   # (imported already)
 
     data = make_data()
     # The peers' modules (torch, jax) put hundreds of MB of Python objects in this process: a

@@ -20,10 +20,10 @@ JIT_BACKENDS = ["numpy", "array_api_strict"] + (
 
 
 @pytest.fixture(autouse=True)
-def checked_passes(monkeypatch):
+def checked_passes():
     """Every program the passes make is verified (arrayad._jit.check)."""
-    from arrayad._jit import passes
-    monkeypatch.setattr(passes, "CHECK", True)
+    with ad.config.jit_check(True):
+        yield
 
 
 @pytest.fixture(params=JIT_BACKENDS)

@@ -18,8 +18,9 @@ N = 40_000
 
 
 @pytest.fixture(autouse=True)
-def checked_passes(monkeypatch):
-    monkeypatch.setattr(passes, "CHECK", True)
+def checked_passes():
+    with ad.config.jit_check(True):
+        yield
 
 
 def _plain(prog):

@@ -26,10 +26,10 @@ X = np.array([0.1, 0.2, 0.3])
 
 
 @pytest.fixture(autouse=True)
-def checked_passes(monkeypatch):
+def checked_passes():
     """Every program the passes make is verified (arrayad._jit.check)."""
-    from arrayad._jit import passes
-    monkeypatch.setattr(passes, "CHECK", True)
+    with ad.config.jit_check(True):
+        yield
 
 
 @pytest.fixture(params=BACKENDS)

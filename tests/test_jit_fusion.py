@@ -33,8 +33,9 @@ NUMBA = importlib.util.find_spec("numba") is not None
 
 
 @pytest.fixture(autouse=True)
-def checked_passes(monkeypatch):
-    monkeypatch.setattr(passes, "CHECK", True)
+def checked_passes():
+    with ad.config.jit_check(True):
+        yield
 
 
 @pytest.fixture
@@ -42,11 +43,11 @@ def kernel_cache(tmp_path_factory, monkeypatch):
     """numba's kernels and their on-disk cache in a directory of this test session; programs
     lowered as soon as they are staged (NOTE [when to compile])."""
     from arrayad._jit import fusion, lower_numba
-    monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-    monkeypatch.setattr(fusion, "FUSE_AFTER", 0.0)
-    monkeypatch.setattr(fusion, "ENABLED", True)   # (opt-in: ARRAYAD_JIT_FUSE=1)
     monkeypatch.setattr(fusion, "LOWERERS", dict(fusion.LOWERERS))
     lower_numba.register()   # (NumPy programs keep the tiled replay otherwise)
+    with ad.config.cache_dir(tmp_path_factory.getbasetemp() / "kernels"), \
+            ad.config.jit_fuse_after(0), ad.config.jit_fuse(True):   # (fusion is opt-in)
+        yield
 
 
 def chain_vec_grad_np(x):   # (d chain_vec / dx elementwise, by hand)
@@ -599,10 +600,11 @@ def test_every_vector_width_this_processor_has():
         _vector_math.apply(address, x, out, 3)
 
 
-def test_vector_math_can_be_turned_off(monkeypatch):
+def test_vector_math_can_be_turned_off():
     from arrayad._jit import vector_math
-    monkeypatch.setenv("ARRAYAD_JIT_VECTOR_MATH", "0")
-    assert vector_math._addresses() == {}
+    with ad.config.jit_vector_math(False):
+        assert vector_math.addresses() == {} and vector_math.functions() == {}
+    assert vector_math.addresses() == vector_math.ADDRESSES
 
 
 def test_jit_of_large_arrays_calls_vector_sin_and_cos(monkeypatch):
@@ -702,29 +704,29 @@ def test_numba_keeps_the_dtype_and_nan_inf(dtype, kernel_cache):
 def test_a_program_is_lowered_once_its_replays_took_long_enough(monkeypatch, kernel_cache):
     from arrayad._jit import fusion, lower_numba
     x = np.random.default_rng(8).standard_normal(lower_numba.MIN_ELEMENTS)
-    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
-    j = ad.jit(grad(chain))
-    for _ in range(3):
+    with ad.config.jit_fuse_after(3600.0):
+        j = ad.jit(grad(chain))
+        for _ in range(3):
+            np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
+        assert executable(j.lower(x)).fused is None   # (an hour of replays not reached)
+    with ad.config.jit_fuse_after(1e-9):
+        j = ad.jit(grad(chain))
+        j(x)                                          # (traced)
+        assert executable(j.lower(x)).fused is None
+        j(x)                                          # (one replay: over the budget, lowered)
+        assert executable(j.lower(x)).fused is not None
         np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
-    assert executable(j.lower(x)).fused is None   # (an hour of replays not reached)
-    monkeypatch.setattr(fusion, "FUSE_AFTER", 1e-9)
-    j = ad.jit(grad(chain))
-    j(x)                                          # (traced)
-    assert executable(j.lower(x)).fused is None
-    j(x)                                          # (one replay: over the budget, lowered)
-    assert executable(j.lower(x)).fused is not None
-    np.testing.assert_allclose(j(x), chain_vec_grad_np(x), rtol=1e-9, atol=1e-12)
     with fusion.turned(False):
         j = ad.jit(grad(chain))
         j(x)
         assert not fusion.wanted(j.lower(x))
     # (turned(..., fuse_after=0): compiled when staged, within the block only)
-    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
-    with fusion.turned(True, fuse_after=0):
-        j = ad.jit(grad(chain))
-        j(x)
-        assert executable(j.lower(x)).fused is not None
-    assert fusion.FUSE_AFTER == 3600.0
+    with ad.config.jit_fuse_after(3600.0):
+        with fusion.turned(True, fuse_after=0):
+            j = ad.jit(grad(chain))
+            j(x)
+            assert executable(j.lower(x)).fused is not None
+        assert ad.config.read("jit_fuse_after") == 3600.0
 
 
 def test_small_arrays_are_not_fused():
@@ -782,10 +784,9 @@ TORCH_COMPILE = importlib.util.find_spec("torch") is not None
 def torch_compiled(monkeypatch):
     """Fusion on; torch-backed programs compiled when staged (each group compiles once, for
     seconds: these tests compile five)."""
-    from arrayad._jit import fusion, lower_torch
-    monkeypatch.setattr(fusion, "ENABLED", True)
-    monkeypatch.setattr(lower_torch, "COMPILE_AFTER", 0.0)
-    return lower_torch
+    from arrayad._jit import lower_torch
+    with ad.config.jit_fuse(True), ad.config.jit_torch_compile_after(0):
+        yield lower_torch
 
 
 @pytest.mark.skipif(not TORCH_COMPILE, reason="torch is an optional extra")
@@ -825,18 +826,19 @@ def test_torch_compiled_groups_under_grad_and_vmap(torch_compiled):
                                rtol=1e-13)
 
 
-def test_torch_programs_wait_before_compiling(monkeypatch):
-    # (a compiler that takes seconds: lowered after COMPILE_AFTER seconds of replays)
+def test_torch_programs_wait_before_compiling():
+    # (a compiler that takes seconds: lowered after jit_torch_compile_after seconds of replays)
     torch = pytest.importorskip("torch")
-    from arrayad._jit import fusion, lower_torch
-    monkeypatch.setattr(fusion, "ENABLED", True)
+    from arrayad._jit import fusion
     x = torch.asarray(np.random.default_rng(14).standard_normal(4096))
-    j = ad.jit(grad(chain))
-    j(x)
-    prog = j.lower(x)
-    assert fusion.wanted(prog) and fusion.budget(prog) == lower_torch.COMPILE_AFTER > 1
-    j(x)
-    assert executable(prog).fused is None
+    with ad.config.jit_fuse(True):
+        j = ad.jit(grad(chain))
+        j(x)
+        prog = j.lower(x)
+        assert fusion.wanted(prog) and fusion.budget(prog) == ad.config.read(
+            "jit_torch_compile_after") > 1
+        j(x)
+        assert executable(prog).fused is None
 
 
 def test_a_torch_compile_failure_leaves_the_unfused_replay(torch_compiled, monkeypatch):

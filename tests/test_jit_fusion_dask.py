@@ -28,10 +28,11 @@ KERNELS = ["numpy"] + (["numba"] if NUMBA else [])
 
 
 @pytest.fixture
-def fused(tmp_path_factory, monkeypatch):
+def fused(tmp_path_factory):
     """Fusion on (it is opt-in), numba's kernels cached in a directory of this test session."""
-    monkeypatch.setenv("ARRAYAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-    monkeypatch.setattr(fusion, "ENABLED", True)
+    with ad.config.cache_dir(tmp_path_factory.getbasetemp() / "kernels"), \
+            ad.config.jit_fuse(True):
+        yield
 
 
 @pytest.fixture(params=KERNELS)
@@ -213,12 +214,12 @@ def test_nan_inf_and_signed_zeros_as_unfused(kernel):
     np.testing.assert_allclose(got, want, rtol=1e-13)   # (nan and inf where they are)
 
 
-def test_small_programs_are_fused_and_lowered_when_staged(fused, monkeypatch):
+def test_small_programs_are_fused_and_lowered_when_staged(fused):
     # (whatever the size: what fusion saves on Dask is tasks; and at once, not after
-    # FUSE_AFTER seconds of replays, which on Dask only build graphs)
-    monkeypatch.setattr(fusion, "FUSE_AFTER", 3600.0)
-    xn, x = _x(n=8, chunks=3)
-    got, exe = _jitted(chain_vec, x)
+    # jit_fuse_after seconds of replays, which on Dask only build graphs)
+    with ad.config.jit_fuse_after(3600.0):
+        xn, x = _x(n=8, chunks=3)
+        got, exe = _jitted(chain_vec, x)
     assert _groups(exe) and _tasks(got) == 2 * x.numblocks[0]
     np.testing.assert_allclose(got.compute(), chain_vec_np(xn), rtol=1e-13)
     with fusion.turned(False):

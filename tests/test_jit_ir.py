@@ -18,8 +18,9 @@ from reference import chain, chain_np
 
 
 @pytest.fixture(autouse=True)
-def checked_passes(monkeypatch):
-    monkeypatch.setattr(passes, "CHECK", True)
+def checked_passes():
+    with ad.config.jit_check(True):
+        yield
 
 
 def chain_grad_np(x):   # (by hand, for an independent reference)

@@ -37,8 +37,6 @@ def compiled(request, monkeypatch):
     monkeypatch.setattr(tiers, "MIN_STEPS", 0)
     monkeypatch.setattr(tiers, "REPLAY_US", float("inf"))   # (the machine always pays)
     monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
-    monkeypatch.setattr(tiers, "ENABLED", True)
-    monkeypatch.setattr(tiers, "NUMBA", True)
     monkeypatch.setattr(tiers, "NUMBA_MIN_WORK", 0)
     if request.param == "array":
         if not lower_numba.available():
@@ -67,17 +65,14 @@ def compiled(request, monkeypatch):
         def tier_runs(self):
             """Compiled runs of this fixture's tier."""
             return tiers.runs[self.tier] - self.start[self.tier]
-    return Count()
+    with ad.config.scan_compiled(True), ad.config.scan_numba(True):
+        yield Count()
 
 
 def replayed(fn, *args):
     """``fn(*args)`` with the compiled loop switched off (the replay)."""
-    old = tiers.ENABLED
-    tiers.ENABLED = False
-    try:
+    with ad.config.scan_compiled(False):
         return fn(*args)
-    finally:
-        tiers.ENABLED = old
 
 
 def python_scan(f, init, xs, length=None, reverse=False):
@@ -318,9 +313,9 @@ def test_the_cost_model():
     assert tiers.runs["machine"] == start["machine"] + 2   # (the forward and the backward scan)
 
 
-def test_switched_off(compiled, monkeypatch):
-    monkeypatch.setattr(tiers, "ENABLED", False)
-    F.scan(lambda c, x: (c + x, None), 0.0, np.ones(40))
+def test_switched_off(compiled):
+    with ad.config.scan_compiled(False):
+        F.scan(lambda c, x: (c + x, None), 0.0, np.ones(40))
     assert compiled.runs == 0
 
 
@@ -439,13 +434,12 @@ def test_numba_compiles_once_the_machine_has_spent_its_time(compiled, monkeypatc
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_integers_stay_numpy_integers(compiled, monkeypatch, dtype):
+def test_integers_stay_numpy_integers(compiled, dtype):
     """Integer values run in the machine while they stay exact in a double and within their
     dtype; a run that leaves that range (NumPy's arithmetic wraps around) is replayed, as is a
     scan whose integer input is already too large for a double."""
     if compiled.tier == "array":
         pytest.skip("the machine's exact range of integers")
-    monkeypatch.setattr(tiers, "NUMBA", False)
     step = lambda c, x: (c * 3 + x, c - 1)  # noqa: E731
     ref_step = lambda c, x: (c * dtype(3) + x, c - dtype(1))  # noqa: E731
     cases = [(dtype(1), np.arange(12, dtype=dtype), True),    # (3 ** 12: in range)
@@ -455,7 +449,7 @@ def test_integers_stay_numpy_integers(compiled, monkeypatch, dtype):
         cases.append((np.iinfo(dtype).min, np.arange(3, dtype=dtype), False))   # (nor its abs)
     for init, xs, taken in cases:
         before = _tier_runs()
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"), ad.config.scan_numba(False):
             c, ys = F.scan(step, init, xs)
             ref = python_scan(ref_step, init, xs)
         assert (_tier_runs()["machine"] == before["machine"] + 1) == taken

@@ -66,7 +66,8 @@ def _function(name, fn):
 
 def namespace_stub():
     lines = [HEADER, "from typing import Any\n\n"]
-    for mod in ("autograd", "debug", "fft", "func", "linalg", "special", "testing", "tree_util"):
+    for mod in ("autograd", "config", "debug", "fft", "func", "linalg", "special", "testing",
+                "tree_util"):
         lines.append(f"from . import {mod} as {mod}\n")
     by_source = {}
     for name, src in SOURCES.items():

@@ -34,6 +34,7 @@ import inspect
 import os
 import sys
 
+from .. import config as _config
 from .._core import _core
 from .._core._core import Array, Interpreter, Tensor, Tracer, bind
 from .._ops._rules import facts
@@ -498,7 +499,7 @@ class _Jitted:
     def _run(self, args, kwargs):
         # fast path: positional raw NumPy arrays only (the optimisation-loop case)
         if self._fast_ok and not kwargs and not _EVALUATING[0]:
-            key = []
+            key = [_compile_key()]   # (NOTE [configuration] in arrayad/config.py)
             for a in args:
                 if type(a) is not _ndarray:
                     break
@@ -535,7 +536,8 @@ class _Jitted:
                 sig.spec = _positional_spec(len(args))
                 sig.static = ()
                 sig.mode = mode
-                sig.key = ("args", tuple(keys))   # (no TreeSpec to hash: a cheaper lookup)
+                # (no TreeSpec to hash: a cheaper lookup; the compile settings last)
+                sig.key = ("args", tuple(keys), _compile_key())
                 return sig
         nargs = len(args)
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
@@ -580,7 +582,8 @@ class _Jitted:
         try:
             if any(k[1] is None for k in lkeys if k[0] == "static"):
                 raise TypeError
-            sig.key = (spec, tuple(lkeys), tuple((w, _value_key(v)) for w, v in static))
+            sig.key = (spec, tuple(lkeys), tuple((w, _value_key(v)) for w, v in static),
+                       _compile_key())
             hash(sig.key)
         except TypeError:
             raise TypeError(f"jit({self.__name__}): an argument that is no array must be hashable "
@@ -596,7 +599,8 @@ class _Jitted:
                 self._store(self._cache, sig.key, exe)
                 if self._fast_ok and not kwargs and sig.mode == "raw" and all(
                         type(a) is _ndarray for a in args):
-                    self._store(self._fast, tuple((a.shape, a.dtype) for a in args), exe)
+                    self._store(self._fast, (sig.key[-1],) + tuple((a.shape, a.dtype)
+                                                                    for a in args), exe)
             return self._native(tree_unflatten(out_values, exe.prog.out_spec), sig.mode)
         try:
             self._cache.move_to_end(sig.key)
@@ -718,6 +722,7 @@ class _Jitted:
 
 
 _same_state = same_rng_state   # (whether two random states are equal)
+_compile_key = _config._compile_key   # (the compile settings in force: part of every cache key)
 
 
 try:

@@ -20,8 +20,9 @@ is the lowerer's kernel, or the sub-program's replay where there is none.
 Only the replay on raw arrays of a cached program runs the fused program (``Executable.fused``);
 outer transforms bind the unfused one. NumPy programs are tiled when they are staged (NOTE
 [tiled replay] in ``lower_tiles.py``: generated Python over pieces of the arrays, nothing
-compiled). A compiler's lowerer is an optional extra (``ARRAYAD_JIT_FUSE=1``): without it (numba
-not installed, a backend without one) the replay is the unfused or tiled one, and results are
+compiled). A compiler's lowerer is an optional extra (``arrayad.config.jit_fuse``): without it
+(numba not installed, a backend without one) the replay is the unfused or tiled one, and results
+are
 the same. The lowerers: Dask's one blockwise layer per group running numba's loops
 (``lower_numba.py``) or the group's NumPy replay per block (``lower_dask.py``), torch's
 ``torch.compile`` of the group's replay (``lower_torch.py``); numba's loops for NumPy programs
@@ -29,9 +30,8 @@ only where asked for (``lower_numba.register``: the tiled replay is faster).
 """
 
 import collections
-import contextlib
-import os
 
+from .. import config as _config
 from .ir import Eqn, Program, Var
 from .replay import _ProgramPrimitive
 from .._ops._rules import facts
@@ -169,19 +169,18 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, wor
 
 LOWERERS = {}   # backend name -> (lower, wanted, after); lower_dask.py and lower_torch.py
 # register themselves, lower_numba.py for NumPy only where ``register()`` asks it to
-# Compiled fusion is opt-in: ARRAYAD_JIT_FUSE=1 in the environment turns it on. Off, no compiler
-# is imported or run. Why not on by default: torch.compile takes seconds to tens of seconds, and
-# numba's loops, measured on NumPy programs, were slower than the unfused replay (1.49x against
-# 1.12x the NumPy forward at 65,536 elements), where the tiled replay is faster than both.
-ENABLED = os.environ.get("ARRAYAD_JIT_FUSE", "0") == "1"
-# The tiled replay of NumPy programs (NOTE [tiled replay] in ``lower_tiles.py``) compiles
-# nothing and gives the unfused replay's results (bit for bit but for the vectorised sin and cos
-# of NOTE [vector math]), so it is on unless ARRAYAD_JIT_TILES=0; a compiler's lowering
-# (ARRAYAD_JIT_FUSE=1) takes over once it applies.
-TILED = os.environ.get("ARRAYAD_JIT_TILES", "1") != "0"
-# A program is lowered once its unfused replays have taken this many seconds in all
-# (NOTE [when to compile]); 0: at once, when it is staged.
-FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
+# What the lowering does is set by arrayad.config (NOTE [configuration] in arrayad/config.py),
+# read when a program is staged (and its values part of the jit cache key):
+# * ``jit_fuse``: compiled fusion, opt-in. Off, no compiler is imported or run. Why not on by
+#   default: torch.compile takes seconds to tens of seconds, and numba's loops, measured on NumPy
+#   programs, were slower than the unfused replay (1.49x against 1.12x the NumPy forward at
+#   65,536 elements), where the tiled replay is faster than both.
+# * ``jit_tiles``: the tiled replay of NumPy programs (NOTE [tiled replay] in ``lower_tiles.py``)
+#   compiles nothing and gives the unfused replay's results (bit for bit but for the vector math
+#   of NOTE [vector math]), so it is on by default; a compiler's lowering takes over once it
+#   applies.
+# * ``jit_fuse_after``: a program is lowered once its unfused replays have taken this many
+#   seconds in all (NOTE [when to compile]); 0: at once, when it is staged.
 
 # NOTE [when to compile]
 # ----------------------
@@ -189,32 +188,25 @@ FUSE_AFTER = float(os.environ.get("ARRAYAD_JIT_FUSE_AFTER", "0.25"))
 # ~0.5-1 s in a fresh process, each kernel ~0.1-0.5 s more (its on-disk cache saves only the
 # latter), where an unfused replay of a 13-operation chain on 65,536 elements takes ~3 ms and
 # fusing saves a fraction of that. So a program is not lowered when it is staged: its replay runs
-# unfused and counts its time, and once that reaches ``FUSE_AFTER`` seconds (the rent-or-buy
+# unfused and counts its time, and once that reaches ``jit_fuse_after`` seconds (the rent-or-buy
 # rule: at most about twice the better of never and always compiling) the program is lowered
 # and the replay switches to the fused one. A function called a few times never waits for a
 # compiler; one called in a loop compiles once it is hot. The budget is the lowerer's
-# (``register_lowerer``'s ``after``): ``FUSE_AFTER`` for numba; for torch.compile, whose
-# compilation takes 6-40 s, ``lower_torch.COMPILE_AFTER`` (20 s); for Dask 0, at once: its
+# (``register_lowerer``'s ``after``): ``jit_fuse_after`` for numba; for torch.compile, whose
+# compilation takes 6-40 s, ``jit_torch_compile_after`` (20 s); for Dask 0, at once: its
 # replay builds a graph, so its time says nothing of the work fusion saves, and without numba
 # its lowering compiles nothing.
 
 
-@contextlib.contextmanager
 def turned(on, fuse_after=None, tiles=None):
     """Programs staged in this block replay with the compilers' fusion (``on``) or without,
-    whatever ``ARRAYAD_JIT_FUSE`` says (for comparisons); ``tiles``: with the tiled replay or
+    whatever ``config.jit_fuse`` says (for comparisons); ``tiles``: with the tiled replay or
     without (by default as ``on``: ``turned(False)`` is the unfused replay); ``fuse_after``, if
-    given, replaces ``FUSE_AFTER`` for them (0: compiled when staged)."""
-    global ENABLED, FUSE_AFTER, TILED
-    saved = ENABLED, FUSE_AFTER, TILED
-    ENABLED = bool(on)
-    TILED = bool(on if tiles is None else tiles)
+    given, replaces ``config.jit_fuse_after`` for them (0: compiled when staged)."""
+    changes = {"jit_fuse": bool(on), "jit_tiles": bool(on if tiles is None else tiles)}
     if fuse_after is not None:
-        FUSE_AFTER = float(fuse_after)
-    try:
-        yield
-    finally:
-        ENABLED, FUSE_AFTER, TILED = saved
+        changes["jit_fuse_after"] = _config.jit_fuse_after._checked(fuse_after)
+    return _config._using(changes)
 
 
 def register_lowerer(backend_name, lower, wanted=None, after=None):
@@ -222,10 +214,10 @@ def register_lowerer(backend_name, lower, wanted=None, after=None):
     (NOTE [fusion]); None leaves the unfused replay. ``wanted(program)``: whether ``lower``
     would fuse anything (cheap: imports no compiler). ``after()``: the seconds of unfused
     replays after which a program is lowered (NOTE [when to compile]), read when it is staged;
-    by default ``FUSE_AFTER``. Dask's is 0 (its replay builds a graph: its time does not measure
-    the work), torch.compile's is longer (its compiler takes seconds)."""
+    by default ``config.jit_fuse_after``. Dask's is 0 (its replay builds a graph: its time does
+    not measure the work), torch.compile's is longer (its compiler takes seconds)."""
     LOWERERS[backend_name] = (lower, wanted or (lambda prog: True),
-                              after or (lambda: FUSE_AFTER))
+                              after or (lambda: _config.read("jit_fuse_after")))
 
 
 TILERS = {}   # backend name -> lower(program) -> program or None; lower_tiles.py (NumPy)
@@ -245,7 +237,8 @@ def tiled(prog):
     """The program the replay of ``prog`` runs from its staging on (NOTE [tiled replay]); None:
     ``prog`` itself."""
     from .passes import run_pass
-    lower = TILERS.get(prog.backend.name) if TILED and prog.cacheable else None
+    lower = (TILERS.get(prog.backend.name) if prog.cacheable and _config.read("jit_tiles")
+             else None)
     if lower is None:
         return None
     out = run_pass(lower, prog)
@@ -253,7 +246,7 @@ def tiled(prog):
 
 
 def _lowerer(prog):
-    if not ENABLED or not prog.cacheable:
+    if not prog.cacheable or not _config.read("jit_fuse"):
         return None
     return LOWERERS.get(prog.backend.name)
 
@@ -267,7 +260,7 @@ def wanted(prog):
 def budget(prog):
     """The seconds of unfused replays after which ``prog`` is lowered (0: when it is staged)."""
     lw = _lowerer(prog)
-    return FUSE_AFTER if lw is None else lw[2]()
+    return _config.read("jit_fuse_after") if lw is None else lw[2]()
 
 
 def lower_program(prog):
@@ -299,8 +292,8 @@ def why_unfused(e, prog):
     why = EXPLAINERS.get(prog.backend.name)
     if why is not None:
         return why(e, prog)
-    if prog.backend.name in LOWERERS and not ENABLED:
-        return "compiled fusion is off (ARRAYAD_JIT_FUSE=1 turns it on)"
+    if prog.backend.name in LOWERERS and not _config.read("jit_fuse"):
+        return "compiled fusion is off (arrayad.config.jit_fuse turns it on)"
     return f"no fusing lowering for {prog.backend.name} arrays"
 
 

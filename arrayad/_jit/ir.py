@@ -12,7 +12,7 @@ beside it in ``replay.py``, made from any program, so the output of every pass c
 variable is defined once, by an input, a constant or one instruction, before it is used:
 ``check(program)`` verifies this, and the types the primitives' facts fix (an elementwise
 result has its operands' broadcast shape, an identity its input's type, a fused instruction
-its sub-program's outputs). The tests run ``check`` after every pass (``CHECK``).
+its sub-program's outputs). The tests run ``check`` after every pass (``config.jit_check``).
 """
 
 import struct

@@ -12,8 +12,8 @@ Dask programs are fused whatever their size (no ``MIN_ELEMENTS``): what fusion s
 scheduler's work per task and the intermediate chunks, which a small array pays as much as a
 large one; the per-block choice between the numba loop and the NumPy replay still looks at the
 block's size, as the NumPy lowerer does. They are lowered when they are staged, not after
-``FUSE_AFTER`` seconds of replays (NOTE [when to compile]): a Dask replay only builds a graph, so
-its time says nothing of the work that the fused graph saves.
+``config.jit_fuse_after`` seconds of replays (NOTE [when to compile]): a Dask replay only builds
+a graph, so its time says nothing of the work that the fused graph saves.
 
 Chunks. The layer is made as ``dask.array.elemwise`` makes its own: each input indexed by its
 axes, right-aligned (NumPy's broadcasting), and ``align_arrays``, so that inputs of different

@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from .. import config as _config
 from .fusion import _writable, fuse_elementwise, fusible, register_lowerer
 
 # (scalar spellings of the elementwise primitives numba compiles, by xp_name)
@@ -129,9 +130,10 @@ def _source(sub, fname, scalar=None):
 
 
 def cache_dir():
-    """Where the generated kernels and numba's cache of them live: ``$ARRAYAD_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/arrayad`` or ``~/.cache/arrayad``."""
-    d = os.environ.get("ARRAYAD_CACHE_DIR")
+    """Where the generated kernels and numba's cache of them live: under
+    ``arrayad.config.cache_dir`` (``ARRAYAD_CACHE_DIR``), else ``$XDG_CACHE_HOME/arrayad`` or
+    ``~/.cache/arrayad``."""
+    d = _config.read("cache_dir")
     if not d:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
                                                                 ".cache")
@@ -217,7 +219,7 @@ def lower(prog):
 
 
 def register():
-    """Make numba's loops the compiled fusion of NumPy programs (``ARRAYAD_JIT_FUSE=1``). Not
+    """Make numba's loops the compiled fusion of NumPy programs (with ``config.jit_fuse``). Not
     done by default: measured slower than the tiled replay (NOTE [tiled replay]), which NumPy
     programs keep; for comparisons (``benchmarks/compare.py``) and tests."""
     register_lowerer("numpy", lower, wanted)

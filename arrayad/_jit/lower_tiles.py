@@ -32,8 +32,8 @@ import math
 
 import numpy as np
 
+from .. import config as _config
 from . import vector_math
-from . import fusion as _fusion
 from .fusion import _writable, fuse_elementwise, fusible, register_tiler
 from .ir import Eqn, Var
 from .passes import _fresh, dce
@@ -101,7 +101,8 @@ _BINARY = ("add", "subtract", "multiply", "divide")
 def _machine_op(e):
     """(the tile machine's operation, the vector function it calls or None) for ``e``, or None
     where the machine does not compute it (NOTE [tile machine])."""
-    if not vector_math.ADDRESSES or getattr(e.outs[0].dtype, "name", None) != "float64":
+    found = vector_math.addresses()
+    if not found or getattr(e.outs[0].dtype, "name", None) != "float64":
         return None
     for a in e.ins:
         if isinstance(a, Var):
@@ -118,7 +119,7 @@ def _machine_op(e):
     op = _MACHINE_ARITHMETIC.get(name)
     if op is not None:
         return (op, None) if op in _BINARY or first_var else None
-    if name in vector_math.ADDRESSES and first_var and len(e.ins) == 1:
+    if name in found and first_var and len(e.ins) == 1:
         return ("call", name)
     return None
 
@@ -187,7 +188,7 @@ def _machine_program(sub):
                 return None
             b = 0
             if op == "call":
-                address = vector_math.ADDRESSES[call]
+                address = vector_math.addresses()[call]
                 if address not in fns:
                     fns.append(address)
                 b = fns.index(address)
@@ -250,8 +251,9 @@ def _writer(e):
         # (the replay's ``x ** k`` takes NumPy's fast path for small integer powers, which
         # np.power does not: the same call keeps the same bits)
         return None
-    if name in vector_math.FUNCTIONS and getattr(e.outs[0].dtype, "name", None) == "float64":
-        return vector_math.FUNCTIONS[name]   # (NOTE [vector math])
+    functions = vector_math.functions()
+    if name in functions and getattr(e.outs[0].dtype, "name", None) == "float64":
+        return functions[name]   # (NOTE [vector math])
     return numpy_ufunc(e)
 
 
@@ -345,7 +347,7 @@ def make_kernel(sub):
 def _vectorised(e):
     """Whether ``e`` calls a vector math function (NOTE [vector math]): worth a group of its
     own, as a lone ``sin`` of a large array."""
-    return _writer(e) in vector_math.FUNCTIONS.values()
+    return _writer(e) in vector_math.functions().values()
 
 
 def _worth(eqns):
@@ -461,8 +463,8 @@ def lower(prog):
 
 def _why_not_tiled(e, prog):
     """Why no tiled group took ``e``, an elementwise instruction (NOTE [explained lowering])."""
-    if not _fusion.TILED:
-        return "tiles are off (ARRAYAD_JIT_TILES=0)"
+    if not _config.read("jit_tiles"):
+        return "tiles are off (arrayad.config.jit_tiles)"
     n = math.prod(e.outs[0].shape)
     if not tileable(e):
         if e.prim.xp_name is None:
@@ -472,7 +474,7 @@ def _why_not_tiled(e, prog):
         return "an operand of another shape than the result: a tile cannot read a piece of it"
     if _machine_op(e) is None:
         machine = ("the tile machine computes float64 arithmetic and "
-                   + ", ".join(sorted(vector_math.ADDRESSES)) + " only")
+                   + ", ".join(sorted(vector_math.addresses())) + " only")
         if n < MIN_ELEMENTS:
             return f"{n} elements, under {MIN_ELEMENTS}, and {machine}"
         return f"a group of one ({machine})"

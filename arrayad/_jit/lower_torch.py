@@ -14,23 +14,19 @@ median per call, unfused -> fused: 0.073 -> 0.033 ms at 16 elements, 0.165 -> 0.
 every size, so no size is left out; what it costs is the first compilation: 6-11 s with the
 kernel in inductor's on-disk cache, 14-40 s without (inductor's import, its code generation and
 a C++ compiler), against 20-300 ms for the first call unfused. So a program is lowered only
-after ``COMPILE_AFTER`` seconds of unfused replays (NOTE [when to compile]: the rent-or-buy rule
-with this compiler's cost); each group compiles on its first call after that, and a compiler's
+after ``arrayad.config.jit_torch_compile_after`` seconds (20) of unfused replays (NOTE [when to
+compile]: the rent-or-buy rule with this compiler's cost); each group compiles on its first call after that, and a compiler's
 failure (no C++ compiler) leaves that group's unfused replay, with a warning.
 """
 
 import importlib.util
-import os
 import threading
 import warnings
 
+from .. import config as _config
 from . import lower_numba
 from .fusion import fuse_elementwise, fusible, register_lowerer
 from .replay import compile_replay
-
-# Seconds of unfused replays before a program is compiled (about the compiler's time).
-COMPILE_AFTER = float(os.environ.get("ARRAYAD_JIT_TORCH_COMPILE_AFTER", "20"))
-
 
 def available():
     return importlib.util.find_spec("torch._inductor") is not None
@@ -86,4 +82,6 @@ def lower(prog):
     return fuse_elementwise(prog, accept, make_kernel)
 
 
-register_lowerer("torch", lower, wanted, after=lambda: COMPILE_AFTER)
+# (seconds of unfused replays before a program is compiled: about the compiler's time)
+register_lowerer("torch", lower, wanted,
+                 after=lambda: _config.read("jit_torch_compile_after"))

@@ -3,8 +3,8 @@ in ``ir.py``); what they may assume of a primitive is declared with it (NOTE [pr
 in ``arrayad/_ops/_rules.py``)."""
 
 import collections
-import os
 
+from .. import config as _config
 from .._core import _core
 from .._core._core import Array, bind
 from .._ops._rules import facts
@@ -16,22 +16,21 @@ try:
 except ImportError:   # pragma: no cover
     _np = _ndarray = None
 
-# Run ``check`` after every pass (the tests set it; off in a normal call: it walks the program
-# once more per pass).
-CHECK = os.environ.get("ARRAYAD_JIT_CHECK", "") not in ("", "0")
+# ``check`` runs after every pass with ``arrayad.config.jit_check`` on (the tests turn it on; off
+# in a normal call: it walks the program once more per pass).
 
 
 def run_pass(fn, prog, *args):
-    """``fn(prog, *args)``, checked (``CHECK``)."""
+    """``fn(prog, *args)``, checked (``config.jit_check``)."""
     out = fn(prog, *args)
-    if CHECK and out is not None and out is not prog:
+    if out is not None and out is not prog and _config.read("jit_check"):
         check(out, f"the result of {fn.__name__}")
     return out
 
 
 def optimize(prog):
     """The program after the default passes; ``unoptimized`` holds the one before."""
-    if CHECK:
+    if _config.read("jit_check"):
         check(prog, "the staged program")
     out = prog
     for p in (fold, identities, cse, negations, dce):

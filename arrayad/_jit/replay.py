@@ -7,6 +7,7 @@ import sys
 import weakref
 from time import perf_counter as _perf_counter
 
+from .. import config as _config
 from .._core import _core
 from .._core._core import bind, fix_scalar
 from .._pytree import tree_flatten, tree_unflatten
@@ -366,11 +367,14 @@ class Executable:
     """What runs one program (NOTE [program IR]): ``replay`` on raw arrays (of the program the
     lowering made, ``run_prog``: fused where a lowerer applies, NOTE [fusion]), ``evaluate``
     binding each primitive (outer transforms), ``as_primitive``. Made once per program
-    (``executable``); the jit caches hold these, and a stale captured array names one."""
+    (``executable``); the jit caches hold these, and a stale captured array names one.
+    ``settings``: the compile settings it was made under (NOTE [configuration] in
+    ``arrayad/config.py``), which its later lowering and its explanation use too."""
 
     def __init__(self, prog, lower=True):
         self.prog = prog
         self.name = prog.name
+        self.settings = _config._compile_values()
         self.fused = None           # the fused program the replay runs, once lowered
         self.tiled = None           # the tiled program it runs until then (NOTE [tiled replay])
         self.run_prog = prog
@@ -416,7 +420,8 @@ class Executable:
         """Lower the program (NOTE [fusion]): the replay runs the fused program from now on. A
         compiler's failure leaves the replay as it was (unfused or tiled), with a warning."""
         try:
-            run = _fusion().lower_program(self.prog)
+            with _config._using(self.settings):   # (a later call may run under other values)
+                run = _fusion().lower_program(self.prog)
         except Exception as e:   # (a compiler's bug must not break the function)
             import warnings
             warnings.warn(f"arrayad.jit({self.prog.name}): compiling its fused kernels failed "
@@ -433,7 +438,8 @@ class Executable:
         """What runs this program on raw arrays (NOTE [explained lowering]): an ``Explanation``
         that prints one line per instruction of the replay, with the tier that computes it and,
         for an instruction left to one backend call, why."""
-        return _explain(self)
+        with _config._using(self.settings):
+            return _explain(self)
 
     def evaluate(self, leaves):
         """Bind each instruction's primitive on ``leaves`` (values of outer transforms, Tensors

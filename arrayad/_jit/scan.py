@@ -30,23 +30,21 @@ NumPy expression per instruction (``scan_vector.py``, NOTE [array scan]).
 
 The VJP of a scan is a scan of the body's pullback, so the backward pass runs the same way.
 Where neither tier takes a body, or numba fails to compile it (no error of a compiler reaches
-the user), the replay runs. ``ARRAYAD_SCAN_NUMBA=0`` leaves numba out; ``ARRAYAD_SCAN_COMPILED=0``
-(or ``ENABLED = False``) leaves both tiers out.
+the user), the replay runs. ``arrayad.config.scan_numba`` off leaves numba out,
+``arrayad.config.scan_compiled`` off both tiers; both are read at every scan call.
 """
 
-import os
 import time
 
 import numpy as np
 
+from .. import config as _config
 from . import lower_numba
 from .scan_lower import Unsupported, scalar_statements
 from .scan_machine import ScanMachine
 from .scan_numba import CompiledScan
 from .scan_vector import ArrayScan
 
-ENABLED = os.environ.get("ARRAYAD_SCAN_COMPILED", "1") != "0"
-NUMBA = os.environ.get("ARRAYAD_SCAN_NUMBA", "1") != "0"
 # no tier below this many steps
 MIN_STEPS = 2
 # The machine's cost model, in microseconds, measured on bodies of 4 to 200 elements per value:
@@ -85,14 +83,15 @@ class _Tiers:
     def __call__(self, args, length):
         """The outputs of the scan, or None: the replay runs."""
         global refused
-        if not self.numba_tried and self.numba_due(length):
+        numba = _config.read("scan_numba")   # (once per scan call)
+        if numba and not self.numba_tried and self.numba_due(length):
             self.numba_tried = True
-            if NUMBA and lower_numba.available():
+            if lower_numba.available():
                 try:
                     self.numba = CompiledScan(*self.spec)
                 except Unsupported as exc:
                     refused = f"numba: {exc}"
-        if self.numba is not None:
+        if numba and self.numba is not None:
             try:
                 out = self.numba(args, length)
                 runs["numba"] += 1
@@ -126,9 +125,11 @@ class _ArrayTier:
 
     def __call__(self, args, length):
         global refused
+        if not _config.read("scan_numba"):
+            return None
         if self.scan is None:
             self.spent += length * self.eqns * REPLAY_US * 1e-6
-            if self.spent < ARRAY_AFTER or not (NUMBA and lower_numba.available()):
+            if self.spent < ARRAY_AFTER or not lower_numba.available():
                 return None
             try:
                 self.scan = ArrayScan(*self.spec)
@@ -148,8 +149,8 @@ class _ArrayTier:
 def compiled_scan(body, args, length, reverse, nc, ncarry, save):
     """The tiers of this scan (cached on ``body``, a ``_Body``: its program's shapes and dtypes
     are fixed), or None: the replay runs."""
-    if not ENABLED or length < MIN_STEPS \
-            or body.prog.backend.name != "numpy":
+    if length < MIN_STEPS or body.prog.backend.name != "numpy" \
+            or not _config.read("scan_compiled"):
         return None
     if not all(isinstance(a, (np.ndarray, np.generic)) for a in args):
         return None

@@ -3,15 +3,15 @@ array, of an arrayad array and of a device."""
 
 import contextlib
 import contextvars
-import os
 
+from .. import config as _config
 from .._core import _core
 from ._registry import _ADAPTERS, _module_root, get_backend
 from ._dtypes import refuse_numpy_kind
 
 
 # -- default backend for new arrays, per context (NOTE [thread state] in _core/_base.pyx)
-_process_default = []   # ARRAYAD_BACKEND's adapter, looked up once
+_process_default = []   # the process's adapter (config.default_backend), looked up when first used
 _default = contextvars.ContextVar("arrayad.default_backend", default=None)   # None: the above
 
 
@@ -20,8 +20,9 @@ def default_backend():
 
     The calling context's choice (the last ``set_backend``, or the enclosing ``with
     backend(...)`` block; an asyncio task starts with the choice in force where it was created,
-    a new thread with none), else ``ARRAYAD_BACKEND`` (read once), else NumPy. Inside a
-    transform, new arrays follow the transform's inputs instead (``arrayad.zeros``).
+    a new thread with none), else the process's (``arrayad.config.update("default_backend",
+    name)``, by default ``ARRAYAD_BACKEND``, read once), else NumPy. Inside a transform, new
+    arrays follow the transform's inputs instead (``arrayad.zeros``).
 
     Returns
     -------
@@ -41,9 +42,21 @@ def default_backend():
     b = _default.get()
     if b is None:
         if not _process_default:
-            _process_default.append(get_backend(os.environ.get("ARRAYAD_BACKEND", "numpy")))
+            name = _config._values["default_backend"]
+            try:
+                _process_default.append(get_backend(name))
+            except ValueError as e:   # (update checks its name: this one is the variable's)
+                raise ValueError(f"ARRAYAD_BACKEND={name!r} in the environment: {e}") from None
         b = _process_default[0]
     return b
+
+
+def _update_process_default(name):
+    """``config.update("default_backend", name)``: the backend of new arrays for every thread
+    and task that has not chosen its own."""
+    b = get_backend(name)
+    _process_default[:] = [b]
+    _config._values["default_backend"] = b.name
 
 
 def set_backend(name):
@@ -52,7 +65,8 @@ def set_backend(name):
     ``ad.tensor``, ``ad.asarray`` of Python data, ``ad.zeros``, ``ad.randn``... then make arrays
     of that backend (outside transforms; inside one, new arrays follow its inputs). Other
     threads and tasks keep theirs (the choice is a ``contextvars`` variable: tasks created
-    afterwards from this one inherit it); new threads start with ``ARRAYAD_BACKEND`` (or NumPy).
+    afterwards from this one inherit it); new threads start with the process's default
+    (``arrayad.config.default_backend``: ``ARRAYAD_BACKEND``, or NumPy).
     For a block of code, ``with arrayad.backend(name):`` is the tidier choice.
 
     Parameters
@@ -200,3 +214,6 @@ def backend_of(x):
     'numpy'
     """
     return _core.backend_of(_core.raw_value(x))
+
+
+_config.default_backend._bind(lambda: default_backend().name, _update_process_default, backend)

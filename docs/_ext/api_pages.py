@@ -2,7 +2,8 @@
 
 Every public name of ``arrayad``, ``arrayad.func``, ``arrayad.autograd`` (and its ``forward_ad``),
 ``arrayad.special``, ``arrayad.linalg``, ``arrayad.fft``, ``arrayad.testing``,
-``arrayad.debug``, ``arrayad.tree_util``, ``arrayad.utils.checkpoint`` and ``arrayad.backends``
+``arrayad.debug``, ``arrayad.tree_util``, ``arrayad.utils.checkpoint``, ``arrayad.backends``
+and ``arrayad.config``
 gets an entry, so that a name added to the package appears in the reference without editing a
 page. The list of names is ``public_names`` (the test of the docstrings uses the same list).
 """
@@ -31,6 +32,11 @@ MODULES = {
     "arrayad.tree_util": ("arrayad.tree_util", "Pytree utilities with JAX's names (the "
                           "correspondence with JAX and torch: :doc:`../../tree_util`)."),
     "arrayad.backends": ("arrayad.backends", "Choosing and adding array backends."),
+    "arrayad.config": ("arrayad.config", "Settings, as ``jax.config``: ``with "
+                       "arrayad.config.<name>(value):`` for the calling thread or task, "
+                       "``arrayad.config.update(name, value)`` for the process; each default "
+                       "from its environment variable, read once at import "
+                       "(:doc:`../../config`)."),
 }
 
 # Where the namespace's functions are defined -> the heading they are listed under.

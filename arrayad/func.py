@@ -1683,8 +1683,8 @@ def vmap(func: Callable[_P, _R], in_dims: Any = 0, out_dims: Any = 0,
             try:
                 dims = _flat_in_dims(in_dims, args, len(leaves)) or broadcast_prefix(in_dims, args)
             except ValueError as e:
-                raise ValueError(
-                    f"{api}: in_dims is not compatible with the structure of `inputs`. {e}") from None
+                raise ValueError(f"{api}: in_dims is not compatible with the structure of "
+                                 f"`inputs`. {e}") from None
         sizes = []
         for x, d in zip(leaves, dims):
             if d is None:
@@ -1840,12 +1840,12 @@ def _unbatch(func: object, interp: Any, o: Any, d: int | None, size: int) -> Any
 # arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
 # once both modules are loaded (importing them from here would make an import cycle).
 if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
-    from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat  # noqa: F401
+    from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat
 
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.
 from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
 
 # Sparse Jacobians and Hessians (NOTE [sparsity patterns] in _sparsity/patterns): defined there.
-from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402,F401
+from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402
                         jacobian_sparsity, sparse_hessian, sparse_jacobian)

@@ -16,7 +16,7 @@ declared here.
 
 from typing import TYPE_CHECKING, Any
 
-from .._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
+from .._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,
                        int32, int64, uint8, uint16, uint32, uint64)
 
 

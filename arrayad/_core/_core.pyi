@@ -101,6 +101,10 @@ class Array:
 
 class Tensor(Array):
     """arrayad's eager array: a backend array plus what the eager tape needs, as torch.Tensor."""
+    # (internal: its backend array, and its place on the tape)
+    _value: Any
+    _node: Any
+    _idx: int
     def __init__(self, value: Any, requires_grad: bool = False) -> None: ...
     @property
     def grad(self) -> Tensor | None: ...

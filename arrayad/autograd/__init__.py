@@ -262,10 +262,10 @@ def is_grad_enabled() -> bool:
     return _core.is_grad_enabled()
 
 
-# -- backward / grad --------------------------------------------------------------------------------
+# -- backward / grad -------------------------------------------------------------------------------
 def _in_transform() -> bool:
-    """Whether an arrayad.func transform is open in this thread or task (a forward_ad dual level is not
-    one: the eager tape works inside it, as in torch)."""
+    """Whether an arrayad.func transform is open in this thread or task (a forward_ad dual level
+    is not one: the eager tape works inside it, as in torch)."""
     return _core.in_transform()
 
 

@@ -1,8 +1,8 @@
 """torch.autograd.forward_ad: dual tensors for forward-mode AD, on arrayad's JVP interpreter.
 
 ``enter_dual_level`` opens a ``JvpInterpreter`` marked ``dual_level`` (NOTE [interpreters] in
-``_core/_interp.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so every
-operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
+``_core/_interp.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so
+every operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
 ``unpack_dual`` reads it back; ``exit_dual_level`` closes it. The levels are the calling
 context's (thread or asyncio task: they are open transforms, NOTE [thread state] in the core).
 Unlike torch, a dual made in a level cannot be used after the level exits (it is a tracer of a

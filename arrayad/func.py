@@ -11,7 +11,7 @@ transform in, a tracer of that transform out.
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeAlias, overload
 
 from numpy import ndarray as _ndarray
 
@@ -25,7 +25,7 @@ from ._pytree import (LEAF, _node_of, broadcast_prefix, register_dataclass, regi
                       tree_flatten, tree_map, tree_unflatten)
 from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
                        set_rng_state)
-from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
+from ._jit import make_program as make_program   # (arrayad.jit's program, for inspection)
 from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros])
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
@@ -40,13 +40,12 @@ __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize"
 # NOTE [typed transforms]: a transform's result takes ``func``'s parameters (``_P``) where its
 # wrapper passes the call on as it is (grad, grad_and_value, value_and_grad, vmap); jacrev,
 # jacfwd and hessian take positional arguments only, which ``_P`` cannot say, so they are
-# ``Callable[..., Any]``. The results of the derivative transforms are ``Any``: an array, or a
-# pytree of them shaped like the differentiated arguments (or the outputs), of the kind of array
-# the caller passed, which no annotation of ``func`` determines. vmap keeps ``func``'s return
-# type ``R``: its output has ``func``'s structure, with arrays of the kind ``func`` is called
-# with.
+# ``Callable[..., Any]``. Their results are ``Any`` (a pair where they are a pair): arrays, or
+# pytrees of them, of the kind of array the caller passed (NumPy in, NumPy out), shaped like the
+# differentiated arguments or, for vmap, like ``func``'s output with the batch dimension; not
+# ``func``'s return type, which describes what ``func`` returns on the transform's tracers.
+# (``jit(f)`` keeps ``f``'s return type: it means ``f``.)
 _P = ParamSpec("_P")
-_R = TypeVar("_R")
 _Argnums: TypeAlias = int | tuple[int, ...] | list[int]
 
 
@@ -1567,10 +1566,10 @@ def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) ->
     return alias_value
 
 
-def vmap(func: Callable[_P, _R], in_dims: Any = 0, out_dims: Any = 0,
+def vmap(func: Callable[_P, Any], in_dims: Any = 0, out_dims: Any = 0,
          randomness: Literal["error", "different", "same"] = "error", *,
          chunk_size: int | None = None, in_axes: Any = _UNSET,
-         out_axes: Any = _UNSET) -> Callable[_P, _R]:
+         out_axes: Any = _UNSET) -> Callable[_P, Any]:
     """Vectorize ``func`` over a dimension of its inputs: ``func`` written for one example runs
     on a batch in one call.
 
@@ -1844,7 +1843,7 @@ if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
 
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.
-from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
+from ._control import cond, fori_loop, map as map, scan, switch, while_loop  # noqa: E402
 
 # Sparse Jacobians and Hessians (NOTE [sparsity patterns] in _sparsity/patterns): defined there.
 from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402

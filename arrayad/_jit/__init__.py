@@ -735,9 +735,13 @@ _R = TypeVar("_R", covariant=True)
 
 class Jitted(Protocol[_P, _R]):
     """What a type checker sees of ``jit(f)`` (a ``_Jitted``): ``f``'s parameters and result
-    (NumPy in, NumPy out, as ``f``), and the methods ``lower`` and ``explain``."""
+    (NumPy in, NumPy out, as ``f``), the methods ``lower`` and ``explain``, the count of
+    ``traces``, and a method's binding (``__get__``: its signature is then not followed)."""
+
+    traces: int
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def __get__(self, obj: Any, objtype: Any = None) -> Any: ...
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Program: ...
     def explain(self, *args: _P.args, **kwargs: _P.kwargs) -> Any: ...
 

@@ -467,7 +467,8 @@ def grad(outputs: _Tensors, inputs: _Tensors, grad_outputs: Any = None,
         def one(*gs: Any) -> tuple[Any, ...]:
             return grad(outputs, inputs, gs, retain_graph=True, create_graph=create_graph,
                         allow_unused=allow_unused, materialize_grads=materialize_grads)
-        return vmap(one)(*_as_tuple(grad_outputs))
+        batched: tuple[Any, ...] = vmap(one)(*_as_tuple(grad_outputs))   # (one's tuple)
+        return batched
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor) or not t.requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors (index {i}) does not require "

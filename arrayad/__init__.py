@@ -8,7 +8,6 @@ transforms in ``arrayad.func``; ``arrayad.autograd`` holds the eager tape's API 
 from ._core import _core  # noqa: F401  (raises a clear error when the extension is not built)
 from ._core._core import Tensor, bind, is_grad_enabled  # noqa: F401
 
-from . import _dtypes
 from ._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
                       int32, int64, uint8, uint16, uint32, uint64)
 from .backends import (Generator, available_backends, backend, get_backend,  # noqa: F401
@@ -23,16 +22,16 @@ inf = float("inf")
 nan = float("nan")
 newaxis = None
 
-from ._ops.creation import *  # noqa: F401,F403,E402
-from ._ops.dtype_functions import *  # noqa: F401,F403,E402
-from ._ops.elementwise import *  # noqa: F401,F403,E402
-from ._ops.extras import *  # noqa: F401,F403,E402
-from ._ops.indexing import *  # noqa: F401,F403,E402
-from ._ops.linalg import *  # noqa: F401,F403,E402
-from ._ops.manipulation import *  # noqa: F401,F403,E402
-from ._ops.reductions import *  # noqa: F401,F403,E402
-from ._ops.searching import *  # noqa: F401,F403,E402
-from ._ops.einsum import *  # noqa: F401,F403,E402
+from ._ops.creation import *  # noqa: F403, E402
+from ._ops.dtype_functions import *  # noqa: F403, E402
+from ._ops.elementwise import *  # noqa: F403, E402
+from ._ops.extras import *  # noqa: F403, E402
+from ._ops.indexing import *  # noqa: F403, E402
+from ._ops.linalg import *  # noqa: F403, E402
+from ._ops.manipulation import *  # noqa: F403, E402
+from ._ops.reductions import *  # noqa: F403, E402
+from ._ops.searching import *  # noqa: F403, E402
+from ._ops.einsum import *  # noqa: F403, E402
 
 from ._ops._api import stop_gradient  # noqa: E402,F401
 from ._info import __array_namespace_info__  # noqa: E402,F401

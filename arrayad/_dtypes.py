@@ -6,8 +6,9 @@ holds on NumPy, torch and array-api-strict alike. Each DType knows its backend t
 """
 
 __all__ = [
-    "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64", "complex64", "complex128", "from_backend", "to_backend", "by_name",
+    # (the dtypes are made in a loop below, which pyflakes cannot follow)
+    "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",  # noqa: F822
+    "float32", "float64", "complex64", "complex128", "from_backend", "to_backend", "by_name",  # noqa: F822
 ]
 
 import builtins

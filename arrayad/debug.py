@@ -113,7 +113,7 @@ def callback(callback, *args, ordered=True, **kwargs):
     return None
 
 
-def print(fmt, *args, ordered=True, **kwargs):  # noqa: A001  (jax.debug.print's name)
+def print(fmt, *args, ordered=True, **kwargs):   # (jax.debug.print's name)
     """Print ``fmt.format(*args, **kwargs)`` with the arguments' values every time they are
     computed: eagerly, under every transform, and at every call of a ``jit``-ted function.
     JAX's ``jax.debug.print``.

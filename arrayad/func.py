@@ -10,7 +10,8 @@ transform in, a tracer of that transform out.
 """
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeAlias, overload
 
 from numpy import ndarray as _ndarray
 
@@ -24,7 +25,7 @@ from ._pytree import (LEAF, _node_of, broadcast_prefix, register_dataclass, regi
                       tree_flatten, tree_map, tree_unflatten)
 from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
                        set_rng_state)
-from ._jit import make_program  # noqa: F401  (arrayad.jit's program, for inspection)
+from ._jit import make_program as make_program   # (arrayad.jit's program, for inspection)
 from ._core._core import constant_zeros   # (Jacobian bases: NOTE [strong zeros])
 
 __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize", "jacrev",
@@ -36,17 +37,28 @@ __all__ = ["grad", "grad_and_value", "value_and_grad", "vjp", "jvp", "linearize"
 # (map, jax.lax.map, is public but not in __all__: `from arrayad.func import *` must not shadow
 # the builtin. The API reference lists it all the same: docs/_ext/api_pages.py)
 
+# NOTE [typed transforms]: a transform's result takes ``func``'s parameters (``_P``) where its
+# wrapper passes the call on as it is (grad, grad_and_value, value_and_grad, vmap); jacrev,
+# jacfwd and hessian take positional arguments only, which ``_P`` cannot say, so they are
+# ``Callable[..., Any]``. Their results are ``Any`` (a pair where they are a pair): arrays, or
+# pytrees of them, of the kind of array the caller passed (NumPy in, NumPy out), shaped like the
+# differentiated arguments or, for vmap, like ``func``'s output with the batch dimension; not
+# ``func``'s return type, which describes what ``func`` returns on the transform's tracers.
+# (``jit(f)`` keeps ``f``'s return type: it means ``f``.)
+_P = ParamSpec("_P")
+_Argnums: TypeAlias = int | tuple[int, ...] | list[int]
+
 
 
 # ---------------------------------------------------------------------------------------------
 # Values in and out
 
-def _is_array(x):
+def _is_array(x: object) -> bool:
     return isinstance(x, Array) or (not isinstance(x, (bool, int, float, complex, str, type(None)))
                                     and hasattr(x, "shape") and hasattr(x, "dtype"))
 
 
-def _is_bare_array(x):
+def _is_bare_array(x: object) -> bool:
     """Whether ``x`` is one array that is a leaf of the pytrees (what ``tree_flatten`` would
     give back as it is, and ``_as_array`` pass unchanged): the transforms skip their pytree work
     for it."""
@@ -55,7 +67,7 @@ def _is_bare_array(x):
     return (isinstance(x, Array) or _is_array(x)) and _node_of(x) is None
 
 
-def _as_array(x, api, what="Thing passed to transform API"):
+def _as_array(x: Any, api: object, what: str = "Thing passed to transform API") -> Any:
     """A leaf at a differentiated position: arrays pass; Python floats become 0-d arrays of the
     default backend; anything else is refused."""
     if isinstance(x, Array):
@@ -70,20 +82,20 @@ def _as_array(x, api, what="Thing passed to transform API"):
     return x
 
 
-def _check_same_backend(x, like, what, of):
+def _check_same_backend(x: Any, like: Any, what: str, of: str) -> None:
     bx, bl = backend_of(x), backend_of(like)
     if not can_stand_for(bx, bl):
         raise ValueError(f"{what} is a {bx.name} array but {of} is {bl.name}: pass it on the "
                          f"same backend (arrayad.asarray(t, device=x.device)).")
 
 
-def _check_callable(func, name):
+def _check_callable(func: object, name: str) -> None:
     if not callable(func):
         raise TypeError(f"{name}(func, ...): func must be a callable (the function to "
                         f"transform), got {type(func).__name__}")
 
 
-def _check_float(x, api, where):
+def _check_float(x: Any, api: object, where: str) -> None:
     dt = dtype_of(x)
     if not is_inexact(dt):
         raise ValueError(
@@ -96,7 +108,7 @@ class _Native:
 
     __slots__ = ("mode",)
 
-    def __init__(self, leaves):
+    def __init__(self, leaves: Iterable[Any]) -> None:
         mode = "raw"
         for x in leaves:
             if isinstance(x, Tensor):
@@ -107,12 +119,12 @@ class _Native:
         self.mode = mode
 
     @classmethod
-    def of_one(cls, x):
+    def of_one(cls, x: Any) -> "_Native":
         """The same for one argument (the raw NumPy array of grad(f)(x) needs no loop)."""
         return _RAW if type(x) is _ndarray else cls((x,))
 
     @classmethod
-    def of_args(cls, args):
+    def of_args(cls, args: Sequence[Any]) -> "_Native":
         """The same, from a call's arguments: only containers are flattened."""
         leaves = []
         for a in args:
@@ -122,7 +134,7 @@ class _Native:
                 leaves.append(a)
         return cls(leaves)
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         if self.mode == "raw":
             if isinstance(x, Tensor) and not x.requires_grad:
                 return x._value
@@ -131,7 +143,7 @@ class _Native:
                 return Tensor(x)
         return x
 
-    def tree(self, tree):
+    def tree(self, tree: Any) -> Any:
         if self.mode == "tracer":
             return tree
         return tree_map(self, tree)
@@ -140,7 +152,7 @@ class _Native:
 _RAW = _Native(())   # (raw in, raw out: shared, it has no state but its mode)
 
 
-def _split_aux(out, has_aux, api):
+def _split_aux(out: Any, has_aux: bool, api: object) -> tuple[Any, Any]:
     """``(output, aux)`` of a function called with ``has_aux`` (aux None without it)."""
     if not has_aux:
         return out, None
@@ -150,7 +162,7 @@ def _split_aux(out, has_aux, api):
     return out
 
 
-def _output_leaves(out, api):
+def _output_leaves(out: Any, api: object) -> tuple[list[Any], Any]:
     """The array leaves of a function's output (anything else is refused)."""
     leaves, spec = tree_flatten(out)
     for o in leaves:
@@ -159,11 +171,11 @@ def _output_leaves(out, api):
     return leaves, spec
 
 
-def _fname(func):
+def _fname(func: object) -> str:
     return getattr(func, "__name__", None) or repr(func)
 
 
-def _check_jax_flags(name, holomorphic=False, allow_int=False):
+def _check_jax_flags(name: str, holomorphic: bool = False, allow_int: bool = False) -> None:
     """JAX's ``holomorphic=`` and ``allow_int=`` of the gradient transforms: False (JAX's
     default, the meaning of arrayad's transforms) is accepted; True is refused with what to
     write instead (arrayad's complex convention is torch's, and integers have no gradient)."""
@@ -183,7 +195,7 @@ def _check_jax_flags(name, holomorphic=False, allow_int=False):
 # ---------------------------------------------------------------------------------------------
 # argnums
 
-def _check_argnums(argnums, nargs, api):
+def _check_argnums(argnums: object, nargs: int | None, api: str) -> tuple[int, ...]:
     """The non-negative argument positions of ``argnums``, or torch.func's error naming ``api``.
     ``nargs=None``: only what can be checked before the call (types, emptiness, repeats), so
     that a transform refuses a bad ``argnums`` when it is made, not at its first call. A list
@@ -210,12 +222,12 @@ def _check_argnums(argnums, nargs, api):
     return tuple(out)
 
 
-def _select(args, nums, single):
+def _select(args: Sequence[Any], nums: tuple[int, ...], single: bool) -> Any:
     diff = tuple(args[i] for i in nums)
     return diff[0] if single else diff
 
 
-def _as_constant(interp, x):
+def _as_constant(interp: Any, x: Any) -> Any:
     """A raw backend array ``x`` (an argument that a transform does not differentiate) as a
     constant of ``interp``, so that inside the function every value is arrayad (NOTE
     [everything inside is arrayad] in the core) and in-place updates of it stay inside the
@@ -223,13 +235,14 @@ def _as_constant(interp, x):
     return x if isinstance(x, Array) or not _is_array(x) else interp.lift(x)
 
 
-def _lift_raw(tree):
+def _lift_raw(tree: Any) -> Any:
     """``_as_constant`` of every leaf of ``tree``, for the innermost open transform."""
     top = interpreters()[-1]
     return tree_map(lambda x: _as_constant(top, x), tree)
 
 
-def _replace(args, nums, new, single):
+def _replace(args: Sequence[Any], nums: tuple[int, ...], new: Any,
+             single: bool) -> tuple[Any, ...]:
     args = list(args) if len(args) == len(nums) else _lift_raw(list(args))
     new = (new,) if single else new
     for i, v in zip(nums, new):
@@ -249,12 +262,13 @@ class _Input:
 
     __slots__ = ("node", "value")
 
-    def __init__(self, node, value):
+    def __init__(self, node: Any, value: Any) -> None:
         self.node = node
         self.value = value
 
 
-def _wrap_grad_inputs(interp, tree, api):
+def _wrap_grad_inputs(interp: Any, tree: Any,
+                      api: object) -> tuple[list[Any], Any, list["_Input | None"]]:
     """Tracers for the leaves of ``tree`` (None leaves stay None), their spec, and the
     ``_Input`` record of each."""
     if _is_bare_array(tree):   # (grad(f)(x), the common call: no pytree work)
@@ -262,7 +276,8 @@ def _wrap_grad_inputs(interp, tree, api):
         t = interp.new_input(tree)
         return [t], LEAF, [_Input(t._node, tree)]
     leaves, spec = tree_flatten(tree)
-    tracers, inputs = [], []
+    tracers: list[Any] = []
+    inputs: list[_Input | None] = []
     for x in leaves:
         if x is None:   # a None leaf is not differentiated; its gradient is None
             tracers.append(None)
@@ -284,7 +299,8 @@ class _ReverseTrace:
 
     __slots__ = ("out", "outs", "out_spec", "inputs", "in_spec", "aux")
 
-    def __init__(self, func, primals, api, has_aux=False, keep_saved=False, spread=True):
+    def __init__(self, func: Callable[..., Any], primals: Any, api: object,
+                 has_aux: bool = False, keep_saved: bool = False, spread: bool = True) -> None:
         # (spread: primals is the tuple of func's arguments; else func's one argument)
         with GradInterpreter(keep_saved) as interp:
             tracers, self.in_spec, self.inputs = _wrap_grad_inputs(interp, primals, api)
@@ -297,7 +313,7 @@ class _ReverseTrace:
             self.outs = [interp.output(o) for o in leaves]
             self.aux = tree_map(lambda a: interp.output(a)[0], aux) if has_aux else None
 
-    def backprop(self, cts, retain=True):
+    def backprop(self, cts: Sequence[Any], retain: bool = True) -> list[Any]:
         """Cotangents of the inputs, given one per output leaf (zeros where the output does not
         depend on an input). ``retain=False`` frees each node's saved values as soon as it is
         done (grad, whose graph is used once: a lower peak memory); vjp's pullback keeps them,
@@ -310,7 +326,7 @@ class _ReverseTrace:
                 root_cts.append(ct)
         if roots:
             run_backward(roots, root_cts, retain, False, want, False, None)
-        out = []
+        out: list[Any] = []
         for t in self.inputs:
             if t is None:
                 out.append(None)
@@ -320,7 +336,7 @@ class _ReverseTrace:
         return out
 
 
-def _owned(g):
+def _owned(g: Any) -> Any:
     """A gradient handed to the caller: an array they own and may update in place (not a
     read-only broadcast view, not the cached unit cotangent)."""
     if g is None or isinstance(g, Array) and not isinstance(g, Tensor):
@@ -331,7 +347,7 @@ def _owned(g):
     return owned(g)
 
 
-def _unit_cotangent(value):
+def _unit_cotangent(value: Any) -> Any:
     """1 shaped like the scalar output ``value``: for NumPy the engine's shared read-only
     constant (``unit_cotangent``), else ones_like."""
     if type(value) is _ndarray:
@@ -339,7 +355,7 @@ def _unit_cotangent(value):
     return ops.ones_like(value)
 
 
-def _check_scalar_output(out, value, api):
+def _check_scalar_output(out: Any, value: Any, api: object) -> None:
     """grad's refusals of an output that is not one real value (``value``: its value one level
     down)."""
     if not isinstance(out, Array) and not _is_array(out):
@@ -356,7 +372,8 @@ def _check_scalar_output(out, value, api):
             f"ad.abs(out) ** 2), or use vjp with a complex cotangent.")
 
 
-def _leaf_gradient(func, x, api, has_aux):
+def _leaf_gradient(func: Callable[..., Any], x: Any, api: object,
+                   has_aux: bool) -> tuple[Any, Any, Any]:
     """The gradient of ``func`` at the one bare array ``x``, its value and aux (one level down):
     what ``_ReverseTrace`` and its ``backprop`` do for ``grad(f)(x)``, the common call, without
     their bookkeeping of pytrees, several outputs and retained graphs (on small arrays that
@@ -378,7 +395,9 @@ def _leaf_gradient(func, x, api, has_aux):
     return (ops.zeros_like(x) if g is None else g), value, aux
 
 
-def grad_and_value(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
+def grad_and_value(func: Callable[_P, Any], argnums: _Argnums = 0, has_aux: bool = False, *,
+                   holomorphic: bool = False,
+                   allow_int: bool = False) -> Callable[_P, tuple[Any, Any]]:
     """The gradient of scalar-valued ``func`` and its value, from one evaluation.
 
     Parameters
@@ -444,15 +463,16 @@ def grad_and_value(func, argnums=0, has_aux=False, *, holomorphic=False, allow_i
     return _gradient_function(func, argnums, has_aux, True, "grad_and_value(f)(*args)")
 
 
-def _gradient_function(func, argnums, has_aux, with_value, api):
+def _gradient_function(func: Callable[_P, Any], argnums: _Argnums, has_aux: bool, with_value: bool,
+                       api: str) -> Callable[_P, Any]:
     """``grad_and_value(func, ...)``, or with ``with_value=False`` ``grad(func, ...)``: the same
     call, handing back the gradient alone (one Python frame less than wrapping the other).
     ``api`` names the transform the user called in errors (``grad(f)(*args)``)."""
     single = isinstance(argnums, int)
-    nums_by_nargs = {}
+    nums_by_nargs: dict[int, tuple[int, ...]] = {}
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> Any:
         nums = nums_by_nargs.get(len(args))
         if nums is None:
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), api)
@@ -466,7 +486,7 @@ def _gradient_function(func, argnums, has_aux, with_value, api):
         else:
             native = _Native.of_args(args)
 
-            def partial(diff):
+            def partial(diff: Any) -> Any:
                 return func(*_replace(args, nums, diff, single), **_lift_raw(kwargs))
 
             trace = _ReverseTrace(partial, _select(args, nums, single), api, has_aux,
@@ -489,7 +509,8 @@ def _gradient_function(func, argnums, has_aux, with_value, api):
     return wrapper
 
 
-def grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
+def grad(func: Callable[_P, Any], argnums: _Argnums = 0, has_aux: bool = False, *,
+         holomorphic: bool = False, allow_int: bool = False) -> Callable[_P, Any]:
     """The gradient of scalar-valued ``func`` with respect to the argument(s) ``argnums``.
 
     Reverse mode: ``func`` runs once, recording its operations, and the record is pulled back
@@ -567,7 +588,9 @@ def grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
     return _gradient_function(func, argnums, has_aux, False, "grad(f)(*args)")
 
 
-def value_and_grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_int=False):
+def value_and_grad(func: Callable[_P, Any], argnums: _Argnums = 0, has_aux: bool = False, *,
+                   holomorphic: bool = False,
+                   allow_int: bool = False) -> Callable[_P, tuple[Any, Any]]:
     """JAX's spelling of ``grad_and_value``: the value first, then the gradient.
 
     Parameters
@@ -617,7 +640,7 @@ def value_and_grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_i
     gv = _gradient_function(func, argnums, has_aux, True, "value_and_grad(f)(*args)")
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> tuple[Any, Any]:
         g, value = gv(*args, **kwargs)
         return value, g
 
@@ -627,7 +650,7 @@ def value_and_grad(func, argnums=0, has_aux=False, *, holomorphic=False, allow_i
 _VJP_API = "vjp(f, *primals)"
 
 
-def _reverse_outputs(trace, api):
+def _reverse_outputs(trace: _ReverseTrace, api: object) -> list[Any]:
     """The output values (one level down) of a function traced by ``vjp`` or ``jacrev``,
     checked: arrays of a floating-point or complex dtype."""
     _output_leaves(trace.out, api)
@@ -639,6 +662,14 @@ def _reverse_outputs(trace, api):
     return values
 
 
+@overload
+def vjp(func: Callable[..., Any], *primals: Any,
+        has_aux: Literal[False] = False) -> tuple[Any, Callable[..., tuple[Any, ...]]]: ...
+@overload
+def vjp(func: Callable[..., Any], *primals: Any,
+        has_aux: Literal[True]) -> tuple[Any, Callable[..., tuple[Any, ...]], Any]: ...
+@overload
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
 def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """Evaluate ``func`` and return its vector-Jacobian product function (reverse mode).
 
@@ -697,7 +728,8 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     values = _reverse_outputs(trace, _VJP_API)
     out_spec = trace.out_spec
 
-    def vjp_fn(*cotangents, retain_graph=True, create_graph=None):
+    def vjp_fn(*cotangents: Any, retain_graph: bool = True,
+               create_graph: bool | None = None) -> tuple[Any, ...]:
         cts = cotangents[0] if len(cotangents) == 1 else cotangents
         ct_leaves, ct_spec = tree_flatten(cts)
         if ct_spec != out_spec:
@@ -721,7 +753,9 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
                                                                                values))])],
             trace.in_spec)
         ct_native = _Native(ct_leaves)
-        return ct_native.tree(result) if ct_native.mode != "tracer" else result
+        grads: tuple[Any, ...] = (ct_native.tree(result) if ct_native.mode != "tracer"
+                                  else result)   # (one per primal: in_spec is the primals')
+        return grads
 
     out_native = native.tree(tree_unflatten(values, out_spec))
     if has_aux:
@@ -729,7 +763,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     return out_native, vjp_fn
 
 
-def _cotangent_of_dtype(c, v, i):
+def _cotangent_of_dtype(c: Any, v: Any, i: int) -> Any:
     """grad_output[i] ``c`` in output[i] ``v``'s dtype (torch.func's rule: a float cotangent of
     another precision is cast, so a float32 output's float32 inputs get float32 gradients; a
     real one for a complex output is made complex). An integer or bool cotangent, or a complex
@@ -753,7 +787,8 @@ def _cotangent_of_dtype(c, v, i):
 _JVP_API = "jvp(f, primals, tangents)"
 
 
-def _checked_jvp_inputs(primals, tangents, api):
+def _checked_jvp_inputs(primals: Any, tangents: Any,
+                        api: str) -> tuple[list[Any], list[Any], Any]:
     """The leaves of ``primals`` and ``tangents`` (arrays of one structure, the primals
     floating-point or complex, each tangent of its primal's shape and backend) and their spec."""
     if not isinstance(primals, (tuple, list)):
@@ -783,7 +818,7 @@ def _checked_jvp_inputs(primals, tangents, api):
     return ps, ts, p_spec
 
 
-def _check_tangent_dtype(t, p, api):
+def _check_tangent_dtype(t: Any, p: Any, api: str) -> None:
     """A tangent is floating point or complex (torch.func refuses an integer one, JAX one that
     is not its primal's dtype); a complex tangent for a real primal is refused (torch casts it,
     dropping its imaginary part with a warning). A float tangent of another precision stays as
@@ -802,7 +837,8 @@ def _check_tangent_dtype(t, p, api):
             f"tangent (.real), or make the primal complex.")
 
 
-def _on_duals(func, p_leaves, t_leaves, spec, has_aux, api):
+def _on_duals(func: Callable[..., Any], p_leaves: Sequence[Any], t_leaves: Sequence[Any],
+              spec: Any, has_aux: bool, api: str) -> tuple[list[Any], Any, Any]:
     """``func`` called on duals of the (checked) leaves: the (value one level down, tangent or
     None) of each leaf of its output, the output's spec, and aux one level down."""
     with JvpInterpreter() as interp:
@@ -815,6 +851,15 @@ def _on_duals(func, p_leaves, t_leaves, spec, has_aux, api):
     return pairs, out_spec, aux
 
 
+@overload
+def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
+        has_aux: Literal[False] = False) -> tuple[Any, Any]: ...
+@overload
+def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
+        has_aux: Literal[True]) -> tuple[Any, Any, Any]: ...
+@overload
+def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
+        has_aux: bool) -> tuple[Any, ...]: ...
 def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
         has_aux: bool = False) -> tuple[Any, ...]:
     """The output of ``func`` and its Jacobian-vector product: forward-mode differentiation.
@@ -892,6 +937,14 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     return result + (native.tree(aux),) if has_aux else result
 
 
+@overload
+def linearize(func: Callable[..., Any], *primals: Any,
+              has_aux: Literal[False] = False) -> tuple[Any, Callable[..., Any]]: ...
+@overload
+def linearize(func: Callable[..., Any], *primals: Any,
+              has_aux: Literal[True]) -> tuple[Any, Callable[..., Any], Any]: ...
+@overload
+def linearize(func: Callable[..., Any], *primals: Any, has_aux: bool) -> tuple[Any, ...]: ...
 def linearize(func: Callable[..., Any], *primals: Any,
               has_aux: bool = False) -> tuple[Any, ...]:
     """The output of ``func`` at ``primals`` and a function computing its JVPs there.
@@ -953,7 +1006,7 @@ def linearize(func: Callable[..., Any], *primals: Any,
     in_shapes = [shape_of(t.value) for t in trace.inputs if t is not None]
     in_dtypes = [dtype_of(t.value) for t in trace.inputs if t is not None]
 
-    def jvp_fn(*tangents):
+    def jvp_fn(*tangents: Any) -> Any:
         t_leaves, t_spec = tree_flatten(tangents)
         if t_spec != in_spec:
             raise RuntimeError(f"linearize jvp_fn: expected tangents with the structure of the "
@@ -981,7 +1034,7 @@ def linearize(func: Callable[..., Any], *primals: Any,
     return (out, jvp_fn, native.tree(trace.aux)) if has_aux else (out, jvp_fn)
 
 
-def _push_forward(edge, known):
+def _push_forward(edge: Any, known: dict[Any, Any]) -> Any:
     """Tangent at ``edge`` of the recorded graph, from the tangents ``known`` at the inputs."""
     if edge in known:
         return known[edge]
@@ -1008,7 +1061,7 @@ def _push_forward(edge, known):
 # ---------------------------------------------------------------------------------------------
 # Jacobians
 
-def _numel(shape):
+def _numel(shape: Iterable[int]) -> int:
     n = 1
     for s in shape:
         n *= s
@@ -1020,7 +1073,7 @@ class _Rows:
     ``chunk_size`` bounds the memory of a Jacobian's basis as well as its results: the rows
     ``start:stop`` of the standard basis of R^n (``basis``) or zeros."""
 
-    def __init__(self, like, n, shape, basis):
+    def __init__(self, like: Any, n: int, shape: Iterable[int], basis: bool) -> None:
         b = backend_of(like)
         self.xp, self.n, self.shape, self.basis = b.xp, n, tuple(shape), basis
         self.dtype = _dtypes.to_backend(dtype_of(like), b.xp)
@@ -1029,7 +1082,7 @@ class _Rows:
         dev = getattr(like, "device", None)
         self.kw = {} if dev is None or dev == b.default_device() else {"device": dev}
 
-    def rows(self, start, stop):
+    def rows(self, start: int, stop: int) -> Any:
         xp, m, kw = self.xp, stop - start, self.kw
         if not self.basis:
             return xp.zeros((m,) + self.shape, dtype=self.dtype, **kw)
@@ -1044,22 +1097,23 @@ class _Rows:
         return xp.reshape(xp.astype(rows, self.dtype), (m,) + self.shape)
 
 
-def _reshaped(block, shape):
+def _reshaped(block: Any, shape: tuple[int, ...]) -> Any:
     """A Jacobian's block (a result of its own) in the shape it is given: itself if it has it."""
     return block if shape_of(block) == shape else ops.reshape(block, shape)
 
 
-def _basis(like, n, shape):
+def _basis(like: Any, n: int, shape: Iterable[int]) -> "_Rows":
     """The standard basis of R^n as (n, *shape) rows on the backend of ``like``."""
     return _Rows(like, n, shape, basis=True)
 
 
-def _zero_rows(leaf, n):
+def _zero_rows(leaf: Any, n: int) -> "_Rows":
     """Zero cotangents (n of them) for an output other than the one being differentiated."""
     return _Rows(leaf, n, shape_of(leaf), basis=False)
 
 
-def _map_rows(fn, arrays, n, chunk_size, out_dims=0, randomness="error"):
+def _map_rows(fn: Callable[..., Any], arrays: Sequence[Any], n: int, chunk_size: int | None,
+              out_dims: Any = 0, randomness: str = "error") -> Any:
     """``fn`` mapped over the leading axis (length ``n``) of every array in ``arrays``: the
     Jacobians' use of the shared chunker, where one row, or ``chunk_size=1``, is a plain loop."""
     leaves, spec = tree_flatten(tuple(arrays))
@@ -1067,21 +1121,22 @@ def _map_rows(fn, arrays, n, chunk_size, out_dims=0, randomness="error"):
                       {}, loop_rows=True)
 
 
-def _check_randomness(randomness, api):
+def _check_randomness(randomness: object, api: str) -> None:
     if not isinstance(randomness, str) or randomness not in ("error", "different", "same"):
         raise RuntimeError(f"{api}: Only allowed values for randomness are 'error', 'different', "
                            f"or 'same'. Got {randomness!r}")
 
 
-def _check_chunk_size(chunk_size, api):
+def _check_chunk_size(chunk_size: object, api: str) -> None:
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                    or chunk_size < 1):
         raise ValueError(f"{api}: `chunk_size` should be None or an integer greater than 0, got "
                          f"{chunk_size!r}.")
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=False,
-           allow_int=False):
+def jacrev(func: Callable[..., Any], argnums: _Argnums = 0, *, has_aux: bool = False,
+           chunk_size: int | None = None, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by reverse mode.
 
     Computed as ``vmap(vjp_fn)`` over the standard basis of the output: one evaluation of
@@ -1156,15 +1211,16 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=False
     return _jacrev(func, argnums, has_aux, chunk_size, "jacrev")
 
 
-def _jacrev(func, argnums, has_aux, chunk_size, name):
+def _jacrev(func: Callable[..., Any], argnums: _Argnums, has_aux: bool, chunk_size: int | None,
+            name: str) -> Callable[..., Any]:
     """``jacrev``'s function, its errors naming ``name``: the transform the user called
     (``hessian`` calls it too)."""
     single = isinstance(argnums, int)
-    nums_by_nargs = {}
+    nums_by_nargs: dict[int, tuple[int, ...]] = {}
     api = f"{name}(f)(*args)"
 
     @functools.wraps(func)
-    def wrapper(*args):
+    def wrapper(*args: Any) -> Any:
         nums = nums_by_nargs.get(len(args))
         if nums is None:
             nums = nums_by_nargs[len(args)] = _check_argnums(argnums, len(args), name)
@@ -1180,7 +1236,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, name):
             # tracer of x alone, no pytree work)
             trace = _ReverseTrace(func, diff, api, has_aux, spread=False)
         else:
-            def partial(*d):
+            def partial(*d: Any) -> Any:
                 return func(*_replace(args, nums, d[0] if single else d, single))
 
             trace = _ReverseTrace(partial, (diff,) if single else diff, api, has_aux)
@@ -1196,7 +1252,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, name):
                 bases = [_basis(o, n, shape_of(o)) if k == i else _zero_rows(other, n)
                          for k, other in enumerate(out_leaves)]
 
-                def pull(*cts):
+                def pull(*cts: Any) -> list[Any]:
                     # (the basis's zeros are zero by construction: NOTE [strong zeros])
                     return [_owned(g) for g in trace.backprop([constant_zeros(c) for c in cts])]
 
@@ -1213,8 +1269,9 @@ def _jacrev(func, argnums, has_aux, chunk_size, name):
     return wrapper
 
 
-def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None,
-           holomorphic=False):
+def jacfwd(func: Callable[..., Any], argnums: _Argnums = 0, has_aux: bool = False, *,
+           randomness: Literal["error", "different", "same"] = "error",
+           chunk_size: int | None = None, holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``func`` with respect to the argument(s) ``argnums``, by forward mode.
 
     Computed as ``vmap(jvp)`` over the standard basis of each input: one batched forward pass,
@@ -1286,13 +1343,14 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     return _jacfwd(func, argnums, has_aux, randomness, chunk_size, "jacfwd", holomorphic)
 
 
-def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=False):
+def _jacfwd(func: Callable[..., Any], argnums: _Argnums, has_aux: bool, randomness: str,
+            chunk_size: int | None, name: str, holomorphic: bool = False) -> Callable[..., Any]:
     """``jacfwd``'s function, its errors naming ``name``: the transform the user called
     (``hessian`` calls it too)."""
     api = f"{name}(f)(*args)"
 
     @functools.wraps(func)
-    def wrapper(*args):
+    def wrapper(*args: Any) -> Any:
         nums = _check_argnums(argnums, len(args), name)
         single = isinstance(argnums, int)
         diff = _select(args, nums, single)
@@ -1307,7 +1365,7 @@ def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=Fa
                         f"x.astype(ad.complex128), or leave holomorphic out for a real "
                         f"Jacobian.")
 
-        def partial(*leaves):
+        def partial(*leaves: Any) -> Any:
             d = tree_unflatten(list(leaves), in_spec)
             return func(*_replace(args, nums, d, single))
 
@@ -1322,7 +1380,7 @@ def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=Fa
         for j, x in enumerate(in_leaves):
             n = _numel(shape_of(x))
 
-            def push(t, j=j):
+            def push(t: Any, j: int = j) -> tuple[Any, ...]:
                 # (jvp of partial, without jvp's checks of the tangents it is given: the basis
                 # and zeros are made here. The basis's zeros are zero by construction: NOTE
                 # [strong zeros])
@@ -1369,7 +1427,8 @@ def _jacfwd(func, argnums, has_aux, randomness, chunk_size, name, holomorphic=Fa
     return wrapper
 
 
-def hessian(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=False):
+def hessian(func: Callable[..., Any], argnums: _Argnums = 0, *, has_aux: bool = False,
+            chunk_size: int | None = None, holomorphic: bool = False) -> Callable[..., Any]:
     """The Hessian of scalar-valued ``func``: ``jacfwd(jacrev(func, argnums), argnums)``.
 
     Forward-over-reverse second derivatives. For a non-scalar output it is the Jacobian of the
@@ -1430,7 +1489,7 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=Fals
     if has_aux:
         inner = _jacrev(func, argnums, True, chunk_size, "hessian")
 
-        def outer(*args):
+        def outer(*args: Any) -> tuple[Any, Any]:
             jac, aux = inner(*args)
             return jac, aux
         hess = _jacfwd(outer, argnums, True, "error", chunk_size, "hessian")
@@ -1439,7 +1498,7 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=Fals
                        "error", chunk_size, "hessian")
 
     @functools.wraps(func)
-    def wrapper(*args):
+    def wrapper(*args: Any) -> Any:
         _check_argnums(argnums, len(args), "hessian")
         return hess(*args)
 
@@ -1449,7 +1508,7 @@ def hessian(func, argnums=0, *, has_aux=False, chunk_size=None, holomorphic=Fals
 # ---------------------------------------------------------------------------------------------
 # vmap
 
-def _vmap_api(func, in_dims):
+def _vmap_api(func: object, in_dims: object) -> str:
     return f"vmap({_fname(func)}, in_dims={in_dims!r}, ...)(<inputs>)"
 
 
@@ -1458,21 +1517,22 @@ class _LazyText:
 
     __slots__ = ("make", "args")
 
-    def __init__(self, make, *args):
+    def __init__(self, make: Callable[..., str], *args: Any) -> None:
         self.make = make
         self.args = args
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         return format(self.make(*self.args), spec)
 
 
-def _valid_dims(d):
+def _valid_dims(d: object) -> bool:
     if d is None or (isinstance(d, int) and not isinstance(d, bool)):
         return True
     return isinstance(d, (tuple, list)) and all(_valid_dims(e) for e in d)
 
 
-def _flat_in_dims(in_dims, args, n_leaves):
+def _flat_in_dims(in_dims: tuple[Any, ...], args: Sequence[Any],
+                  n_leaves: int) -> list[int | None] | None:
     """``in_dims`` itself when every argument is a single array leaf and every entry an int or
     None (the common call); None otherwise, for the general pytree-prefix matching."""
     if n_leaves != len(args):
@@ -1488,14 +1548,14 @@ class _Unset:
 
     __slots__ = ()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<unset>"
 
 
 _UNSET = _Unset()
 
 
-def _alias(name, value, alias, alias_value, default):
+def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) -> Any:
     """``value``, or ``alias_value`` when the alias (JAX's name) was given instead; both given
     (``value`` not at its default) is an error naming the two."""
     if alias_value is _UNSET:
@@ -1506,8 +1566,10 @@ def _alias(name, value, alias, alias_value, default):
     return alias_value
 
 
-def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in_axes=_UNSET,
-         out_axes=_UNSET):
+def vmap(func: Callable[_P, Any], in_dims: Any = 0, out_dims: Any = 0,
+         randomness: Literal["error", "different", "same"] = "error", *,
+         chunk_size: int | None = None, in_axes: Any = _UNSET,
+         out_axes: Any = _UNSET) -> Callable[_P, Any]:
     """Vectorize ``func`` over a dimension of its inputs: ``func`` written for one example runs
     on a batch in one call.
 
@@ -1596,7 +1658,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in
                          f"matching the outputs, got {out_dims!r}")
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> Any:
         api = _LazyText(_vmap_api, func, in_dims)   # formatted only if an error is raised
         if isinstance(in_dims, bool) or not isinstance(in_dims, (int, tuple)):
             raise ValueError(
@@ -1611,7 +1673,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in
                 f"unsupported.")
         leaves, spec = tree_flatten(args)
         if isinstance(in_dims, int):
-            dims = [in_dims] * len(leaves)
+            dims: list[Any] = [in_dims] * len(leaves)
         else:
             if len(in_dims) != len(args):
                 raise ValueError(
@@ -1620,8 +1682,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in
             try:
                 dims = _flat_in_dims(in_dims, args, len(leaves)) or broadcast_prefix(in_dims, args)
             except ValueError as e:
-                raise ValueError(
-                    f"{api}: in_dims is not compatible with the structure of `inputs`. {e}") from None
+                raise ValueError(f"{api}: in_dims is not compatible with the structure of "
+                                 f"`inputs`. {e}") from None
         sizes = []
         for x, d in zip(leaves, dims):
             if d is None:
@@ -1652,13 +1714,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, in
     return wrapper
 
 
-def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size, kwargs,
-               loop_rows=False):
+def _vmap_impl(func: Callable[..., Any], leaves: list[Any], spec: Any, dims: Sequence[int | None],
+               out_dims: Any, randomness: str, size: int, chunk_size: int | None,
+               kwargs: dict[str, Any], loop_rows: bool = False) -> Any:
     """The chunker every mapping transform shares: ``func`` over the batch axis ``dims`` of
     ``leaves`` (None: unbatched), in one vmap or, with ``chunk_size``, in pieces joined along
     ``out_dims``. With ``loop_rows`` (the Jacobians), a single row or ``chunk_size=1`` runs as a
     plain loop of unbatched calls, where no vmap restriction applies."""
-    def piece(x, d, index):
+    def piece(x: Any, d: int | None, index: int | slice) -> Any:
         """The rows ``index`` (an int or a slice) of a leaf mapped along axis ``d``."""
         if isinstance(x, _Rows):   # (mapped along axis 0, made on demand)
             if isinstance(index, int):
@@ -1694,7 +1757,7 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
     if loop_rows and len(parts) == 1:
         # (the Jacobian of a single output value, a Hessian's inner jacrev: the row itself with
         # its axis, no copy; the Jacobians' rows are results of their own, no one else's)
-        def join(pieces, axis):
+        def join(pieces: Sequence[Any], axis: int) -> Any:
             return ops.expand_dims(pieces[0], axis=axis)
     else:
         join = ops.stack if loop_rows and chunk_size == 1 else ops.concat
@@ -1708,7 +1771,7 @@ def _vmap_impl(func, leaves, spec, dims, out_dims, randomness, size, chunk_size,
     return tree_unflatten(joined, out_spec)
 
 
-def _dask_batched(leaves, dims):
+def _dask_batched(leaves: Sequence[Any], dims: Sequence[int | None]) -> bool:
     """Whether the mapped leaves are plain Dask arrays (and at least one is), which a rechunk
     along the batch axis can split (a tracer's value has no rechunk of its own)."""
     mapped = [x for x, d in zip(leaves, dims) if d is not None]
@@ -1721,7 +1784,9 @@ def _dask_batched(leaves, dims):
     return all(type(x) is da.Array for x in mapped)
 
 
-def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
+def _vmap_call(func: Callable[..., Any], leaves: Sequence[Any], spec: Any,
+               dims: Sequence[int | None], out_dims: Any, randomness: str, size: int,
+               kwargs: dict[str, Any]) -> Any:
     native = _Native(leaves)
     with BatchInterpreter(size, randomness) as interp:
         wrapped = [_as_constant(interp, x) if d is None else interp.new_input(x, d)
@@ -1743,7 +1808,7 @@ def _vmap_call(func, leaves, spec, dims, out_dims, randomness, size, kwargs):
     return out
 
 
-def _unbatch(func, interp, o, d, size):
+def _unbatch(func: object, interp: Any, o: Any, d: int | None, size: int) -> Any:
     batched = isinstance(o, BatchTracer) and o.interpreter is interp
     if batched and o.bdim < 0:   # a value of this level that is not batched
         o, batched = o.value, False
@@ -1774,12 +1839,12 @@ def _unbatch(func, interp, o, d, size):
 # arrayad/_custom.py, which builds on the transforms above; arrayad/__init__.py sets them here
 # once both modules are loaded (importing them from here would make an import cycle).
 if TYPE_CHECKING:   # (so that type checkers and editors see them here too)
-    from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat  # noqa: F401
+    from ._custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat
 
 # Structured control flow (NOTE [control flow] in _control): defined there, exported here beside
 # the transforms, as in jax.lax.
-from ._control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401
+from ._control import cond, fori_loop, map as map, scan, switch, while_loop  # noqa: E402
 
 # Sparse Jacobians and Hessians (NOTE [sparsity patterns] in _sparsity/patterns): defined there.
-from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402,F401
+from ._sparsity import (hessian_coloring, hessian_sparsity, jacobian_coloring,  # noqa: E402
                         jacobian_sparsity, sparse_hessian, sparse_jacobian)

@@ -82,7 +82,8 @@ class _Checker:
             raise AssertionError(
                 f"check_grads: {what} does not match at {path}: max abs error "
                 f"{np.max(err) if err.size else 0.0:.3e}, max rel error {rel:.3e} "
-                f"(rtol={self.rtol}, atol={self.atol}).\n  automatic: {np.array2string(got.ravel()[:8])}"
+                f"(rtol={self.rtol}, atol={self.atol}).\n"
+                f"  automatic: {np.array2string(got.ravel()[:8])}"
                 f"\n  expected:  {np.array2string(want.ravel()[:8])}")
 
     def numeric_jvp(self, f, args, dirs):
@@ -110,8 +111,8 @@ class _Checker:
             _, tangent = jvp(f, tuple(args), tuple(v))
             auto = [_to_np(t) for t in tree_flatten(tangent)[0]]
             if len(auto) != len(numeric):
-                raise AssertionError(f"check_grads: JVP at {path} returned {len(auto)} tangents for "
-                                     f"{len(numeric)} outputs")
+                raise AssertionError(f"check_grads: JVP at {path} returned {len(auto)} tangents "
+                                     f"for {len(numeric)} outputs")
             for i, (a, n) in enumerate(zip(auto, numeric)):
                 if np.iscomplexobj(a) and not np.iscomplexobj(n):
                     raise AssertionError(f"check_grads: JVP at {path} gave real output {i} a "
@@ -224,7 +225,7 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), eps=1e-6, rtol=1e-5, ato
     >>> check_grads(BadSin.apply, (x,), order=1, modes="rev")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    AssertionError: check_grads: VJP (reverse mode) <vjp(u), v> vs <u, central differences along v> does not match at apply: ...
+    AssertionError: check_grads: VJP (reverse mode) <vjp(u), v> vs ... does not match at apply: ...
     """
     if not isinstance(args, (tuple, list)):
         args = (args,)

@@ -3,16 +3,24 @@
 ``arrayad``'s functions and ``arrayad.special``'s are made by declarations in ``arrayad/_ops``
 (one block per primitive), so a type checker reading the source sees none of them. This script
 imports the package and writes ``arrayad/__init__.pyi`` and ``arrayad/special.pyi`` from what is
-there: every public name, each function with its real signature (parameters typed ``Any``, the
-result ``Any``: an array of the arguments' kind). ``--check`` fails when the committed stubs differ
-from what the package declares (the test suite runs it).
+there: every public name, each function with its real signature. The types: a parameter the array
+API standard names (``axis``, ``keepdims``, ``copy``...) has the standard's type (``PARAMETERS``);
+an array is ``_Array``, an alias of ``Any``, because its kind follows the arguments (NumPy in,
+NumPy out; an arrayad Tensor where an argument is one; a tracer inside a transform) in a way one
+annotation cannot say; a function that returns something else says what (``RESULTS``); and an
+elementwise function of one array, whose result is an array of that array's kind, is overloaded
+(``Tensor -> Tensor``, NumPy array -> NumPy array: tests/test_typing.py checks it on every one).
+``--check`` fails when the committed stubs differ from what the package declares (the test suite
+runs it).
 
     python tools/make_stubs.py            # write the stubs
     python tools/make_stubs.py --check    # exit 1 if they are out of date
 """
 import argparse
+import importlib
 import inspect
 import os
+import re
 import sys
 import types
 
@@ -35,8 +43,45 @@ SOURCES = {
 }
 
 
+# The parameters the array API standard types, by name (its types, or what arrayad accepts
+# beyond them where that is wider: a list for a shape). A function's own narrower rule (expand_dims
+# takes no None) is refused at run time by that function.
+PARAMETERS = {
+    "x": "_Array", "x1": "_Array", "x2": "_Array", "a": "_Array", "b": "_Array",
+    "axis": "int | tuple[int, ...] | None", "keepdims": "builtins.bool",
+    "copy": "builtins.bool | None",
+    "descending": "builtins.bool", "stable": "builtins.bool", "include_initial": "builtins.bool",
+    "equal_nan": "builtins.bool", "invert": "builtins.bool", "endpoint": "builtins.bool",
+    "requires_grad": "builtins.bool", "rtol": "float", "atol": "float", "correction": "float",
+    "shape": "int | Sequence[int]", "source": "int | tuple[int, ...]",
+    "destination": "int | tuple[int, ...]", "arrays": "Sequence[_Array]", "indexing": "str",
+    "side": "str", "num": "int", "n_rows": "int", "n_cols": "int | None",
+}
+# (builtins.bool: in the namespace's stub, bool is the DType)
+
+# What a function returns where it is not one array of its arguments' kind.
+RESULTS = {
+    "isdtype": "builtins.bool", "can_cast": "builtins.bool", "allclose": "builtins.bool",
+    "result_type": "DType", "broadcast_shapes": "tuple[int, ...]",
+    "broadcast_arrays": "tuple[_Array, ...]", "meshgrid": "tuple[_Array, ...]",
+    "unstack": "tuple[_Array, ...]", "nonzero": "tuple[_Array, ...]", "manual_seed": "None",
+    "set_rng_state": "None", "get_rng_state": "Any", "finfo": "Any", "iinfo": "Any",
+    "unique_all": "Any", "unique_counts": "Any", "unique_inverse": "Any", "cond": "Any",
+}
+
+# The modules whose functions of one array ``(x, /)`` are elementwise: the result has the
+# argument's kind (and its shape)
+ELEMENTWISE_MODULES = ("arrayad._ops.elementwise", "arrayad._ops.special")
+
+ARRAY_ALIASES = (
+    "# An array: its kind follows the arguments' (NumPy in, NumPy out; an arrayad Tensor where an\n"
+    "# argument is one; a tracer inside a transform), which one annotation cannot say.\n"
+    "_Array: TypeAlias = Any\n")
+
+
 def _parameter(p):
-    text = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name + ": Any"
+    kind = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "")
+    text = kind + p.name + ": " + (PARAMETERS.get(p.name, "Any") if not kind else "Any")
     return text + (" = ..." if p.default is not p.empty else "")
 
 
@@ -60,12 +105,46 @@ def _signature(fn):
     return ", ".join(out)
 
 
+def _is_elementwise_unary(name, fn):
+    modules = [importlib.import_module(m) for m in ELEMENTWISE_MODULES]
+    if not callable(fn) or not any(getattr(m, name, None) is fn for m in modules):
+        return False
+    params = list(inspect.signature(fn).parameters.values())
+    return (len(params) == 1 and params[0].name == "x"
+            and params[0].kind is params[0].POSITIONAL_ONLY)
+
+
 def _function(name, fn):
-    return f"def {name}({_signature(fn)}) -> Any: ...\n"
+    if _is_elementwise_unary(name, fn):
+        return "".join(f"@overload\ndef {name}(x: {t}, /) -> {t}: ...\n"
+                       for t in ("Tensor", "Array", "ndarray", "Any"))
+    return f"def {name}({_signature(fn)}) -> {RESULTS.get(name, '_Array')}: ...\n"
+
+
+def elementwise_unary(namespace):
+    """The names of ``namespace`` that the stubs type ``Tensor -> Tensor``, ``ndarray ->
+    ndarray`` (tests/test_typing.py checks the claim)."""
+    return sorted(n for n in dir(namespace) if not n.startswith("_")
+                  and _is_elementwise_unary(n, getattr(namespace, n)))
+
+
+def _imports(body, core=()):
+    """The imports the stub's ``body`` uses (an unused one would fail ruff)."""
+    def used(name):
+        return re.search(rf"\b{name}\b", body) is not None
+    typing = ", ".join(n for n in ("Any", "TypeAlias", "overload") if used(n))
+    lines = ["import builtins\n" if used("builtins") else "",
+             "from collections.abc import Sequence\n" if used("Sequence") else "",
+             f"from typing import {typing}\n\n",
+             "from numpy import ndarray\n\n" if used("ndarray") else ""]
+    core = [n for n in core if used(n)]
+    if core:
+        lines.append(f"from ._core._core import {', '.join(core)}\n")
+    return "".join(lines)
 
 
 def namespace_stub():
-    lines = [HEADER, "from typing import Any\n\n"]
+    lines = []
     for mod in ("autograd", "config", "debug", "fft", "func", "linalg", "special", "testing",
                 "tree_util"):
         lines.append(f"from . import {mod} as {mod}\n")
@@ -76,6 +155,7 @@ def namespace_stub():
         names = ", ".join(f"{n} as {n}" for n in sorted(by_source[src]))
         lines.append(f"from {src} import {names}\n")
     lines.append("from ._dtypes import DType\n\n")
+    lines.append(ARRAY_ALIASES + "\n")
     lines.append("__version__: str\n__array_api_version__: str\n")
     lines.append("def __array_namespace_info__() -> Any: ...\n\n")
     functions = []
@@ -93,13 +173,15 @@ def namespace_stub():
             functions.append(_function(name, value))
         else:
             raise TypeError(f"make_stubs: no stub for arrayad.{name} ({type(value).__name__})")
-    return "".join(lines) + "\n" + "".join(functions)
+    body = "".join(lines) + "\n" + "".join(functions)
+    return HEADER + _imports(body, core=("Array",)) + body
 
 
 def special_stub():
     from arrayad import special
-    return (HEADER + "from typing import Any\n\n"
-            + "".join(_function(n, getattr(special, n)) for n in sorted(special.__all__)))
+    body = ARRAY_ALIASES + "\n" + "".join(_function(n, getattr(special, n))
+                                         for n in sorted(special.__all__))
+    return HEADER + _imports(body, core=("Array", "Tensor")) + "\n" + body
 
 
 STUBS = {"arrayad/__init__.pyi": namespace_stub, "arrayad/special.pyi": special_stub}

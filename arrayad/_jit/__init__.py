@@ -33,6 +33,8 @@ import contextlib
 import inspect
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from .. import config as _config
 from .._core import _core
@@ -42,11 +44,11 @@ from .._pytree import _node_of, tree_flatten, tree_unflatten
 from ..backends import backend_of, default_backend, get_rng_state
 from ..backends._random import same_rng_state
 from .ir import Eqn, Lit, Program, Var, check  # noqa: F401
-from .ir import is_array as _is_array, value_key as _value_key  # noqa: F401
+from .ir import is_array as _is_array, value_key as _value_key
 from .passes import plan_memory  # noqa: F401
 from .replay import (Executable, _ProgramPrimitive, executable,  # noqa: F401
                      compile_replay as _compile, EVALUATING as _EVALUATING)
-from . import fusion, lower_dask, lower_numba, lower_tiles, lower_torch  # noqa: F401,E402  (the lowerers: NOTE [fusion])
+from . import fusion, lower_dask, lower_numba, lower_tiles, lower_torch  # noqa: F401  (the lowerers: NOTE [fusion])
 
 __all__ = ["jit", "make_program", "Program"]
 
@@ -732,6 +734,33 @@ except ImportError:   # pragma: no cover
     _ndarray = _np_generic = None
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R", covariant=True)
+
+
+class Jitted(Protocol[_P, _R]):
+    """What a type checker sees of ``jit(f)`` (a ``_Jitted``): ``f``'s parameters and result
+    (NumPy in, NumPy out, as ``f``), the methods ``lower`` and ``explain``, the count of
+    ``traces``, and a method's binding (``__get__``: its signature is then not followed)."""
+
+    traces: int
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def __get__(self, obj: Any, objtype: Any = None) -> Any: ...
+    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Program: ...
+    def explain(self, *args: _P.args, **kwargs: _P.kwargs) -> Any: ...
+
+
+_Argnums = int | tuple[int, ...]
+_Argnames = str | tuple[str, ...]
+
+
+@overload
+def jit(func: Callable[_P, _R], *, static_argnums: _Argnums = (),
+        static_argnames: _Argnames = (), cache_size: int = 64) -> Jitted[_P, _R]: ...
+@overload
+def jit(func: None = None, *, static_argnums: _Argnums = (), static_argnames: _Argnames = (),
+        cache_size: int = 64) -> Callable[[Callable[_P, _R]], Jitted[_P, _R]]: ...
 def jit(func=None, *, static_argnums=(), static_argnames=(), cache_size=64):
     """Stage ``func`` into a program of backend calls on its first call, replay it after.
 

@@ -264,7 +264,8 @@ def _source(sub, b, ns):
     shape = tuple(sub.outs[0].shape)
     dtype = np.dtype(sub.outs[0].dtype.name)
     tile = max(1, TILE_BYTES // dtype.itemsize)
-    ns.update(_empty=np.empty, _writable=_writable, _shape=shape, _dtype=dtype, _n=math.prod(shape), _T=tile)
+    ns.update(_empty=np.empty, _writable=_writable, _shape=shape, _dtype=dtype,
+              _n=math.prod(shape), _T=tile)
     names = {}
     full = []      # the inputs read tile by tile
     for i, v in enumerate(sub.in_vars):

@@ -8,7 +8,7 @@ from .. import config as _config
 from .._core import _core
 from .._core._core import Array, bind
 from .._ops._rules import facts
-from .ir import Eqn, Lit, Program, Var, check, value_key
+from .ir import Eqn, Lit, Var, check, value_key
 
 try:
     import numpy as _np

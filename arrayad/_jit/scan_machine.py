@@ -14,10 +14,10 @@ It computes in doubles: float64, float32 (each float32 result rounded to float32
 float32's own result for arithmetic and sqrt), bool (0.0 and 1.0) and int32/int64 (a counter,
 an index: each integer result is checked to stay within what a double holds exactly and what
 NumPy's integers hold without wrapping around; a run that leaves that range returns None and
-the replay runs the scan, with NumPy's own integer arithmetic). The arithmetic is IEEE's in C (1/0 is inf,
-no warning), the functions libm's in double (an ulp from NumPy's own loops at most, as numba's),
-NumPy's special cases are kept as the numba tier keeps them (sqrt for a power of 0.5, sign,
-maximum and minimum of nan), and a sum adds in order.
+the replay runs the scan, with NumPy's own integer arithmetic). The arithmetic is IEEE's in C
+(1/0 is inf, no warning), the functions libm's in double (an ulp from NumPy's own loops at
+most, as numba's), NumPy's special cases are kept as the numba tier keeps them (sqrt for a
+power of 0.5, sign, maximum and minimum of nan), and a sum adds in order.
 """
 
 import struct

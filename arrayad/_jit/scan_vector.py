@@ -199,7 +199,8 @@ class _Body:
             if axis is None or any(a.shape == () for a in e.ins):
                 raise Unsupported("concat of 0-d values")
             return f"np.concatenate(({', '.join(ins)},), axis={axis % len(shape)})"
-        if e.prim.name == "stack" and all(a.shape == () for a in e.ins) and p.get("axis", 0) in (0, -1):
+        if (e.prim.name == "stack" and all(a.shape == () for a in e.ins)
+                and p.get("axis", 0) in (0, -1)):
             return f"np.array([{', '.join(ins)}])"
         if e.prim.name == "reshape":
             a = e.ins[0]

@@ -46,7 +46,7 @@ def _setitem(x, key, value):
     return setitem(x, key, value)
 
 
-# -- conversions ------------------------------------------------------------------------------------
+# -- conversions -----------------------------------------------------------------------------------
 @decl.glue
 def _concrete(x, what):
     """The concrete backend value of ``x`` for a Python conversion, or a clear error when the
@@ -63,7 +63,8 @@ def _to_scalar(x, what):
     if what == "index" and not ops.isdtype(x.dtype, "integral"):
         # (as torch: [10, 20, 30][tensor(1.7)] must not silently pick element 1)
         raise TypeError(f"only integer arrays of a single element can be converted to an "
-                        f"index, got dtype {x.dtype}; convert it first (int(x) or x.astype(int64)).")
+                        f"index, got dtype {x.dtype}; convert it first (int(x) or "
+                        f"x.astype(int64)).")
     v = _concrete(x, what)
     item = getattr(v, "item", None)
     if item is None:  # array-api-strict has no item(): go through NumPy
@@ -108,7 +109,7 @@ def _to_backend_array(x):
         f"on the transform's result.")
 
 
-# -- NumPy protocols --------------------------------------------------------------------------------
+# -- NumPy protocols -------------------------------------------------------------------------------
 _UFUNC_NAMES = {
     "absolute": "abs", "fabs": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin",
     "arcsinh": "asinh", "arctan": "atan", "arctanh": "atanh", "arctan2": "atan2",
@@ -333,10 +334,11 @@ def _array_function(func, types, args, kwargs):
     return fn(*args, **kwargs)
 
 
-# -- printing ---------------------------------------------------------------------------------------
+# -- printing --------------------------------------------------------------------------------------
 def _format_values(raw, prefix):
     arr = np.asarray(raw)
-    if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+    if (arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))):
         opts = {}
     elif is_inexact(arr.dtype):
         opts = {"precision": 4, "floatmode": "fixed"}
@@ -368,7 +370,7 @@ def _repr(x):
     return x._describe()   # (each tracer class's own)
 
 
-# -- devices ----------------------------------------------------------------------------------------
+# -- devices ---------------------------------------------------------------------------------------
 def _is_the_cpu(device):
     """Whether a device object of any backend is the host CPU: "cpu" (NumPy, Dask), torch's
     ``device('cpu')``, array-api-strict's CPU_DEVICE, a JAX CPU device."""
@@ -460,7 +462,7 @@ def _namespace_for(api_version):
     return sys.modules["arrayad"]
 
 
-# -- guards -----------------------------------------------------------------------------------------
+# -- guards ----------------------------------------------------------------------------------------
 @decl.glue
 def _check_requires_grad(t):
     if not is_inexact(t.dtype):
@@ -478,7 +480,7 @@ def _check_not_transformed(what):
             f"of the transform (grad/vjp differentiate with respect to their inputs) instead.")
 
 
-# -- stop_gradient: the value, as a constant to every transform ---------------------------------------
+# -- stop_gradient: the value, as a constant to every transform ------------------------------------
 def stop_gradient(x):
     """``x`` as a constant: no derivative flows through it (JAX's ``stop_gradient``).
 

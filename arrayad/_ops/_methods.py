@@ -69,7 +69,8 @@ for _name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh
 METHODS["real"] = property(lambda self: ops.real(self), doc="``arrayad.real`` of this array.")
 METHODS["imag"] = property(lambda self: ops.imag(self), doc="``arrayad.imag`` of this array.")
 METHODS["neg"] = METHODS["negative"]
-METHODS["arcsin"], METHODS["arccos"], METHODS["arctan"] = METHODS["asin"], METHODS["acos"], METHODS["atan"]
+METHODS["arcsin"], METHODS["arccos"], METHODS["arctan"] = (METHODS["asin"], METHODS["acos"],
+                                                          METHODS["atan"])
 
 
 @method

@@ -14,7 +14,9 @@ time every module has been imported (``arrayad/_ops/__init__`` imports them all)
 declared here.
 """
 
-from .._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,  # noqa: F401
+from typing import TYPE_CHECKING, Any
+
+from .._dtypes import (bool, complex64, complex128, float32, float64, int8, int16,
                        int32, int64, uint8, uint16, uint32, uint64)
 
 
@@ -26,6 +28,9 @@ class Namespace:
 
     def __repr__(self):
         return f"<arrayad internal namespace {self.__name__}>"
+
+    if TYPE_CHECKING:   # (its operations are set at import time: a type checker sees none)
+        def __getattr__(self, name: str) -> Any: ...
 
 
 ops = Namespace("arrayad")

@@ -620,7 +620,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     array([7., 7.])
     """
     if not isinstance(fill_value, (bool, int, float, complex)):
-        return zeros_like(x, dtype=dtype, device=device) + fill_value
+        return ops.zeros_like(x, dtype=dtype, device=device) + fill_value
     return bind(full_like_p, x, dtype=dtype, device=device, fill_value=fill_value)
 
 

@@ -23,7 +23,7 @@ array-api-strict requires; the cast's own VJP takes the real part for real input
 from ._docfill import paragraph, reflow
 from ._namespace import ops
 
-from .._core._core import Tensor, bind, dtype_of, shape_of
+from .._core._core import bind, dtype_of, shape_of
 from .._dtypes import to_backend
 from ._rules import Declarations, axis_batch, constant_like, ndim_of, normalize_axis, per_primitive
 
@@ -172,7 +172,7 @@ def _c2c_impl(name):
 def _c2c_vjp(adjoint):
     # (the adjoint primitive by name: it is declared after this one's VJP is)
     def vjp(g, ans, x, n, axis, norm):
-        return _fit(bind(PRIMS[adjoint], g, n=n, axis=axis, norm=_DUAL[norm]), axis,
+        return _fit(bind(decl.prims[adjoint], g, n=n, axis=axis, norm=_DUAL[norm]), axis,
                     shape_of(x)[axis])
     return vjp
 
@@ -235,7 +235,7 @@ def _c2cn_impl(name):
 
 def _c2cn_vjp(adjoint):
     def vjp(g, ans, x, s, axes, norm):
-        out = bind(PRIMS[adjoint], g, s=s, axes=axes, norm=_DUAL[norm])
+        out = bind(decl.prims[adjoint], g, s=s, axes=axes, norm=_DUAL[norm])
         return _fit_all(out, axes, [shape_of(x)[a] for a in axes])
     return vjp
 

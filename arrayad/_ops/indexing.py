@@ -64,7 +64,8 @@ def split_key(key, x=None):
             template.append(bool(k) if k.dtype.kind == "b" else int(k))
         else:
             if isinstance(k, (list, tuple)):
-                k = constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None else ops.asarray(k)
+                k = (constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None
+                     else ops.asarray(k))
             elif type(k).__module__ == "numpy" and x is not None and k.dtype.kind in "iub" \
                     and not can_stand_for(backend_of(k), backend_of(x)):
                 # NumPy positions or a NumPy mask indexing another backend's array: host data

@@ -33,9 +33,9 @@ def _matmul_vjp1(g, ans, x1, x2):
         # (..., k) @ (k,): the cotangent is g times x2, an outer product (no matmul needed)
         return g * x2c if n1 == 1 else ops.expand_dims(g, axis=-1) * x2c
     if n1 == 1 and n2 == 2:
-        return matmul(x2c, g)                      # (k, n) @ (n,)
+        return ops.matmul(x2c, g)                      # (k, n) @ (n,)
     p1, p2, gp = _promote(x1, x2c, g)
-    ct = matmul(gp, ops.matrix_transpose(p2))
+    ct = ops.matmul(gp, ops.matrix_transpose(p2))
     return ops.reshape(unbroadcast(ct, p1), shape_of(x1))
 
 
@@ -48,9 +48,9 @@ def _matmul_vjp2(g, ans, x1, x2):
         return g * x1c if n2 == 1 else ops.multiply(ops.expand_dims(x1c, axis=-1),
                                                    ops.expand_dims(g, axis=-2))
     if n2 == 1 and n1 == 2:
-        return matmul(g, x1c)                      # (m,) @ (m, k)
+        return ops.matmul(g, x1c)                      # (m,) @ (m, k)
     p1, p2, gp = _promote(x1c, x2, g)
-    ct = matmul(ops.matrix_transpose(p1), gp)
+    ct = ops.matmul(ops.matrix_transpose(p1), gp)
     return ops.reshape(unbroadcast(ct, p2), shape_of(x2))
 
 
@@ -60,10 +60,10 @@ def _matmul_batch(args, dims):
     # an unbatched matrix on the right, and an unbatched matrix times a batch of vectors.
     if d2 is None and ndim_of(x2) == 2:
         x1 = move_to_front(x1, d1)
-        return matmul(x1, x2), 0
+        return ops.matmul(x1, x2), 0
     if d1 is None and ndim_of(x2) == 2 and d2 is not None and ndim_of(x1) == 2:
         # x1 @ v for each batch vector v: (m, k) @ (k, B) = (m, B)
-        return matmul(x1, x2 if d2 == 1 else ops.matrix_transpose(x2)), 1
+        return ops.matmul(x1, x2 if d2 == 1 else ops.matrix_transpose(x2)), 1
     v1 = ndim_of(x1) - (d1 is not None) == 1
     v2 = ndim_of(x2) - (d2 is not None) == 1
     x1 = move_to_front(x1, d1)
@@ -82,7 +82,7 @@ def _matmul_batch(args, dims):
         s = shape_of(x)
         return ops.reshape(x, s[:1] + (1,) * (rank - r) + s[1:])
 
-    out = matmul(pad(x1, d1, r1), pad(x2, d2, r2))
+    out = ops.matmul(pad(x1, d1, r1), pad(x2, d2, r2))
     # Every batched operand carries its batch dim in front, padded to the full rank, so the
     # result's batch dim is in front too.
     if v2:
@@ -127,7 +127,7 @@ tensor([[1., 1.],
 
 matmul_p = decl.primitive(
     "matmul", vjp=(_matmul_vjp1, _matmul_vjp2),
-    jvp=(lambda t, ans, x1, x2: matmul(t, x2), lambda t, ans, x1, x2: matmul(x1, t)),
+    jvp=(lambda t, ans, x1, x2: ops.matmul(t, x2), lambda t, ans, x1, x2: ops.matmul(x1, t)),
     batch=_matmul_batch, api="x1, x2, /", doc=MATMUL_DOC)
 
 
@@ -189,7 +189,8 @@ def tensordot(x1, x2, /, *, axes=2):
         n *= s2[a]
     lhs = ops.reshape(ops.permute_dims(x1, tuple(free1 + a1)), (m, k))
     rhs = ops.reshape(ops.permute_dims(x2, tuple(a2 + free2)), (k, n))
-    return ops.reshape(matmul(lhs, rhs), tuple(s1[a] for a in free1) + tuple(s2[a] for a in free2))
+    return ops.reshape(ops.matmul(lhs, rhs),
+                       tuple(s1[a] for a in free1) + tuple(s2[a] for a in free2))
 
 
 @decl.composite

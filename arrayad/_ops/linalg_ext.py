@@ -845,7 +845,8 @@ def _svd_jvp(tangents, ans, x, full_matrices=True):
     du = add(mm(u, mul(f, add(mul(dp, _row(s)), mul(_col(s), dph)))),
              mul(sub(mm(t, v), mm(u, dp)), _row(s_inv)))
     if is_complex(dp):
-        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp)) * 1j)))
+        du = add(du, mul(u, _row(ops.astype(mul(ops.imag(diagonal(dp)), s_inv), dtype_of(dp))
+                                 * 1j)))
     dv = add(mm(v, mul(f, add(mul(_col(s), dp), mul(dph, _row(s))))),
              mul(sub(mm(_mH(t), u), mm(v, dph)), _row(s_inv)))
     return du, ds, _mH(dv)

@@ -505,7 +505,8 @@ def _concat_batch(args, dims, axis):
     if axis is None:
         parts = [reshape(p, (size, -1)) for p in parts]
         return bind(concat_p, *parts, axis=1), 0
-    return bind(concat_p, *parts, axis=normalize_axis(axis, ndim_of(args[0]) - (dims[0] is not None)) + 1), 0
+    axis = normalize_axis(axis, ndim_of(args[0]) - (dims[0] is not None))
+    return bind(concat_p, *parts, axis=axis + 1), 0
 
 
 def concat(arrays, /, *, axis=0):
@@ -765,7 +766,7 @@ def _selected(g, c, first):
     """``where(c, g, 0)`` (``first``) or ``where(c, 0, g)``: the derivative of one branch, zero
     by construction where the other branch is taken and where ``g`` was (NOTE [strong zeros] in
     the core: a product with an inf or nan derivative stays zero there)."""
-    out = where(c, g, 0.0) if first else where(c, 0.0, g)
+    out = ops.where(c, g, 0.0) if first else ops.where(c, 0.0, g)
     mg = zeros_mask(g)
 
     def mask():
@@ -1025,7 +1026,7 @@ tile_p = decl.primitive("tile", lambda xp, x, repetitions: xp.tile(x, repetition
                         vjp=(_tile_vjp,), jvp=MOVING, batch=_tile_batch)
 
 
-# -- tril / triu: masks on the last two axes, linear -------------------------------------------------
+# -- tril / triu: masks on the last two axes, linear -----------------------------------------------
 _TRIANGLE_DOC = """The {part} triangle of each matrix in ``x``: elements {where} diagonal ``k``
 kept, the others zero.
 

@@ -139,8 +139,9 @@ def _others_product(x, axis):
     moved = ops.permute_dims(x, kept + axes)
     flat = ops.reshape(moved, tuple(shape[a] for a in kept) + (-1,))
     left = ops.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
-    right = ops.flip(ops.cumulative_prod(ops.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1],
-                    axis=-1)
+    right = ops.flip(
+        ops.cumulative_prod(ops.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1],
+        axis=-1)
     others = ops.reshape(left * right, tuple(shape[a] for a in kept + axes))
     inverse = [0] * nd
     for i, a in enumerate(kept + axes):

@@ -88,7 +88,7 @@ def _sort_impl(xp, x, axis=-1, descending=False, stable=True):
 
 def _sort_order(x, axis, descending, stable):
     """The sorting indices of ``x`` (constants): the permutation the derivatives follow."""
-    return argsort(ops.stop_gradient(x), axis=axis, descending=descending, stable=stable)
+    return ops.argsort(ops.stop_gradient(x), axis=axis, descending=descending, stable=stable)
 
 
 # The values come from the backend's own sort, and only a derivative asks for the sorting
@@ -100,7 +100,7 @@ def _sort_jvp(t, ans, x, axis=-1, descending=False, stable=True):
 
 
 def _sort_vjp(g, ans, x, axis=-1, descending=False, stable=True):
-    inverse = argsort(_sort_order(x, axis, descending, stable), axis=axis)
+    inverse = ops.argsort(_sort_order(x, axis, descending, stable), axis=axis)
     return ops.take_along_axis(g, inverse, axis=axis)
 
 
@@ -411,7 +411,7 @@ searchsorted_p = decl.primitive("searchsorted", _searchsorted_impl, batch=_searc
                                 public=searchsorted)
 
 
-# -- isin: output shaped like x1 ---------------------------------------------------------------------
+# -- isin: output shaped like x1 -------------------------------------------------------------------
 def _isin_impl(xp, x1, x2, invert=False):
     fn = getattr(xp, "isin", None)
     if fn is not None:

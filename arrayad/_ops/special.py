@@ -469,8 +469,8 @@ def _how(name):
               f"(blockwise for Dask), ``torch.special.{torch}``, ``cupyx.scipy.special.{name}``"
               f", ``jax.scipy.special.{name}``")
     if name in _TORCH_SKIP:
-        native += (f" (not torch's: off by up to 1e-3 relative near its zeros, so SciPy on a "
-                   f"host copy for torch on the CPU)")
+        native += (" (not torch's: off by up to 1e-3 relative near its zeros, so SciPy on a "
+                   "host copy for torch on the CPU)")
     if name in _GENERIC:
         return native + "; elsewhere a formula in array API functions, on any backend and device."
     return (native + "; elsewhere SciPy on a host copy, for arrays in CPU memory "

@@ -180,7 +180,8 @@ ZERO_DERIVATIVE = {"sign", "with_zero_grad", "stop_gradient"}
 
 # Second-order classes (NOTE [sparsity patterns]): primitives whose second derivative is zero
 # (almost everywhere): they add no pairs.
-LINEAR = {"index_add", "add", "subtract", "negative", "positive", "conj", "real", "imag", "where", "abs",
+LINEAR = {"index_add", "add", "subtract", "negative", "positive", "conj", "real", "imag", "where",
+          "abs",
           "maximum", "minimum", "clip", "copysign", "remainder", "sum", "max", "min",
           "cumulative_sum", "sort", "getitem", "setitem", "reshape", "permute_dims",
           "broadcast_to", "flip", "roll", "repeat", "tile", "tril", "triu", "concat", "copy",

@@ -5,6 +5,8 @@ import functools
 import inspect
 import math
 import threading
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from .._core import _core
 from .._core._core import Array, Tensor, owned, run_backward, shape_of, unit_cotangent
@@ -13,6 +15,10 @@ from ..backends import _reset
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "Function", "once_differentiable", "forward_ad", "FunctionCtx"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_Tensors = Tensor | Sequence[Tensor]
 
 
 
@@ -25,21 +31,21 @@ class _GradMode:
     the generator's body: each resumption runs in the mode, and the caller's mode is back whenever
     the generator yields (as torch's decorators do)."""
 
-    _mode = None
+    _mode: bool | None = None
 
-    def __init__(self):
+    def __init__(self) -> None:
         # One object may be entered by several threads or tasks, or re-entered: the tokens of the
         # blocks it has open, per thread, innermost last.
-        self._tokens = {}
+        self._tokens: dict[int, list[Any]] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> "_GradMode":
         self._push(_core.grad_mode.set(self._mode))
         return self
 
-    def _push(self, token):
+    def _push(self, token: Any) -> None:
         self._tokens.setdefault(threading.get_ident(), []).append(token)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         tokens = self._tokens.get(threading.get_ident())
         if not tokens:
             raise RuntimeError(f"{type(self).__name__}: a grad-mode block was left in another "
@@ -61,25 +67,26 @@ class _GradMode:
             del self._tokens[threading.get_ident()]
         return False
 
-    def _fresh(self):
+    def _fresh(self) -> "_GradMode":
         """A new manager of the same mode (what a decorated function enters on each call)."""
         return type(self)()
 
-    def __call__(self, fn):
+    def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
-            def generator_wrapper(*args, **kwargs):
+            def generator_wrapper(*args: _P.args, **kwargs: _P.kwargs) -> Any:
                 return (yield from _generator_in_mode(fn(*args, **kwargs), self._fresh))
             return generator_wrapper
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             with self._fresh():
                 return fn(*args, **kwargs)
         return wrapper
 
 
-def _generator_in_mode(gen, make_mode):
+def _generator_in_mode(gen: Generator[Any, Any, Any],
+                       make_mode: Callable[[], _GradMode]) -> Generator[Any, Any, Any]:
     """Drive ``gen`` with every step (start, send, throw, close) inside ``make_mode()``."""
     with make_mode():
         try:
@@ -205,7 +212,7 @@ class set_grad_enabled(_GradMode):
     (False, True)
     """
 
-    def __init__(self, mode):
+    def __init__(self, mode: bool) -> None:
         super().__init__()
         if not isinstance(mode, bool) and type(mode).__name__ != "bool_":
             raise TypeError(f"set_grad_enabled(mode): mode must be a bool, got "
@@ -213,25 +220,25 @@ class set_grad_enabled(_GradMode):
         self._mode = bool(mode)
         self._creation = _core.grad_mode.set(self._mode)
 
-    def __enter__(self):
+    def __enter__(self) -> "set_grad_enabled":
         # the mode is set already (at construction): the block restores what that replaced
         token, self._creation = self._creation, None
         self._push(token if token is not None else _core.grad_mode.set(self._mode))
         return self
 
-    def _fresh(self):
+    def _fresh(self) -> _GradMode:
         fresh = _GradMode()
         fresh._mode = self._mode
         return fresh
 
-    def __call__(self, fn):
+    def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
         if self._creation is not None:   # decorating changes nothing yet
             _reset(_core.grad_mode, self._creation, True)
             self._creation = None
         return super().__call__(fn)
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """Whether operations on tensors that require grad are recorded in this thread or task.
 
     Returns
@@ -255,14 +262,14 @@ def is_grad_enabled():
     return _core.is_grad_enabled()
 
 
-# -- backward / grad --------------------------------------------------------------------------------
-def _in_transform():
-    """Whether an arrayad.func transform is open in this thread or task (a forward_ad dual level is not
-    one: the eager tape works inside it, as in torch)."""
+# -- backward / grad -------------------------------------------------------------------------------
+def _in_transform() -> bool:
+    """Whether an arrayad.func transform is open in this thread or task (a forward_ad dual level
+    is not one: the eager tape works inside it, as in torch)."""
     return _core.in_transform()
 
 
-def _no_transform(api):
+def _no_transform(api: str) -> None:
     if _in_transform():
         raise RuntimeError(
             f"{api}() called inside an arrayad.func transform. This is not supported, please use "
@@ -270,7 +277,11 @@ def _no_transform(api):
             f"transform.")
 
 
-def _as_tuple(x):
+@overload
+def _as_tuple(x: None) -> None: ...
+@overload
+def _as_tuple(x: Any) -> tuple[Any, ...]: ...
+def _as_tuple(x: Any) -> tuple[Any, ...] | None:
     if x is None:
         return None
     if isinstance(x, (list, tuple)):
@@ -278,8 +289,10 @@ def _as_tuple(x):
     return (x,)
 
 
-def _roots_and_cts(tensors, grad_tensors, create_graph, api):
-    roots, cts = [], []
+def _roots_and_cts(tensors: tuple[Any, ...], grad_tensors: Any, create_graph: bool,
+                   api: str) -> tuple[list[Any], list[Any]]:
+    roots: list[Any] = []
+    cts: list[Any] = []
     grad_tensors = _as_tuple(grad_tensors) or (None,) * len(tensors)
     if len(grad_tensors) != len(tensors):
         raise RuntimeError(f"{api}: got {len(grad_tensors)} gradients for {len(tensors)} tensors")
@@ -309,8 +322,9 @@ def _roots_and_cts(tensors, grad_tensors, create_graph, api):
     return roots, cts
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
-             grad_variables=None, inputs=None):
+def backward(tensors: _Tensors, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False, grad_variables: Any = None,
+             inputs: _Tensors | None = None) -> None:
     """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
 
     The eager tape's backward pass, as ``torch.autograd.backward`` (``t.backward()`` calls it):
@@ -382,8 +396,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         _core.set_grad_enabled_flag(prev)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(outputs: _Tensors, inputs: _Tensors, grad_outputs: Any = None,
+         retain_graph: bool | None = None, create_graph: bool = False, only_inputs: bool = True,
+         allow_unused: bool | None = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> tuple[Any, ...]:
     """The gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left as it
     is), as ``torch.autograd.grad``.
 
@@ -448,10 +464,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         from ..func import vmap
 
-        def one(*gs):
+        def one(*gs: Any) -> tuple[Any, ...]:
             return grad(outputs, inputs, gs, retain_graph=True, create_graph=create_graph,
                         allow_unused=allow_unused, materialize_grads=materialize_grads)
-        return vmap(one)(*_as_tuple(grad_outputs))
+        batched: tuple[Any, ...] = vmap(one)(*_as_tuple(grad_outputs))   # (one's tuple)
+        return batched
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor) or not t.requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors (index {i}) does not require "

@@ -1,8 +1,8 @@
 """torch.autograd.forward_ad: dual tensors for forward-mode AD, on arrayad's JVP interpreter.
 
 ``enter_dual_level`` opens a ``JvpInterpreter`` marked ``dual_level`` (NOTE [interpreters] in
-``_core/_interp.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so every
-operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
+``_core/_interp.pyx``); ``make_dual`` wraps a primal and its tangent in a dual tracer of it, so
+every operation on it (built-in primitives and ``Function.jvp`` alike) propagates the tangent;
 ``unpack_dual`` reads it back; ``exit_dual_level`` closes it. The levels are the calling
 context's (thread or asyncio task: they are open transforms, NOTE [thread state] in the core).
 Unlike torch, a dual made in a level cannot be used after the level exits (it is a tracer of a
@@ -11,6 +11,7 @@ tangent None.
 """
 
 from collections import namedtuple
+from typing import Any, Literal
 
 from .._core import _core
 from .._dtypes import is_inexact
@@ -20,7 +21,7 @@ __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_du
            "unpack_dual", "dual_level"]
 
 
-def _levels():
+def _levels() -> list[Any]:
     """The calling context's dual levels entered and not exited, outermost first; a level is an
     index."""
     return [f for f in _core.interpreters() if isinstance(f, JvpInterpreter) and f.dual_level]
@@ -46,7 +47,7 @@ class UnpackedDualTensor(namedtuple("UnpackedDualTensor", ["primal", "tangent"])
     __slots__ = ()
 
 
-def enter_dual_level():
+def enter_dual_level() -> int:
     """Open a new forward-AD level in this thread or task and return its number (prefer
     ``dual_level``, which also closes it).
 
@@ -72,7 +73,7 @@ def enter_dual_level():
     return len(_levels()) - 1
 
 
-def exit_dual_level(*, level=None):
+def exit_dual_level(*, level: int | None = None) -> None:
     """Close the innermost forward-AD level of this thread or task; its duals lose their tangents.
 
     Parameters
@@ -111,7 +112,7 @@ def exit_dual_level(*, level=None):
     levels[-1].close()
 
 
-def _interpreter(level, api):
+def _interpreter(level: object, api: str) -> Any:
     levels = _levels()   # (a transform that returned closed what it left open above it)
     if not levels:
         return None
@@ -123,7 +124,7 @@ def _interpreter(level, api):
     return levels[level]
 
 
-def make_dual(tensor, tangent, *, level=None):
+def make_dual(tensor: Any, tangent: Any, *, level: int | None = None) -> Any:
     """A dual tensor: ``tensor`` carrying ``tangent``, its directional derivative, in ``level``.
 
     Every operation on it (built-in functions and ``Function.jvp`` alike) computes the tangent
@@ -193,7 +194,7 @@ def make_dual(tensor, tangent, *, level=None):
     return new_dual(interp, tensor, tangent)
 
 
-def unpack_dual(tensor, *, level=None):
+def unpack_dual(tensor: Any, *, level: int | None = None) -> UnpackedDualTensor:
     """The primal and the tangent of ``tensor`` at ``level``.
 
     Parameters
@@ -253,9 +254,9 @@ class dual_level:
     0
     """
 
-    def __enter__(self):
+    def __enter__(self) -> int:
         return enter_dual_level()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         exit_dual_level()
         return False

@@ -30,25 +30,28 @@ Which ``ctx`` a rule hands to ``backward``/``jvp`` matters for higher derivative
 must live at the level of the rule's inputs. When those inputs are the very raw arrays impl ran on,
 the ctx filled by impl (the record on the node's output) is reused (the cheap eager path).
 Otherwise (Tensors with ``create_graph``, tracers of outer transforms: hessian, grad(grad),
-vmap(grad)...) ``forward`` runs again on those inputs with a fresh ctx, so what it saves is differentiable / batched at every outer level. That is
-also why both styles (``forward(ctx, ...)`` and ``forward(...)`` + ``setup_context``) work under
-every transform here, where torch accepts only the second.
+vmap(grad)...) ``forward`` runs again on those inputs with a fresh ctx, so what it saves is
+differentiable / batched at every outer level. That is also why both styles
+(``forward(ctx, ...)`` and ``forward(...)`` + ``setup_context``) work under every transform
+here, where torch accepts only the second.
 
 NOTE [explicit tangents]
 ------------------------
 ``Fn.apply(x, tx, w, tw, ...)``: when ``apply`` receives more positional arguments than ``forward``
 declares, an even number of them and at most twice as many, they are (primal, tangent) pairs (a
-convention arrayad supports on purpose; torch would raise a TypeError). The output is computed by the ordinary path (so
-it is on the tape with ``grad_fn=<FnBackward>``) and the tangent by the class's ``jvp``;
-``apply`` returns ``(output, tangent_output)``. See docs/function.md for the exact rule and how a
-``jvp`` in the interleaved style (primals and tangents interleaved, returning ``(output, tangent)``) is
-told apart from one in torch's style (tangents only).
+convention arrayad supports on purpose; torch would raise a TypeError). The output is computed
+by the ordinary path (so it is on the tape with ``grad_fn=<FnBackward>``) and the tangent by
+the class's ``jvp``; ``apply`` returns ``(output, tangent_output)``. See docs/function.md for
+the exact rule and how a ``jvp`` in the interleaved style (primals and tangents interleaved,
+returning ``(output, tangent)``) is told apart from one in torch's style (tangents only).
 """
 
 import functools
 import inspect
 import threading
 import types
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .._core import _core
 from .._dtypes import is_inexact
@@ -64,20 +67,21 @@ from ..func import vmap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "VmapInfo"]
 
+_R = TypeVar("_R")
 _PY_SCALARS = (bool, int, float, complex, str, bytes, type(None))
-_NO_KWARGS = types.MappingProxyType({})
+_NO_KWARGS: types.MappingProxyType[str, Any] = types.MappingProxyType({})
 _EXTENDING = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
 
 
 # -- values ----------------------------------------------------------------------------------------
-def _is_tensor(v):
+def _is_tensor(v: Any) -> bool:
     """An array argument (tracked, differentiated); anything else is a constant parameter."""
     if isinstance(v, Array):
         return True
     return not isinstance(v, _PY_SCALARS) and hasattr(v, "shape") and hasattr(v, "dtype")
 
 
-def _prep(v):
+def _prep(v: Any) -> Any:
     """What the user's methods see: raw arrays become plain Tensors (so ``x.t()``, ``x.sum(0)``
     work on every backend); Tensors and tracers become aliases, so that an in-place update inside
     ``forward`` (``x += 1``) rebinds the alias, not the caller's object (forward may run again)."""
@@ -93,11 +97,11 @@ def _prep(v):
     return v
 
 
-def _wrap_raw(v):
+def _wrap_raw(v: Any) -> Any:
     return Tensor(v) if v is not None and not isinstance(v, Array) and _is_tensor(v) else v
 
 
-def _unwrap(v, raw=True):
+def _unwrap(v: Any, raw: Any = True) -> Any:
     """Back to what the interpreters expect: when the rule's inputs were raw arrays (``raw``), a
     plain Tensor in its result only wrapped a raw array and is that array again (NumPy in, NumPy
     out); when the caller works with Tensors, Tensors stay."""
@@ -106,7 +110,7 @@ def _unwrap(v, raw=True):
     return v
 
 
-def _lowered(v):
+def _lowered(v: Any) -> Any:
     """An output of forward run on raw arrays (``impl``) as a raw value where it is a constant
     of every transform open around the call: made of arrays created inside without an array
     argument (``ad.rand(n)``, ``ad.zeros(n)``), which are constants of the innermost transform
@@ -120,11 +124,11 @@ def _lowered(v):
     return o
 
 
-def _no_tensor(*groups):
+def _no_tensor(*groups: Any) -> bool:
     return not any(isinstance(v, Tensor) for g in groups for v in g)
 
 
-def _needs_grad(v):
+def _needs_grad(v: Any) -> bool:
     while isinstance(v, Tracer):   # (each level says: NOTE [interpreters])
         if v.derivative is not None:
             return True
@@ -134,24 +138,24 @@ def _needs_grad(v):
     return isinstance(v, Tensor) and v.requires_grad and _core.is_grad_enabled()
 
 
-def _is_float(v):
+def _is_float(v: Any) -> Any:
     try:
         return is_inexact(dtype_of(v))
     except Exception:
         return False
 
 
-def _broadcastable(small, big):
+def _broadcastable(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
     if len(small) > len(big):
         return False
     return all(s == b or s == 1 for s, b in zip(small[::-1], big[::-1]))
 
 
 class _NoGrad:
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.prev = _core.set_grad_enabled_flag(False)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Any:
         _core.set_grad_enabled_flag(self.prev)
         return False
 
@@ -196,16 +200,16 @@ class FunctionCtx:
     array([3., 3.])
     """
 
-    def __init__(self):
-        self._saved = ()
-        self._saved_fwd = None
-        self._non_differentiable = []
-        self._dirty = []
+    def __init__(self) -> None:
+        self._saved: tuple[Any, ...] = ()
+        self._saved_fwd: tuple[Any, ...] | None = None
+        self._non_differentiable: list[Any] = []
+        self._dirty: list[Any] = []
         self._materialize = True
-        self._phase = "forward"
-        self.needs_input_grad = ()
+        self._phase: str | None = "forward"
+        self.needs_input_grad: tuple[bool, ...] = ()
 
-    def save_for_backward(self, *tensors):
+    def save_for_backward(self, *tensors: Any) -> None:
         for i, t in enumerate(tensors):
             if t is not None and not _is_tensor(t):
                 raise TypeError(
@@ -213,7 +217,7 @@ class FunctionCtx:
                     f"{type(t).__name__}. Save non-tensors as attributes on ctx (ctx.k = k).")
         self._saved = tensors
 
-    def save_for_forward(self, *tensors):
+    def save_for_forward(self, *tensors: Any) -> None:
         for t in tensors:
             if t is not None and not _is_tensor(t):
                 raise AssertionError(
@@ -222,7 +226,7 @@ class FunctionCtx:
         self._saved_fwd = tensors
 
     @property
-    def saved_tensors(self):
+    def saved_tensors(self) -> tuple[Any, ...]:
         # In jvp, torch reads the values of save_for_forward through saved_tensors too.
         if self._phase == "jvp" and self._saved_fwd is not None:
             return self._saved_fwd
@@ -230,13 +234,13 @@ class FunctionCtx:
 
     saved_variables = saved_tensors
 
-    def mark_non_differentiable(self, *outputs):
+    def mark_non_differentiable(self, *outputs: Any) -> None:
         self._non_differentiable.extend(outputs)
 
-    def mark_dirty(self, *inputs):
+    def mark_dirty(self, *inputs: Any) -> None:
         self._dirty.extend(inputs)
 
-    def set_materialize_grads(self, value):
+    def set_materialize_grads(self, value: bool) -> None:
         self._materialize = bool(value)
 
 
@@ -245,20 +249,20 @@ class VmapInfo:
 
     __slots__ = ("batch_size", "randomness")
 
-    def __init__(self, batch_size, randomness):
+    def __init__(self, batch_size: int, randomness: str) -> None:
         self.batch_size = batch_size
         self.randomness = randomness
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"VmapInfo(batch_size={self.batch_size}, randomness={self.randomness!r})"
 
 
 # -- the primitive behind every Function subclass --------------------------------------------------
-def _impl_rule(xp, *raws, spec):
+def _impl_rule(xp: Any, *raws: Any, spec: Any) -> Any:
     return spec.impl(raws)
 
 
-def _vjp_rule(g, ans, *args, spec):
+def _vjp_rule(g: Any, ans: Any, *args: Any, spec: Any) -> Any:
     # One output: the core hands the cotangent itself; several: a tuple (never a tuple otherwise).
     if type(g) is Tensor and isinstance(g._value, tuple):
         # The core's create_graph path wraps the tuple of cotangents of a multi-output node in one
@@ -267,11 +271,11 @@ def _vjp_rule(g, ans, *args, spec):
     return spec.vjp(g if isinstance(g, tuple) else (g,), args, ans)
 
 
-def _jvp_rule(tangents, ans, *args, spec):
+def _jvp_rule(tangents: Any, ans: Any, *args: Any, spec: Any) -> Any:
     return spec.jvp(tangents, ans, args)
 
 
-def _batch_rule(args, dims, spec, interpreter):
+def _batch_rule(args: Any, dims: Any, spec: Any, interpreter: Any) -> Any:
     # (the primitive has ``batch_gets_interpreter``: the vmap's size and randomness are its own;
     # the lanes' draws are the rule's: NOTE [draws in a batching rule])
     with batching_rule_of(interpreter):
@@ -282,7 +286,7 @@ def _batch_rule(args, dims, spec, interpreter):
 class _FunctionPrimitive(Primitive):
     """One per Function subclass; ``node_name`` gives the tape node its torch name."""
 
-    def __init__(self, cls):
+    def __init__(self, cls: type["Function"]) -> None:
         super().__init__(cls.__name__, _impl_rule, multiple_results=True)
         self.node_name = cls.__name__ + "Backward"
         self.vjp = _vjp_rule
@@ -294,7 +298,7 @@ class _FunctionPrimitive(Primitive):
 class _Info:
     """What ``apply`` needs to know about a class, computed once."""
 
-    def __init__(self, cls):
+    def __init__(self, cls: type["Function"]) -> None:
         self.cls = cls
         self.name = cls.__name__
         self.prim = _FunctionPrimitive(cls)
@@ -325,9 +329,9 @@ class _Info:
         self.backward = cls.vjp if has_vjp else cls.backward
         self.has_jvp = _overrides(cls, "jvp")
         self.has_vmap = _overrides(cls, "vmap")
-        self._jvp_styles = {}
+        self._jvp_styles: dict[int, str] = {}
 
-    def bind_args(self, args, kwargs):
+    def bind_args(self, args: Any, kwargs: Any) -> Any:
         """(positional inputs, keyword-only inputs) with defaults filled in, as torch binds them."""
         if not kwargs and self.simple and len(args) == self.n_pos:
             return args, {}
@@ -344,7 +348,7 @@ class _Info:
         pos = b.args if self.style2 else b.args[1:]
         return tuple(pos), dict(b.kwargs)
 
-    def jvp_style(self, nargs):
+    def jvp_style(self, nargs: Any) -> Any:
         """"tangents" (torch: jvp(ctx, *tangents) -> tangents) or "interleaved" (primals and
         tangents in pairs: jvp(ctx, x, tx, w, tw, ..., **kwargs) -> (output, tangent)). See
         docs/function.md."""
@@ -372,11 +376,11 @@ class _Info:
         return style
 
 
-def _overrides(cls, name):
+def _overrides(cls: type["Function"], name: str) -> bool:
     return getattr(cls, name) is not getattr(Function, name)
 
 
-def _info(cls):
+def _info(cls: type["Function"]) -> "_Info":
     info = cls.__dict__.get("_arrayad_info")
     if info is None:
         info = _Info(cls)
@@ -392,18 +396,27 @@ class _Record:
     output. Per call, so never in the primitive's params (NOTE [Function as a primitive])."""
 
     __slots__ = ("ctx", "out_tuple", "out_layout", "nondiff", "dirty", "site", "raws")
+    ctx: Any
+    out_tuple: bool
+    out_layout: list[Any]
+    nondiff: tuple[int, ...]
+    dirty: tuple[tuple[int, int], ...]
+    site: Any
+    raws: Any
 
-    def rebuild(self, outs, fill_const=True):
+    def rebuild(self, outs: Any, fill_const: Any = True) -> Any:
         it = iter(outs)
         seq = tuple(next(it) if e is _T else (e if fill_const else None) for e in self.out_layout)
         return seq if self.out_tuple else seq[0]
 
 
-class _Outs(tuple):
+class _Outs(tuple[Any, ...]):
     """What impl returns: the outputs, with the ``record`` of the forward that made them (whose
     ``site`` and ``raws`` say which call, on which raw arrays). The core keeps a tuple subclass
     as it is, so the tape node keeps this object as its output (``ans``) and that node's rules
     reuse the ctx (the cheap eager path)."""
+
+    record: _Record
 
 
 class _Calls(threading.local):
@@ -412,14 +425,14 @@ class _Calls(threading.local):
     staticmethod) leaves its record there, where ``apply`` reads the structure of the output (a
     tuple? which outputs are constants, non-differentiable, dirty?)."""
 
-    def __init__(self):
-        self.stack = []
+    def __init__(self) -> None:
+        self.stack: list[list[Any]] = []
 
 
 _calls = _Calls()
 
 
-def _report(site, rec):
+def _report(site: Any, rec: Any) -> Any:
     """Hand ``rec`` to the ``apply`` of ``site`` if it is the one in progress (a rule run later,
     by a backward pass, finds no frame of its call: the record stays with the rule)."""
     stack = _calls.stack
@@ -443,17 +456,20 @@ class _Site:
     draw in it (jit refuses them), so a site that jit replays keeps none."""
 
     __slots__ = ("_fields", "rng")
+    _fields: tuple[Any, ...]
+    rng: RandomReplay
 
-    def __init__(self, info, layout, kwargs, needs, explicit=False):
+    def __init__(self, info: Any, layout: Any, kwargs: Any, needs: Any,
+                 explicit: bool = False) -> None:
         object.__setattr__(self, "_fields", (
             info, layout, types.MappingProxyType(kwargs) if kwargs else _NO_KWARGS, needs,
             explicit))
         object.__setattr__(self, "rng", RandomReplay())
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"the params of a bound {self.info.name} are immutable")
 
-    __delattr__ = __setattr__
+    __delattr__ = __setattr__   # type: ignore[assignment]  # (refuses both the same way)
 
     info = property(lambda self: self._fields[0])
     layout = property(lambda self: self._fields[1])
@@ -462,16 +478,16 @@ class _Site:
     explicit = property(lambda self: self._fields[4])
     prim = property(lambda self: self._fields[0].prim)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self.info.name} call>"
 
     # -- running the user's methods
-    def assemble(self, vals, fill=None):
+    def assemble(self, vals: Any, fill: Any = None) -> Any:
         it = iter(vals)
         return tuple(next(it) if e is _T else (e if fill is None else fill)
                      for e in self._fields[1])
 
-    def run_forward(self, vals):
+    def run_forward(self, vals: Any) -> Any:
         """(record, output tensors) of ``forward`` run on ``vals``, with a fresh ctx."""
         info, layout, kwargs, needs, _ = self._fields
         ctx = FunctionCtx()
@@ -490,7 +506,7 @@ class _Site:
         ctx._phase = None
         return self.record(out, ctx, vals)
 
-    def record(self, out, ctx, vals):
+    def record(self, out: Any, ctx: Any, vals: Any) -> Any:
         """(record of ``out``'s structure and ``ctx``'s marks, the tensors of ``out``)."""
         seq = out if isinstance(out, tuple) else (out,)
         rec = _Record()
@@ -526,11 +542,11 @@ class _Site:
         _report(self, rec)
         return rec, tuple(tensors)
 
-    def outputs(self, vals):
+    def outputs(self, vals: Any) -> Any:
         """The outputs computed with plain operations on ``vals`` (used under ``_Batched``)."""
         return self.run_forward(vals)[1]
 
-    def record_for(self, args, ans):
+    def record_for(self, args: Any, ans: Any) -> Any:
         """The record whose ctx backward/jvp get at the level of ``args`` (NOTE [Function as a
         primitive]): impl's, kept with its outputs, when ``args`` are the raw arrays impl ran on;
         else that of ``forward`` run again on ``args``."""
@@ -543,7 +559,7 @@ class _Site:
         return self.run_forward(args)[0]
 
     # -- the rules
-    def impl(self, raws):
+    def impl(self, raws: Any) -> Any:
         self.rng.state = None   # (a first run: NOTE [random state of a rule])
         with _NoGrad():
             rec, outs = self.run_forward(raws)
@@ -560,7 +576,7 @@ class _Site:
         res.record = rec
         return res
 
-    def vjp(self, gs, args, ans=None):
+    def vjp(self, gs: Any, args: Any, ans: Any = None) -> Any:
         info, layout = self._fields[:2]
         raw = _no_tensor(args, gs)
         rec = self.record_for(args, ans)
@@ -581,7 +597,7 @@ class _Site:
             raise RuntimeError(
                 f"function {info.name}Backward returned an incorrect number of gradients "
                 f"(expected {n}, got {len(res)})")
-        cts = []
+        cts: list[Any] = []
         for i, (e, r) in enumerate(zip(layout, res)):
             if e is not _T:
                 continue
@@ -591,7 +607,7 @@ class _Site:
             cts.append(None if r is None else _unwrap(r, raw))
         return cts
 
-    def _fit(self, r, arg, i, what):
+    def _fit(self, r: Any, arg: Any, i: Any, what: Any) -> Any:
         if not _is_tensor(r):
             raise TypeError(f"function {self.info.name}Backward returned a {what} of type "
                             f"{type(r).__name__} at index {i}; expected an array or None")
@@ -622,7 +638,7 @@ class _Site:
             r = ops.astype(r, dtype_of(arg))
         return r
 
-    def jvp(self, tangents, ans, args):
+    def jvp(self, tangents: Any, ans: Any, args: Any) -> Any:
         info = self.info
         if not info.has_jvp:
             raise NotImplementedError(
@@ -636,7 +652,7 @@ class _Site:
         raw = _no_tensor(args, tangents)
         rec = self.record_for(args, ans)
         ctx = rec.ctx
-        full_t = []
+        full_t: list[Any] = []
         it = iter(zip(tangents, args))
         for e in self.layout:
             if e is not _T:
@@ -703,7 +719,7 @@ class _Site:
             k += 1
         return tuple(outs)
 
-    def batch(self, args, dims, size, randomness):
+    def batch(self, args: Any, dims: Any, size: Any, randomness: Any) -> Any:
         info = self.info
         if info.has_vmap and info.cls.generate_vmap_rule:
             raise RuntimeError(
@@ -728,7 +744,7 @@ class _Site:
                 raise RuntimeError(
                     f"{info.name}.vmap: out_dims {out_dims!r} does not match the structure of the "
                     f"output ({len(rec.out_layout)} outputs)")
-            odims = []
+            odims: list[Any] = []
             for e, d in zip(rec.out_layout, seq_dims):
                 if e is _T:
                     if d is not None:
@@ -752,43 +768,48 @@ class _Batched:
     rules keep applying at the levels below the vmap."""
 
     __slots__ = ("inner", "prim", "dims", "size", "randomness")
+    inner: Any
+    prim: Any
+    dims: tuple[Any, ...]
+    size: int
+    randomness: Any
 
-    def __init__(self, inner, dims, size, randomness):
+    def __init__(self, inner: Any, dims: Any, size: Any, randomness: Any) -> None:
         object.__setattr__(self, "inner", inner)
         object.__setattr__(self, "prim", inner.prim)
         object.__setattr__(self, "dims", tuple(dims))
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "randomness", randomness)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("the params of a bound batched call are immutable")
 
-    __delattr__ = __setattr__
+    __delattr__ = __setattr__   # type: ignore[assignment]  # (refuses both the same way)
 
-    def bind(self, args):
+    def bind(self, args: Any) -> Any:
         """(outputs, their batch dims) of the call on the batched ``args``, one level down."""
         outs = bind(self.prim, *args, spec=self)
         return outs, (0,) * len(outs)
 
-    def _vmap(self, fn, in_dims):
+    def _vmap(self, fn: Any, in_dims: Any) -> Any:
         return vmap(fn, in_dims=tuple(in_dims), randomness=self.randomness)
 
-    def outputs(self, vals):
+    def outputs(self, vals: Any) -> Any:
         return self._vmap(lambda *a: tuple(self.inner.outputs(a)), self.dims)(*vals)
 
-    def impl(self, raws):
+    def impl(self, raws: Any) -> Any:
         with _NoGrad():
             return tuple(_unwrap(o) for o in self.outputs(raws))
 
-    def vjp(self, gs, args, ans=None):
+    def vjp(self, gs: Any, args: Any, ans: Any = None) -> Any:
         n = len(args)
 
-        def one(*a_and_g):
+        def one(*a_and_g: Any) -> Any:
             a = a_and_g[:n]
             cts = self.inner.vjp(a_and_g[n:], a)
             return tuple(ops.zeros_like(x) if c is None else c for c, x in zip(cts, a))
         cts = self._vmap(one, self.dims + (0,) * len(gs))(*args, *gs)
-        out = []
+        out: list[Any] = []
         for c, x, d in zip(cts, args, self.dims):
             if not _is_float(x):
                 out.append(None)
@@ -800,12 +821,13 @@ class _Batched:
                 out.append(c)
         return out
 
-    def jvp(self, tangents, ans, args):
+    def jvp(self, tangents: Any, ans: Any, args: Any) -> Any:
         n = len(args)
         live = [i for i, t in enumerate(tangents) if t is not None]
-        zero = []   # which outputs have no tangent (static: non-differentiable or integer)
+        # which outputs have no tangent (static: non-differentiable or integer)
+        zero: list[Any] = []
 
-        def one(*vals):
+        def one(*vals: Any) -> Any:
             ts = [None] * n
             for k, i in enumerate(live):
                 ts[i] = vals[n + k]
@@ -823,7 +845,7 @@ class _Batched:
             outs.append(t)
         return tuple(outs)
 
-    def batch(self, args, dims, size, randomness):
+    def batch(self, args: Any, dims: Any, size: Any, randomness: Any) -> Any:
         return _Batched(self, dims, size, randomness).bind(args)
 
 
@@ -912,8 +934,9 @@ class Function:
     """
 
     generate_vmap_rule = False
+    _arrayad_info: "_Info"   # (set on each subclass at its first apply: _info)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         import warnings
         warnings.warn(
             f"{type(self).__name__} should not be instantiated. Methods on autograd functions "
@@ -921,23 +944,23 @@ class Function:
             f"autograd function will raise an error in a future version.", DeprecationWarning,
             stacklevel=2)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
             "Legacy autograd function with non-static forward method is deprecated. Please use "
             "new-style autograd function with static forward method (call it with "
             f"{type(self).__name__}.apply(...)).")
 
     @staticmethod
-    def forward(*args, **kwargs):
+    def forward(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             "You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
         raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
-    def backward(ctx, *grad_outputs):
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
         raise NotImplementedError(
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD.")
@@ -945,19 +968,19 @@ class Function:
     vjp = backward
 
     @staticmethod
-    def jvp(ctx, *grad_inputs):
+    def jvp(ctx: Any, *grad_inputs: Any) -> Any:
         raise NotImplementedError(
             "You must implement the jvp function for custom autograd.Function to use it with "
             "forward mode AD.")
 
     @staticmethod
-    def vmap(info, in_dims, *args):
+    def vmap(info: VmapInfo, in_dims: tuple[int | None, ...], *args: Any) -> Any:
         raise NotImplementedError(
             "To use autograd.Function with vmap, you must either override the vmap staticmethod "
             "or set generate_vmap_rule=True.")
 
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run the function; derivatives will use the class's rules. With a ``jvp`` rule,
         ``apply(x, tx, w, tw, ...)`` (each input followed by its tangent) returns
         ``(output, tangent_output)``."""
@@ -972,7 +995,7 @@ class Function:
         return rec.rebuild(outs)
 
 
-def _apply(info, full, kw, explicit=False):
+def _apply(info: Any, full: Any, kw: Any, explicit: Any = False) -> Any:
     """(outputs, record, tensor arguments, what bind returned) of one call: the call's constants
     are immutable params (``_Site``); the record of its forward comes back through its frame."""
     layout, tensors, needs = [], [], []
@@ -985,7 +1008,7 @@ def _apply(info, full, kw, explicit=False):
             layout.append(a)
             needs.append(False)
     site = _Site(info, tuple(layout), kw, tuple(needs), explicit)
-    frame = [site, None]   # (_Calls)
+    frame: list[Any] = [site, None]   # (_Calls)
     stack = _calls.stack
     stack.append(frame)
     try:
@@ -1010,7 +1033,7 @@ def _apply(info, full, kw, explicit=False):
     return outs, rec, tensors, (site, res)
 
 
-def _apply_with_tangents(info, args, kwargs):
+def _apply_with_tangents(info: Any, args: Any, kwargs: Any) -> Any:
     """NOTE [explicit tangents]: ``apply(x, tx, w, tw, ...)`` -> ``(output, tangent_output)``."""
     if not info.has_jvp:
         raise RuntimeError(
@@ -1049,11 +1072,11 @@ def _apply_with_tangents(info, args, kwargs):
 _TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
 
 
-def _twice(*args, **params):
+def _twice(*args: Any, **params: Any) -> Any:
     raise RuntimeError(_TWICE)
 
 
-def _once_batch(args, dims):
+def _once_batch(args: Any, dims: Any) -> Any:
     # the tag is the identity on its first argument, the others only hold the edges
     return bind(_once_p, *args), dims[0]
 
@@ -1065,7 +1088,7 @@ class _OnceDifferentiable(Primitive):
     the ordinary rule path (the eager tape, grad, jvp), at the moment a derivative would flow
     through it, as torch's delayed error does."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("once_differentiable", lambda xp, out, *inputs: out)
         self.node_name = "OnceDifferentiableBackward"
         self.vjp = _twice
@@ -1076,7 +1099,7 @@ class _OnceDifferentiable(Primitive):
 _once_p = _OnceDifferentiable()
 
 
-def once_differentiable(fn):
+def once_differentiable(fn: Callable[..., _R]) -> Callable[..., _R]:
     """Decorate ``backward`` so that it runs without recording: its result cannot be
     differentiated again.
 
@@ -1124,9 +1147,9 @@ def once_differentiable(fn):
     """
 
     @functools.wraps(fn)
-    def wrapper(ctx, *args):
+    def wrapper(ctx: Any, *args: Any) -> Any:
         with _NoGrad():
-            out = fn(ctx, *args)
+            out: Any = fn(ctx, *args)
         # What the result depends on, where something could differentiate it: tracers of the
         # transforms, Tensors on the tape (the plain eager backward, on raw arrays and Tensors
         # without history, pays nothing).

@@ -17,18 +17,19 @@ by name, ``get_backend``), ``_dtypes`` (NumPy inputs refused, the backend of a d
 random streams), ``_adapter`` (the adapters' base classes); this module gathers their names.
 """
 
-__all__ = ["Backend", "NumpyLikeBackend", "get_backend", "set_backend", "backend", "available_backends",
-           "default_backend", "backend_of", "manual_seed", "get_rng_state", "set_rng_state"]
+__all__ = ["Backend", "NumpyLikeBackend", "get_backend", "set_backend", "backend",
+           "available_backends", "default_backend", "backend_of", "manual_seed", "get_rng_state",
+           "set_rng_state"]
 
 from ._registry import (_ADAPTERS, _ALIASES, available_backends, _canonical,
-                        get_backend, _LOADED, _module_root)  # noqa: F401
-from ._dtypes import (backend_of_dtype, _DTYPE_FIX, refuse_numpy_kind)  # noqa: F401
+                        get_backend, _LOADED, _module_root)
+from ._dtypes import (backend_of_dtype, _DTYPE_FIX, refuse_numpy_kind)
 from ._placement import (backend, backend_of, backend_of_device, can_stand_for,
                          _default, default_backend, _process_default, _reset, _resolve,
-                         set_backend)  # noqa: F401
+                         set_backend)
 from ._random import (Generator, get_rng_state, manual_seed, set_rng_state,
-                      _thread_numbers, _thread_seed)  # noqa: F401
+                      _thread_numbers, _thread_seed)
 from ._adapter import (adv_contiguous, Backend, _basic_getitem, _drop_none, _full_basic,
                        generic_getitem, _has_negative_step, _is_basic_key,
                        _is_index_array, _numel, NumpyLikeBackend, set_complex_part,
-                       _sole_mask)  # noqa: F401
+                       _sole_mask)

@@ -219,7 +219,8 @@ class Backend:
 
     def all_finite(self, x):
         """Whether the raw array ``x`` holds no inf or nan, for the strong zeros of the
-        derivatives (a cotangent's structural zeros stay zero through a derivative that is not finite).
+        derivatives (a cotangent's structural zeros stay zero through a derivative that is not
+        finite).
         None: not known without waiting for a device (GPU arrays) or computing (a lazy
         backend), and the structural zeros are kept by a select anyway."""
         xp = self.xp

@@ -30,6 +30,7 @@ from array_api_compat.dask import array as compat_dask
 from dask.array.core import normalize_chunks
 
 from . import Backend, _has_negative_step, _is_basic_key, _is_index_array, _numel, generic_getitem
+from ._adapter import set_complex_part
 
 _BROADCAST = "_arrayad_broadcast_of"   # attribute of a lazy broadcast: its source array
 _ONES = "_arrayad_ones"   # attribute of ones_like's arrays (the seed of a backward pass) and of

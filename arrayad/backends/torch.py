@@ -62,7 +62,8 @@ class TorchBackend(Backend):
     def index_add(self, base, key, v):
         # positions selected by key, then one index_add_ on the flat view (accumulates repeats)
         pos = self.getitem(torch.arange(base.numel(), device=base.device).reshape(base.shape), key)
-        vals = torch.broadcast_to(torch.as_tensor(v, dtype=base.dtype, device=base.device), pos.shape)
+        vals = torch.broadcast_to(torch.as_tensor(v, dtype=base.dtype, device=base.device),
+                                  pos.shape)
         out = base.clone().reshape(-1)
         out.index_add_(0, pos.reshape(-1), vals.reshape(-1))
         return out.reshape(base.shape)

@@ -1,13 +1,19 @@
 """``arrayad.utils.checkpoint.checkpoint``: torch.utils.checkpoint's spelling of
 ``arrayad.func.checkpoint``."""
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from .._custom import checkpoint as _checkpoint
 
 __all__ = ["checkpoint"]
 
+_R = TypeVar("_R")
 
-def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
-               debug=False, preserve_rng_state=True, **kwargs):
+
+def checkpoint(function: Callable[..., _R], *args: Any, use_reentrant: bool | None = None,
+               context_fn: Any = None, determinism_check: str = "default", debug: bool = False,
+               preserve_rng_state: bool = True, **kwargs: Any) -> _R:
     """Run ``function(*args, **kwargs)`` keeping only its inputs for the backward pass, which
     runs it again (``torch.utils.checkpoint.checkpoint``; the non-reentrant behaviour, whatever
     ``use_reentrant`` says).

@@ -1558,8 +1558,8 @@ def switch(index, branches, *operands):
 # updates rebind that Tensor alone; a tracer: its copy), with the random state put back
 # after them, so that a draw in a branch not taken leaves the stream as the call without
 # the check leaves it (and, its numbers unused, is taken as outside every transform: no
-# vmap 'error' or jit refusal for it, ``types_only``). They cost a call of every branch, as the trace of every branch does
-# on the traced path.
+# vmap 'error' or jit refusal for it, ``types_only``). They cost a call of every branch, as
+# the trace of every branch does on the traced path.
 
 def _operand_copy(x):
     """``x`` for a branch run for its result types only (NOTE [eager checks])."""

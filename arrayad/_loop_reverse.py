@@ -439,8 +439,8 @@ def bind_loop_vjp(api, fname, cond_fn, body_fn, cc, bc, init, xs, g_carry, g_ys,
     The loop: ``while cond_fn(*cc, *carry): carry = body_fn(*bc, *carry)`` (``length`` None), or
     ``length`` steps of ``body_fn(*bc, *carry, *x) -> [*carry, *y]`` over ``xs`` (a scan, from the
     end with ``reverse``). ``g_carry``/``g_ys``: cotangents of the final carry and the stacked
-    ys (a carry's None: zero; every inexact y's is given). Returns three lists, cotangents of ``bc``, ``init`` and ``xs`` (None where
-    the input is not inexact)."""
+    ys (a carry's None: zero; every inexact y's is given). Returns three lists, cotangents of
+    ``bc``, ``init`` and ``xs`` (None where the input is not inexact)."""
     ctl = _control()
     ops = _ops()
     func = ctl._func()

@@ -15,8 +15,9 @@ every size, so no size is left out; what it costs is the first compilation: 6-11
 kernel in inductor's on-disk cache, 14-40 s without (inductor's import, its code generation and
 a C++ compiler), against 20-300 ms for the first call unfused. So a program is lowered only
 after ``arrayad.config.jit_torch_compile_after`` seconds (20) of unfused replays (NOTE [when to
-compile]: the rent-or-buy rule with this compiler's cost); each group compiles on its first call after that, and a compiler's
-failure (no C++ compiler) leaves that group's unfused replay, with a warning.
+compile]: the rent-or-buy rule with this compiler's cost); each group compiles on its first
+call after that, and a compiler's failure (no C++ compiler) leaves that group's unfused replay,
+with a warning.
 """
 
 import importlib.util

@@ -21,8 +21,9 @@ and every order of transforms composes (hessian of a scan is a scan of scans of 
 * VJP of ``scan``: the forward keeps the carry history once (``save``: one stacked array per
   carry leaf, extra outputs of the primitive that the public function drops) when a reverse
   transform or the eager tape may need it; the backward is a reverse scan of the body's pullback
-  that recomputes each step's forward from its saved carry. ``while_loop`` has no VJP (its trip
-  count is known at run time only), as in JAX; ``fori_loop`` with Python int bounds is a scan.
+  that recomputes each step's forward from its saved carry. ``while_loop`` (its trip count is
+  known at run time only) and a scan with a snapshot budget reverse through one more
+  primitive, ``loop_vjp`` (NOTE [loop reverse]); ``fori_loop`` with Python int bounds is a scan.
 * ``checkpoint``: as every VJP above keeps only a body's inputs and recomputes the body, a
   body given as ``checkpoint(f)`` (or traced into one checkpoint call) runs as ``f``; a
   checkpoint of part of a body stays a primitive (``_trace``).
@@ -700,9 +701,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="
     checkpoint : int or 'all', optional
         The most carries the reverse pass (grad, vjp) keeps at once: ``'all'`` (the default)
         keeps every step's and recomputes each step's own intermediates from it (what
-        ``checkpoint(f)`` asks of a JAX scan); an int ``k`` keeps ``k`` and recomputes the others
-        with the binomial schedule (Revolve): about ``t`` more steps forward per step, ``t`` the
-        smallest with ``C(k + t, t) >= length``.
+        ``checkpoint(f)`` asks of a JAX scan); an int ``k`` keeps at most ``k``: the carries
+        that start blocks of ``k // 2`` steps, placed by the binomial schedule (Revolve), and
+        the carries of the block being reversed (the control-flow guide gives the cost).
 
     Returns
     -------
@@ -1241,7 +1242,7 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     done, finished lanes keep their value), under ``jit`` too. Unlike JAX, reverse mode (grad,
     vjp, jacrev) works: its backward pass runs the loop again, counting the steps, and reverses
     them from snapshots of the value, at most ``checkpoint`` of them at once (the binomial
-    schedule brings back the others; :doc:`/control_flow` gives the cost).
+    schedule brings back the others; the control-flow guide gives the cost).
 
     Parameters
     ----------
@@ -1252,10 +1253,9 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     init_val : pytree of arrays
         The initial value.
     checkpoint : int or 'all', optional
-        The most values the reverse pass keeps at once: ``'all'`` keeps every step's;
-        an int ``k`` keeps ``k`` and recomputes the others (a loop of ``n`` steps costs about
-        ``t * n`` more steps, ``t`` the smallest with ``C(k + t, t) >= n``). None (the
-        default): 1024.
+        The most values the reverse pass keeps at once: ``'all'`` keeps every step's; an int
+        ``k`` keeps at most ``k`` and recomputes the others, as ``scan``'s ``checkpoint``.
+        None (the default): 1024.
 
     Returns
     -------

@@ -523,6 +523,27 @@ def test_setitem_and_bool_fills_on_the_scalar_tiers(compiled):
         np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
 
 
+def test_any_and_all_on_the_scalar_tiers(compiled):
+    """``any`` and ``all`` (of bools and of numbers, over an axis and whole) in the scalar
+    tiers, with the replay's values: a batched while loop's predicate is any of its lanes'."""
+    if compiled.tier == "array":
+        pytest.skip("the scalar tiers' instructions")
+
+    def step(c, x):
+        m = c * x
+        rows = ad.any(ad.reshape(m, (2, 2)) > 0.5, axis=1)
+        every = ad.all(m)
+        some = ad.any(ad.reshape(m, (2, 2)) > 0.0) & ~ad.all(m > 0.0)
+        return ad.where(rows[0] | every, c * 0.5, c + x) + ad.astype(some, c.dtype), rows
+    init = np.array([0.3, -0.2, 0.9, 0.0])
+    xs = np.linspace(-1.0, 2.0, 9)
+    got = leaves(F.scan(step, init, xs))
+    assert compiled.tier_runs == compiled.runs == 1
+    for g, r in zip(got, leaves(replayed(F.scan, step, init, xs))):
+        assert to_numpy(g).dtype == to_numpy(r).dtype
+        np.testing.assert_array_equal(to_numpy(g), to_numpy(r))
+
+
 def test_while_loop_runs_in_chunks_of_its_masked_step(compiled):
     """NOTE [compiled while]: after a few replayed steps a while loop runs chunks of a scan of
     its masked step in the compiled tiers; its value and number of steps are the plain loop's,

@@ -39,7 +39,8 @@ OPERATIONS = (tuple(_BINARY) + tuple(_UNARY) + _MORE + _COMPARE + _LOGICAL
               + ("copy", "where", "pow_or_sqrt"))
 # the reductions, each an in-order chain of its operation (NumPy's pairwise sum may round
 # otherwise beyond 8 elements; max and min keep NumPy's nan and, of equal values, the second)
-_REDUCTIONS = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+_REDUCTIONS = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum",
+               "any": "logical_or", "all": "logical_and"}
 # the running reductions, in order as NumPy's (op, the initial value of include_initial)
 _CUMULATIVE = {"cumulative_sum": ("add", 0), "cumulative_prod": ("multiply", 1)}
 # the arithmetic kept in an integer dtype (the rest is refused there)
@@ -108,8 +109,10 @@ class _Lowering:
         if not args:
             if op == "add":
                 return self.literal(0, dt)
-            if op == "multiply":
+            if op in ("multiply", "logical_and"):
                 return self.literal(1, dt)
+            if op == "logical_or":
+                return self.literal(0, dt)
             raise Unsupported(f"a {op} reduction of no element")
         acc = args[0]
         for j, x in enumerate(args[1:]):
@@ -280,7 +283,9 @@ class _Lowering:
         rest = [d for d in range(nd) if d not in axes]
         rows = np.transpose(np.arange(_size(a.shape)).reshape(a.shape), rest + list(axes))
         rows = rows.reshape(_size(out.shape), -1)
-        names = self.operand(a, a.shape, dt)
+        # (any and all read their input as bools: a batched while loop's predicate is any of
+        # its lanes')
+        names = self.operand(a, a.shape, "bool" if e.prim.name in ("any", "all") else dt)
         op = _REDUCTIONS[e.prim.name]
         self.define(out, [self.total(out, k, [names[i] for i in row], dt, op)
                           for k, row in enumerate(rows)])

@@ -392,8 +392,23 @@ def _scan_bind(api, fname, fn, consts, init, xs, length, reverse, save=None, sna
     return list(out[:n]), list(out[n:n + ny]), (list(out[n + ny:]) if save else None)
 
 
+def _pullback(body, prim, pos, outs, ct):
+    """One step of a loop's pullback: the cotangents of ``body``'s inputs at the positions
+    ``pos`` of ``prim`` (its inputs) for the cotangents ``ct`` of its outputs at ``outs``."""
+    if not outs:
+        return [_ops().zeros_like(prim[p]) for p in pos]
+
+    def f(*d):
+        full = list(prim)
+        for p, v in zip(pos, d):
+            full[p] = v
+        out = body.evaluate(*full)
+        return [out[j] for j in outs]
+    _, pull = _func().vjp(f, *[prim[p] for p in pos])
+    return list(pull(list(ct)))
+
+
 def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save, snapshots=None):
-    func = _func()
     ops = _ops()
     consts, init, xs = _scan_split(args, nc, ncarry)
     nx = len(xs)
@@ -453,17 +468,8 @@ def _scan_vjp(g, ans, *args, body, length, reverse, nc, ncarry, save, snapshots=
         if not pos:
             return []
 
-        def f(*d):
-            full = list(prim)
-            for p, v in zip(pos, d):
-                full[p] = v
-            out = body.evaluate(*full)
-            return [out[j] for j in ji] + [out[ncarry + j] for j in yi]
-        if na + len(yi) == 0:
-            cts = [ops.zeros_like(prim[p]) for p in pos]
-        else:
-            _, pull = func.vjp(f, *[prim[p] for p in pos])
-            cts = list(pull(list(ct_c) + list(gy)))
+        cts = _pullback(body, prim, pos, ji + [ncarry + j for j in yi],
+                        list(ct_c) + list(gy))
         d_consts, d_carry, d_x = cts[:nacc], cts[nacc:nacc + na], cts[nacc + na:]
         if nh:
             d_carry = [a + b for a, b in zip(d_carry, gh)]

@@ -443,7 +443,6 @@ def bind_loop_vjp(api, fname, cond_fn, body_fn, cc, bc, init, xs, g_carry, g_ys,
     ``bc``, ``init`` and ``xs`` (None where the input is not inexact)."""
     ctl = _control()
     ops = _ops()
-    func = ctl._func()
     x0 = [ctl._slice0(x) for x in xs]
     body, bclos = ctl._trace(api, fname, body_fn, list(bc) + list(init) + x0)
     ctl._check_carry(api, fname, body, len(bc), len(init))
@@ -468,19 +467,8 @@ def bind_loop_vjp(api, fname, cond_fn, body_fn, cc, bc, init, xs, g_carry, g_ys,
         cs, ct, acc = list(a[:nbc]), list(a[nbc:nbc + nj]), list(a[nbc + nj:nbc + nj + nb])
         r = a[nbc + nj + nb:]
         prim = cs + list(r[:ncarry + nx])
-        gy_i = list(r[ncarry + nx:])
-
-        def f(*d):
-            full = list(prim)
-            for p, v in zip(pos, d):
-                full[p] = v
-            out = body.evaluate(*full)
-            return [out[j] for j in ji] + [out[ncarry + j] for j in yi]
-        if nj + len(yi) == 0:
-            d = [ops.zeros_like(prim[p]) for p in pos]
-        else:
-            _, pullback = func.vjp(f, *[prim[p] for p in pos])
-            d = list(pullback(ct + gy_i))
+        d = ctl._pullback(body, prim, pos, ji + [ncarry + j for j in yi],
+                          ct + list(r[ncarry + nx:]))
         return d[nb:nb + nj] + [s + e for s, e in zip(acc, d[:nb])] + d[nb + nj:]
     back_fn.__name__ = f"vjp_{fname}"
     leaves = bcs + list(gc) + [ops.zeros_like(bcs[k]) for k in bi] + list(init) + x0 \

@@ -477,8 +477,8 @@ cache_dir = _declare(
     "cache_dir", "path", None, "ARRAYAD_CACHE_DIR",
     "The directory of the on-disk cache of compiled kernels (numba's, under ``numba/``); None: "
     "``$XDG_CACHE_HOME/arrayad``, else ``~/.cache/arrayad``. Read when a kernel is compiled.",
-    ">>> with ad.config.cache_dir('/tmp/arrayad-kernels'):\n"
+    ">>> with ad.config.cache_dir('kernels'):\n"
     "...     ad.config.read('cache_dir')\n"
-    "'/tmp/arrayad-kernels'")
+    "'kernels'")
 
 _process_key[0] = tuple(_values[n] for n in _COMPILE)

@@ -205,10 +205,6 @@ def _loop_vjp_impl(xp, *args, cond, body, back, length, ncc, nbc, ncarry, nx, sn
     return tuple(out)
 
 
-def _zeros_element(xp, x):
-    return xp.zeros(tuple(x.shape[1:]), dtype=x.dtype)
-
-
 class _LoopRules:
     """The rules of one application of ``loop_vjp`` (NOTE [loop reverse]), built from its
     arguments and params."""

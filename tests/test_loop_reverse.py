@@ -34,6 +34,13 @@ def _central(f, x, h=1e-6):
     return g
 
 
+def _python_while(cond, body, v):
+    """while_loop as the plain Python loop (the reference, differentiated step by step)."""
+    while cond(v):
+        v = body(v)
+    return v
+
+
 # -- the schedule ------------------------------------------------------------------------------
 
 class _State:
@@ -174,15 +181,11 @@ def test_nested_while_loops_and_a_cond_in_the_body():
         a, _ = loop(lambda v: v[1] < 6, body, (x, ad.asarray(0)))
         return ad.sum(a ** 2)
 
-    def python_while(cond, body, v):
-        while cond(v):
-            v = body(v)
-        return v
     x = np.array([0.2, 0.4])
-    want = F.grad(lambda x: f(x, python_while))(x)
+    want = F.grad(lambda x: f(x, _python_while))(x)
     _close(F.grad(lambda x: f(x, F.while_loop))(x), want, 1e-11)
     _close(ad.jit(F.grad(lambda x: f(x, F.while_loop)))(x), want, 1e-11)
-    _close(want, _central(lambda x: f(x, python_while), x), 1e-6)
+    _close(want, _central(lambda x: f(x, _python_while), x), 1e-6)
 
 
 def test_a_custom_vjp_body_keeps_its_rule():
@@ -204,12 +207,8 @@ def test_a_custom_vjp_body_keeps_its_rule():
     def f(x, loop):
         return ad.sum(loop(lambda v: ad.sum(v) < 20.0, step, x))
 
-    def python_while(cond, body, v):
-        while cond(v):
-            v = body(v)
-        return v
     x = np.array([0.4, 0.9])
-    want = F.grad(lambda x: f(x, python_while))(x)
+    want = F.grad(lambda x: f(x, _python_while))(x)
     assert np.all(to_numpy(want) != 0.0)
     _close(F.grad(lambda x: f(x, F.while_loop))(x), want, 1e-12)
     _close(ad.jit(F.grad(lambda x: f(x, F.while_loop)))(x), want, 1e-12)
@@ -309,3 +308,28 @@ def test_a_budget_bounds_the_reverse_pass_memory():
     _close(g_8, g_all, 1e-12)
     assert every > 400 * x.nbytes * 0.9            # (every carry kept)
     assert budget < 0.1 * every
+
+
+def test_float32_carries_keep_their_dtype_in_the_gradient():
+    def f(x, loop):
+        c = loop(lambda v: ad.sum(v) < 20.0, lambda v: v * 1.3 + ad.sin(v), x)
+        return ad.sum(c * c)
+    x = np.array([0.5, 0.25], np.float32)
+    got = F.grad(lambda x: f(x, F.while_loop))(x)
+    want = F.grad(lambda x: f(x, _python_while))(x)
+    assert to_numpy(got).dtype == np.float32
+    _close(got, want, 1e-5)
+
+
+def test_complex_carries_against_the_python_loop():
+    def f(x, loop):
+        z = ad.astype(x, ad.complex128)
+        c, _ = loop(lambda v: v[1] < 4, lambda v: (v[0] * (0.9 + 0.2j) + ad.sin(v[0]), v[1] + 1),
+                    (z, ad.asarray(0)))
+        return c
+    x = np.array([0.3, -0.7], complex)
+    ct = np.array([1 + 2j, -0.5j])
+    got = F.vjp(lambda x: f(x, F.while_loop), x)[1](ct)[0]
+    _close(got, F.vjp(lambda x: f(x, _python_while), x)[1](ct)[0], 1e-12)
+    real = F.grad(lambda x: ad.sum(ad.abs(f(x, F.while_loop)) ** 2))(x.real)
+    _close(real, F.grad(lambda x: ad.sum(ad.abs(f(x, _python_while)) ** 2))(x.real), 1e-12)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import arrayad as ad
+from reference import fd_grad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gradbench"))
 
@@ -25,17 +26,6 @@ from arrayad_tool import ba, particle, saddle  # noqa: E402
 from arrayad_tool.__main__ import main as run_tool  # noqa: E402
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
-
-
-def central_gradient(f, x, eps=1e-6):
-    """Central differences of a scalar function of one float64 array."""
-    x = np.array(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        g[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return g
 
 
 def close(actual, expected, rtol=1e-6, atol=1e-8):
@@ -156,7 +146,7 @@ def test_hello(compiled):
 def test_lse(compiled):
     x = np.random.default_rng(0).uniform(-5, 5, 7)
     close(compiled(lse.FUNCTIONS["primal"])(x), lse_reference(x))
-    close(compiled(lse.FUNCTIONS["gradient"])(x), central_gradient(lse_reference, x))
+    close(compiled(lse.FUNCTIONS["gradient"])(x), fd_grad(lse_reference, x))
 
 
 def gmm_input(d=3, k=2, n=4):
@@ -176,7 +166,7 @@ def test_gmm(compiled):
             moved = list(args)
             moved[position] = value
             return gmm_reference(*moved)
-        close(gradient, central_gradient(along, args[position]), rtol=1e-5, atol=1e-6)
+        close(gradient, fd_grad(along, args[position]), rtol=1e-5, atol=1e-6)
     output = gmm.FUNCTIONS["jacobian"].post(gradients)
     assert sorted(output) == ["alpha", "l", "mu", "q"]
     assert np.shape(output["l"]) == (2, 3)
@@ -194,7 +184,7 @@ def test_kmeans(compiled):
     centroids = points[-4:] + 0.01  # every centroid nearest to at least one point
     close(compiled(kmeans.FUNCTIONS["cost"])(points, centroids),
           kmeans_reference(points, centroids))
-    gradient = central_gradient(lambda c: kmeans_reference(points, c), centroids)
+    gradient = fd_grad(lambda c: kmeans_reference(points, c), centroids)
     # The Hessian is diagonal: 2 x (points nearest to the centroid), the same for each coordinate.
     nearest = np.argmin(((points[:, None, :] - centroids[None]) ** 2).sum(-1), axis=1)
     hessian_diagonal = 2.0 * np.bincount(nearest, minlength=4)[:, None]
@@ -206,14 +196,14 @@ def test_ode(compiled):
     x, s = np.random.default_rng(3).random(6), 4
     close(compiled(ode.FUNCTIONS["primal"])(x, s), ode_reference(x, s))
     close(compiled(ode.FUNCTIONS["gradient"])(x, s),
-          central_gradient(lambda v: ode_reference(v, s)[-1], x))
+          fd_grad(lambda v: ode_reference(v, s)[-1], x))
 
 
 def test_llsq(compiled):
     x, n = np.random.default_rng(4).random(5), 9
     close(compiled(llsq.FUNCTIONS["primal"])(x, n), llsq_reference(x, n))
     close(compiled(llsq.FUNCTIONS["gradient"])(x, n),
-          central_gradient(lambda v: llsq_reference(v, n), x), rtol=1e-6, atol=1e-6)
+          fd_grad(lambda v: llsq_reference(v, n), x), rtol=1e-6, atol=1e-6)
 
 
 def lstm_input(layers=2, b=3, c=5):
@@ -228,8 +218,8 @@ def test_lstm(compiled):
     args = lstm.prepare(lstm_input())
     close(compiled(lstm.FUNCTIONS["objective"])(*args), lstm_reference(*args))
     expected = np.concatenate([
-        central_gradient(lambda v: lstm_reference(v, *args[1:]), args[0]).ravel(),
-        central_gradient(lambda v: lstm_reference(args[0], v, *args[2:]), args[1]).ravel()])
+        fd_grad(lambda v: lstm_reference(v, *args[1:]), args[0]).ravel(),
+        fd_grad(lambda v: lstm_reference(args[0], v, *args[2:]), args[1]).ravel()])
     close(compiled(lstm.FUNCTIONS["jacobian"])(*args), expected, rtol=1e-5, atol=1e-8)
 
 
@@ -237,7 +227,7 @@ def test_det(compiled):
     A, ell = np.random.default_rng(6).random(9), 3
     reference = lambda a: np.linalg.det(a.reshape(ell, ell))  # noqa: E731
     close(compiled(det.FUNCTIONS["primal"])(A, ell), reference(A))
-    close(compiled(det.FUNCTIONS["gradient"])(A, ell), central_gradient(reference, A))
+    close(compiled(det.FUNCTIONS["gradient"])(A, ell), fd_grad(reference, A))
 
 
 def plain_argmin(gradient, f, x):
@@ -381,7 +371,7 @@ def test_ba(compiled):
         return ba_residuals_reference(theta[:22].reshape(2, 11), theta[22:31].reshape(3, 3),
                                       theta[31:], *args[3:])[j]
     for j in range(12):
-        close(dense[j], central_gradient(lambda theta: residual(theta, j), parameters),
+        close(dense[j], fd_grad(lambda theta: residual(theta, j), parameters),
               rtol=1e-5, atol=1e-5)
     assert len(rows) == 3 * 4 + 1 and len(columns) == len(values) == 2 * 15 * 4 + 4
     output = ba.FUNCTIONS["jacobian"].post((rows, columns, values))
@@ -448,7 +438,7 @@ def test_runner_answers_a_session(argv):
     assert responses[3] == {"id": 3}
     gradient = responses[2]
     assert gradient["success"] is True
-    close(gradient["output"], central_gradient(lse_reference, x))
+    close(gradient["output"], fd_grad(lse_reference, np.array(x)))
     assert len(gradient["timings"]) == 3
     assert all(t["name"] == "evaluate" and t["nanoseconds"] > 0 for t in gradient["timings"])
     assert isinstance(responses[4]["output"], float)

@@ -1134,12 +1134,8 @@ def _while_vjp(g, ans, *args, cond, body, ncc, nbc, snapshots):
     cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
     if not isinstance(g, tuple):
         g = (g,)
-
-    def cond_fn(*a):
-        return list(cond.evaluate(*a))
-    cond_fn.__name__ = cond.name
     d_bc, d_init, _ = _loop_reverse.bind_loop_vjp(
-        "while_loop (VJP)", body.name, cond_fn, body.evaluate, list(cc), list(bc), list(c),
+        "while_loop (VJP)", body.name, cond.evaluate, body.evaluate, list(cc), list(bc), list(c),
         [], list(g), [], None, snapshots, False)
     return (None,) * ncc + tuple(d_bc) + tuple(d_init)
 
@@ -1204,19 +1200,16 @@ def _while_jvp(tangents, ans, *args, cond, body, ncc, nbc, snapshots):
     return tuple(next(it) if _inexact(body.in_avals[nbc + j][1]) else None for j in range(n))
 
 
-def _while_batch(args, dims, *, cond, body, ncc, nbc, snapshots):
+def _batched_while(cond, body, ncc, nbc, ncarry, size, cc_dims, bc_dims):
+    """``cond_fn(*cc, *carry)`` and ``step(*cc, *bc, *carry)`` of a while loop whose carries
+    are batched along 0 (its constants along ``cc_dims``/``bc_dims``): the loop goes on while
+    any lane does, and a finished lane keeps its carry."""
     func = _func()
     ops = _ops()
-    size = _batch_size(args, dims)
-    cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
-    dims = list(dims)
-    cc_dims, bc_dims = tuple(dims[:ncc]), tuple(dims[ncc:ncc + nbc])
-    n = len(c)
-    carry = [_batched_at0(x, d, size) for x, d in zip(c, dims[ncc + nbc:])]
 
     def preds(ccs, cs):
         return func.vmap(lambda *a: cond.evaluate(*a)[0],
-                         in_dims=cc_dims + (0,) * n)(*ccs, *cs)
+                         in_dims=tuple(cc_dims) + (0,) * ncarry)(*ccs, *cs)
 
     def cond_fn(*a):
         return [ops.any(preds(a[:ncc], a[ncc:]))]
@@ -1226,13 +1219,24 @@ def _while_batch(args, dims, *, cond, body, ncc, nbc, snapshots):
         ccs, bcs, cs = a[:ncc], a[ncc:ncc + nbc], a[ncc + nbc:]
         p = preds(ccs, cs)
         new = func.vmap(lambda *b: tuple(body.evaluate(*b)),
-                        in_dims=bc_dims + (0,) * n)(*bcs, *cs)
+                        in_dims=tuple(bc_dims) + (0,) * ncarry)(*bcs, *cs)
         out = []
         for o, old in zip(new, cs):
             mask = ops.reshape(p, (size,) + (1,) * (len(_core.shape_of(o)) - 1))
             out.append(ops.where(mask, o, old))   # (a finished lane keeps its carry)
         return out
     step.__name__ = f"vmap_{body.name}"
+    return cond_fn, step
+
+
+def _while_batch(args, dims, *, cond, body, ncc, nbc, snapshots):
+    size = _batch_size(args, dims)
+    cc, bc, c = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+    dims = list(dims)
+    n = len(c)
+    carry = [_batched_at0(x, d, size) for x, d in zip(c, dims[ncc + nbc:])]
+    cond_fn, step = _batched_while(cond, body, ncc, nbc, n, size, dims[:ncc],
+                                   dims[ncc:ncc + nbc])
     out = _while_bind("while_loop (vmap)", step.__name__, cond_fn, step, list(cc),
                       list(cc) + list(bc), carry, snapshots)
     return tuple(out), (0,) * n

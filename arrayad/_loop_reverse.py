@@ -372,36 +372,19 @@ class _LoopRules:
         gc = at0(self.gc, dims[o:o + len(self.ji)])
         gy = at1(self.gy, dims[o + len(self.ji):])
 
-        def lanes(*a):
-            return tuple(func.vmap(lambda *b: tuple(body.evaluate(*b)))(*a))
         api = f"{self._api()} (vmap of VJP)"
         g_carry = self._full(gc, self.ji, ncarry)
         g_ys = self._full(gy, self.yi, self.ny)
         if cond is None:
             def step(*a):
-                return list(lanes(*a))
+                return list(func.vmap(lambda *b: tuple(body.evaluate(*b)))(*a))
             step.__name__ = f"vmap_{self.name}"
             d_bc, d_init, d_xs = bind_loop_vjp(api, step.__name__, None, step, [], bc, init, xs,
                                                g_carry, g_ys, self.length, self.snapshots,
                                                self.reverse)
-        else:
-            def preds(ccs, cs):
-                return func.vmap(lambda *b: cond.evaluate(*b)[0])(*ccs, *cs)
-
-            def cond_fn(*a):
-                return [ops.any(preds(a[:ncc], a[ncc:]))]
-            cond_fn.__name__ = cond.name
-
-            def step(*a):
-                # (a finished lane keeps its carry: NOTE [loop reverse])
-                p = preds(a[:ncc], a[ncc + nbc:])
-                new = lanes(*a[ncc:])[:ncarry]
-                out = []
-                for v, old in zip(new, a[ncc + nbc:]):
-                    mask = ops.reshape(p, (size,) + (1,) * (len(_core.shape_of(v)) - 1))
-                    out.append(ops.where(mask, v, old))
-                return out
-            step.__name__ = f"vmap_{self.name}"
+        else:   # (a finished lane keeps its carry: NOTE [loop reverse])
+            cond_fn, step = ctl._batched_while(cond, body, ncc, nbc, ncarry, size, [0] * ncc,
+                                               [0] * nbc)
             d_bc, d_init, d_xs = bind_loop_vjp(api, step.__name__, cond_fn, step, cc, cc + bc,
                                                init, [], g_carry, [], None, self.snapshots,
                                                False)

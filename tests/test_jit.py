@@ -376,6 +376,31 @@ def test_constants_are_folded():
     close(ad.jit(f)(X), X * (np.e + 1))
 
 
+@pytest.mark.parametrize("name", JIT_BACKENDS)
+def test_tables_made_inside_from_python_data_are_folded(name):
+    """A polynomial fit's table t_i ** j, made from arange/linspace/asarray of Python data
+    inside the function, is computed once when the program is optimised (XLA folds it too):
+    only the products with the argument stay, under jit and jit(grad)."""
+    be = Backend(name)
+    t, powers = np.linspace(-1.0, 1.0, 6), np.arange(4.0)
+    table = t[:, None] ** powers[None, :]
+    target = np.array([1.0, -1, 2, 0, 3, 1])
+
+    def loss(c):
+        tt = ad.linspace(-1.0, 1.0, 6, dtype=c.dtype)
+        r = tt[:, None] ** ad.arange(4, dtype=c.dtype)[None, :] @ c - ad.asarray(
+            [1.0, -1, 2, 0, 3, 1], dtype=c.dtype)
+        return ad.sum(r * r)
+
+    c = np.array([0.5, -0.25, 1.0, 2.0])
+    prog = make_program(loss)(be(c))
+    assert set(prog.primitive_names()) == {"matmul", "subtract", "multiply", "sum"}
+    want_r = table @ c - target
+    close(ad.jit(loss)(be(c)), want_r @ want_r)
+    close(ad.jit(grad(loss))(be(c)), 2 * table.T @ want_r)
+    assert "pow" not in make_program(grad(loss))(be(c)).primitive_names()
+
+
 def test_the_backward_pass_reuses_forward_values():
     # grad of sin needs cos(x), of tanh its result: computed once each in the staged program
     prog = make_program(grad(lambda x: ad.sum(ad.sin(x) * ad.cos(x) + ad.tanh(x))))(X)

@@ -701,6 +701,12 @@ cdef class Interpreter:
         are eager code."""
         return True
 
+    def note_new_array(self, raw):
+        """``raw`` was just made inside this transform from Python data (``zeros``, ``arange``,
+        ``asarray([0, 2])``): no one outside holds it. ``jit`` stages such an array as a frozen
+        constant, which its passes may fold (NOTE [captured arrays] in ``arrayad/_jit``); the
+        other transforms have nothing to note."""
+
     def placement(self):
         """(backend, device) of the arrays made inside without an array argument: those of the
         first input this transform was given (its ``frame``, the raw array under it), or None

@@ -65,9 +65,12 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # core). So the passes must not fold a captured array into a derived constant (``_fold``,
 # ``x * ones`` in ``_identities``, the fusers' splats): only the constants the program made
 # itself (``zeros_like`` & co. of a traced value, and what is folded from those and literals)
-# are frozen. Every array that reaches the staging interpreter from outside counts as captured,
-# also one made inside by ``ones(3)`` (``asarray(a)`` may hand back the captured ``a`` itself:
-# the two cannot be told apart). A program is valid for the shapes and dtypes it was traced
+# are frozen, and so are the arrays that arrayad's creation functions make inside from Python
+# data (``arange(n)``, ``ones(3)``, ``asarray([0, 2])``: ``note_new_array``), so that a table
+# of constants computed from them (``t[:, None] ** arange(m)`` in a least-squares fit) is
+# computed once, when the program is optimised, as XLA folds it. Every other array that
+# reaches the staging interpreter from outside counts as captured (``asarray(a)`` of an array
+# may hand back the captured ``a`` itself, or share its memory). A program is valid for the shapes and dtypes it was traced
 # with: each run first checks the captured arrays' (an identity check for a Tensor whose value
 # did not change) and a changed one raises ``_Stale``, on which the jitted function drops the
 # program and traces again. Under an outer transform (``grad(jit(f))``, NOTE [program
@@ -164,6 +167,7 @@ class JitInterpreter(Interpreter):
         self.consts = {}      # Var -> value
         self.captured = {}    # Var -> _Captured (NOTE [captured arrays])
         self._const_of = {}   # id(value) -> (value, Var): one variable per captured object
+        self._made = {}       # id(raw) -> raw: arrays made inside from Python data (not captured)
         self.cacheable = True
         self._enclosing_staging = None   # (NOTE [staging everything] in the core)
 
@@ -206,7 +210,7 @@ class JitInterpreter(Interpreter):
             self.cacheable = False
             return a, self.const(a)
         if _is_array(a):
-            return a, self.const(a, captured=True)
+            return a, self.const(a, captured=self._made.get(id(a)) is not a)
         return a, Lit(a)
 
     def process(self, prim, args, params):
@@ -274,6 +278,9 @@ class JitInterpreter(Interpreter):
     def lift(self, value):
         v, atom = self._atom(value)
         return JitTracer(self, v, atom)
+
+    def note_new_array(self, raw):
+        self._made[id(raw)] = raw   # (kept alive: the id stays its own while tracing)
 
     @contextlib.contextmanager
     def staging_everything(self):

@@ -67,9 +67,14 @@ def _to_host_if_foreign(obj, b):
     return ob.to_numpy(obj)
 
 
-def _made(raw, interp, requires_grad=False):
-    """A new array: a constant of ``interp`` inside a transform, else a Tensor."""
+def _made(raw, interp, requires_grad=False, fresh=True):
+    """A new array: a constant of ``interp`` inside a transform, else a Tensor. ``fresh``: made
+    here from Python data, so no one outside holds it (every transform open is told: jit folds
+    what is computed from such arrays alone, NOTE [captured arrays] in ``arrayad/_jit``)."""
     if interp is not None:
+        if fresh:
+            for f in _core.interpreters():
+                f.note_new_array(raw)
         return interp.lift(raw)
     t = Tensor(raw)
     if requires_grad:
@@ -255,7 +260,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         kw["copy"] = copy
     raw = b.xp.asarray(obj, dtype=_dt(dtype, b), **kw)
     from_backend(raw.dtype)   # (refuses float16, object... here rather than at first use)
-    return _made(raw, interp)
+    # (an array argument's asarray may be that array itself, or share its memory: not fresh)
+    return _made(raw, interp, fresh=isinstance(obj, (bool, int, float, complex, list, tuple)))
 
 
 _copy_p = decl.primitive("copy", lambda xp, x: xp.asarray(x, copy=True), public=asarray,
@@ -872,7 +878,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
                 raw = fn(x) if fn is not None else b.xp.asarray(x)
             except (TypeError, BufferError, RuntimeError):
                 raw = b.xp.asarray(x)   # (a layout DLPack cannot share: a copy)
-            return _made(raw, interp)
+            return _made(raw, interp, fresh=False)
     for name in ("numpy", "torch", "cupy", "array_api_strict"):
         try:
             b = get_backend(name)

@@ -376,6 +376,23 @@ def test_constants_are_folded():
     close(ad.jit(f)(X), X * (np.e + 1))
 
 
+def test_static_arguments_are_keyed_by_value_type_and_sign_on_every_call():
+    """The second call of each signature takes the cached program (the fast path for
+    positional NumPy arrays and static numbers): it must tell 2 from 2.0 (an integer array
+    times 2 stays integer) and 0.0 from -0.0 (1 / x)."""
+    j = ad.jit(lambda x, s: (x * s, x / s), static_argnums=-1)
+    xi = np.arange(1, 4)
+    for _ in range(3):
+        for s in (2, 2.0, 0.0, -0.0):
+            got = j(xi, s)
+            with np.errstate(divide="ignore"):
+                want = (xi * s, xi / s)
+            for g, w in zip(got, want):
+                close(g, w)
+                assert to_numpy(g).dtype == w.dtype
+    assert j.traces == 4
+
+
 @pytest.mark.parametrize("name", JIT_BACKENDS)
 def test_tables_made_inside_from_python_data_are_folded(name):
     """A polynomial fit's table t_i ** j, made from arange/linspace/asarray of Python data

@@ -469,7 +469,9 @@ class _Jitted:
         self._warned = False
         self._cache = collections.OrderedDict()   # full signature -> program (LRU)
         self._fast = collections.OrderedDict()    # (shape, dtype) of NumPy args -> program
-        self._fast_ok = not self.static_argnums and not self.static_argnames
+        # (the fast path takes positional calls; static_argnums are keyed there by value)
+        self._fast_ok = not self.static_argnames
+        self._static_at = {}   # number of positional arguments -> their static positions
         self.__name__ = getattr(func, "__name__", "function")
         self.__qualname__ = getattr(func, "__qualname__", self.__name__)
         self.__doc__ = getattr(func, "__doc__", None)
@@ -507,12 +509,20 @@ class _Jitted:
 
     def _run(self, args, kwargs):
         # fast path: positional raw NumPy arrays only (the optimisation-loop case)
+        # (and static arguments, keyed by value: the `f(x, n)` of a size given as a number)
         if self._fast_ok and not kwargs and not _EVALUATING[0]:
+            static = self._static_positions(len(args)) if self.static_argnums else ()
             key = [_compile_key()]   # (NOTE [configuration] in arrayad/config.py)
-            for a in args:
-                if type(a) is not _ndarray:
+            for i, a in enumerate(args):
+                if static and i in static:
+                    k = _value_key(a)
+                    if k is None:
+                        break
+                    key.append(k)
+                elif type(a) is not _ndarray:
                     break
-                key.append((a.shape, a.dtype))
+                else:
+                    key.append((a.shape, a.dtype))
             else:
                 key = tuple(key)
                 prog = self._fast.get(key)
@@ -521,11 +531,24 @@ class _Jitted:
                         self._fast.move_to_end(key)
                     except KeyError:   # (evicted by another thread meanwhile: still valid)
                         pass
+                    if static:
+                        return prog.replay(*[a for i, a in enumerate(args) if i not in static])
                     return prog.replay(*args)
         return self._call(args, kwargs)
 
+    def _static_positions(self, nargs):
+        """The static positions of a call with ``nargs`` positional arguments (a frozenset), or
+        None where one of static_argnums is out of range (the full path says so)."""
+        at = self._static_at.get(nargs, False)
+        if at is False:
+            at = (frozenset(i % nargs for i in self.static_argnums)
+                  if all(-nargs <= i < nargs for i in self.static_argnums) else None)
+            self._static_at[nargs] = at
+        return at
+
     def _signature(self, args, kwargs):
-        if self._fast_ok and not kwargs:   # (positional arrays only: no pytree work)
+        if self._fast_ok and not self.static_argnums and not kwargs:   # (positional arrays
+            # only: no pytree work)
             keys, mode = [], "raw"
             for a in args:
                 if isinstance(a, Array):
@@ -606,10 +629,13 @@ class _Jitted:
             exe, out_values = self._trace(args, kwargs, sig)
             if exe.prog.cacheable:
                 self._store(self._cache, sig.key, exe)
+                static = (self._static_positions(len(args)) if self.static_argnums
+                          else frozenset())
                 if self._fast_ok and not kwargs and sig.mode == "raw" and all(
-                        type(a) is _ndarray for a in args):
-                    self._store(self._fast, (sig.key[-1],) + tuple((a.shape, a.dtype)
-                                                                    for a in args), exe)
+                        type(a) is _ndarray for i, a in enumerate(args) if i not in static):
+                    self._store(self._fast, (sig.key[-1],) + tuple(
+                        _value_key(a) if i in static else (a.shape, a.dtype)
+                        for i, a in enumerate(args)), exe)
             return self._native(tree_unflatten(out_values, exe.prog.out_spec), sig.mode)
         try:
             self._cache.move_to_end(sig.key)

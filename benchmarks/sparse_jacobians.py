@@ -8,14 +8,16 @@ Rows (best of ``--repeat`` calls each, all in one process):
   sparse_jacobian with detection and colouring on every call, against dense jacfwd; the number
   of colours;
 * the same at 8,192 unknowns (2 x 64 x 64): detection alone, sparse_jacobian with the pattern
-  and colouring given, against one evaluation of the residual;
+  and colouring given, and ``jit(sparse_jacobian)`` (pattern and colouring found when it is
+  traced), against one evaluation of the residual;
 * the extended Rosenbrock function at 10,000 variables: sparse_hessian (pattern and colouring
   given) against one gradient;
 * colouring: this package's greedy colouring against networkx's greedy_color (largest_first),
   on the Brusselator's column intersection graph, when networkx is installed;
 * against asdex (sparse differentiation for JAX), when it is importable, on the same Brusselator
   written in jax.numpy at 8,192 and 32,768 unknowns: detection time, colours, and the Jacobian
-  with the colouring given (asdex's under ``jax.jit``, as its documentation advises; ours eager).
+  with the colouring given (asdex's under ``jax.jit``, as its documentation advises; ours eager
+  with the pattern given, and under ``arrayad.jit``).
 
 Run: ``python benchmarks/sparse_jacobians.py [--repeat 5]``.
 """
@@ -107,10 +109,15 @@ def main(argv=None):
     jac = sparse_jacobian(brusselator, sparsity=pattern, coloring=coloring)
     t_f = best(lambda: brusselator(u), 10 * r)
     t_given = best(lambda: jac(u), r)
+    jitted = ad.jit(sparse_jacobian(brusselator))   # (pattern and colouring at trace time)
+    assert np.array_equal(jitted(u).toarray(), jac(u).toarray())
+    t_jit = best(lambda: jitted(u), r)
     print(f"{coloring[1].max() + 1} colours ({coloring[0]})")
     print(f"detection                             {ms(t_detect)}")
     print(f"one evaluation of f                   {ms(t_f)}")
     print(f"sparse_jacobian, pattern given        {ms(t_given)}   = {t_given / t_f:5.1f} "
+          f"evaluations of f")
+    print(f"jit(sparse_jacobian)                  {ms(t_jit)}   = {t_jit / t_f:5.1f} "
           f"evaluations of f")
 
     print("\n# Extended Rosenbrock, 10,000 variables")
@@ -189,6 +196,8 @@ def against_asdex(r):
         coloring = jacobian_coloring(pattern)
         jac = sparse_jacobian(brusselator, sparsity=pattern, coloring=coloring)
         t_ours_jac = best(lambda: jac(u), r)
+        jitted = ad.jit(sparse_jacobian(brusselator))
+        t_ours_jit = best(lambda: jitted(u), r)
         t_their_detect = best(lambda: asdex.jacobian_sparsity(brusselator_jax, uj), r)
         t_their_coloring = best(lambda: asdex.jacobian_coloring(brusselator_jax, uj), r)
         colored = asdex.jacobian_coloring(brusselator_jax, uj)
@@ -206,6 +215,7 @@ def against_asdex(r):
         print(f"  colours         arrayad {coloring[1].max() + 1:9d}      "
               f"asdex {colored.num_colors if hasattr(colored, 'num_colors') else colored}")
         print(f"  Jacobian        arrayad {ms(t_ours_jac)}   asdex (jit) {ms(t_their_jac)}")
+        print(f"  Jacobian (jit)  arrayad {ms(t_ours_jit)}")
 
 
 if __name__ == "__main__":

@@ -366,12 +366,57 @@ def test_dask_and_tensor_arguments_give_scipy_matrices():
     np.testing.assert_allclose(j.toarray(), want, rtol=1e-12, atol=1e-12)
 
 
-def test_under_jit_the_pattern_is_found_at_trace_time_and_the_matrix_refused():
+def test_under_jit_the_pattern_is_found_at_trace_time():
     x = point((7,))
     f = ad.jit(lambda x: ad.asarray(jacobian_sparsity(stencil)(x).toarray()) * x)
     np.testing.assert_array_equal(f(x) != 0, dense(jacfwd(stencil)(x), 7, 7) != 0)
-    with pytest.raises(RuntimeError, match="sparse_jacobian: called on values of an enclosing"):
-        ad.jit(sparse_jacobian(stencil))(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jit_of_sparse_jacobian_and_hessian_gives_the_eager_matrices(backend):
+    """Pattern and colouring at trace time, the products replayed: the backend's sparse matrix
+    comes out of the jitted function, equal to the dense Jacobian/Hessian at every point (one
+    trace); inside, J @ v and J.toarray() compute on it (a Newton step in one program)."""
+    be = ad.get_backend(backend)
+    jj = ad.jit(sparse_jacobian(brusselator))
+    jh = ad.jit(sparse_hessian(rosenbrock))
+    for seed in (1, 2):
+        x = point((2, 4, 4), seed)
+        j = jj(be.xp.asarray(x))
+        if backend == "torch":
+            import torch
+            assert j.layout == torch.sparse_csr
+        else:
+            assert isinstance(j, sp.csr_array) and isinstance(j.data, np.ndarray)
+        np.testing.assert_allclose(as_dense(j), dense(jacfwd(brusselator)(x), x.size, x.size),
+                                   rtol=1e-12, atol=1e-12)
+        y = point((9,), seed)
+        np.testing.assert_allclose(as_dense(jh(be.xp.asarray(y))), to_numpy(hessian(rosenbrock)(y)),
+                                   rtol=1e-12, atol=1e-12)
+    assert jj.traces == 1 and jh.traces == 1
+
+    def newton_step(u):
+        J = sparse_jacobian(brusselator)(u)
+        r = ad.reshape(brusselator(u), (-1,))
+        flat = ad.reshape(u, (-1,))
+        return J @ flat, flat - ad.linalg.solve(J.toarray(), r)
+
+    x = point((2, 3, 3), 3)
+    jd = dense(jacfwd(brusselator)(x), x.size, x.size)
+    matvec, step = ad.jit(newton_step)(be.xp.asarray(x))
+    np.testing.assert_allclose(to_numpy(matvec), jd @ x.ravel(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        to_numpy(step), x.ravel() - np.linalg.solve(jd, to_numpy(brusselator(x)).ravel()),
+        rtol=1e-10, atol=1e-12)
+
+
+def test_sparse_results_under_vmap_or_grad_are_refused():
+    x = point((3, 7))
+    with pytest.raises(RuntimeError, match="sparse_jacobian: called on values of an enclosing "
+                                           "vmap, grad.*under jit alone it works"):
+        ad.func.vmap(sparse_jacobian(stencil))(x)
+    with pytest.raises(RuntimeError, match="sparse_hessian: called on values of an enclosing"):
+        ad.jit(ad.func.vmap(sparse_hessian(rosenbrock)))(x)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ import sys
 import numpy as np
 
 from .._core import _core
-from .._jit import stage
-from .._pytree import tree_flatten, tree_unflatten
+from .._jit import JitInterpreter, stage
+from .._pytree import register_pytree_node, tree_flatten, tree_unflatten
 from ..backends import backend_of
 
 __all__ = ["jacobian_sparsity", "hessian_sparsity", "jacobian_coloring", "hessian_coloring",
@@ -448,17 +448,103 @@ def _concat_rows(parts):
     return flat[0] if len(flat) == 1 else ops.concat(flat, axis=1)
 
 
+# NOTE [sparse results under jit]
+# -------------------------------
+# A scipy.sparse or torch sparse matrix cannot hold the values of a function being traced. Under
+# ``jit`` alone (every open transform a jit) the result is a ``StagedCSR`` instead: the
+# nonzeros as a traced vector (``data``) beside the pattern's ``indices`` and ``indptr``
+# (NumPy constants of the trace), a pytree node whose only leaf is ``data``. Returned from the
+# jitted function, it is rebuilt from the replay's values into the backend's sparse matrix (its
+# unflatten calls ``_result`` on concrete values), so ``jit(sparse_jacobian(f))(x)`` gives what
+# ``sparse_jacobian(f)(x)`` gives, with pattern and colouring found once, at trace time. Inside,
+# ``J @ v`` and ``J.toarray()`` compute on it with arrayad operations (a Newton step can solve
+# with the dense matrix in the same program). Under vmap or grad the error stays: a batch or a
+# derivative of sparse matrices has no native type.
+
+class _Structure:
+    """A CSR pattern's constant part, compared by identity (the aux data of a StagedCSR)."""
+    __slots__ = ("indices", "indptr", "shape", "pattern", "api")
+
+    def __init__(self, pattern, api):
+        self.pattern = pattern
+        self.indices = np.asarray(pattern.indices, dtype=np.int64)
+        self.indptr = np.asarray(pattern.indptr, dtype=np.int64)
+        self.shape = tuple(pattern.shape)
+        self.api = api
+
+
+class StagedCSR:
+    """The sparse matrix that ``sparse_jacobian``/``sparse_hessian`` give inside ``jit`` (NOTE
+    [sparse results under jit]): ``data`` (its nonzeros, row by row), ``indices``, ``indptr``
+    and ``shape`` as scipy's CSR has them. Returned from the jitted function it becomes the
+    backend's sparse matrix; inside, ``J @ v`` (a vector) and ``J.toarray()`` compute on it."""
+
+    __slots__ = ("data", "_s")
+
+    def __init__(self, data, structure):
+        self.data = data
+        self._s = structure
+
+    indices = property(lambda self: self._s.indices)
+    indptr = property(lambda self: self._s.indptr)
+    shape = property(lambda self: self._s.shape)
+
+    def __repr__(self):
+        return (f"<StagedCSR {self.shape[0]}x{self.shape[1]}, {len(self.indices)} nonzeros, "
+                f"from {self._s.api} inside jit>")
+
+    def _rows(self):
+        return np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+
+    def toarray(self):
+        """The dense matrix, computed in the traced program."""
+        from .._ops.indexing import setitem
+        ops = _ops()
+        m, n = self.shape
+        flat = ops.asarray((self._rows() * n + self.indices).tolist(), dtype=ops.int64)
+        dense = ops.zeros((m * n,), dtype=self.data.dtype)
+        return ops.reshape(setitem(dense, flat, self.data), (m, n))
+
+    def __matmul__(self, v):
+        from .._ops.indexing import index_add
+        ops = _ops()
+        if tuple(_core.shape_of(v)) != (self.shape[1],):
+            raise ValueError(f"{self._s.api} inside jit: J @ v takes a vector of "
+                             f"{self.shape[1]} elements, got shape {tuple(_core.shape_of(v))}.")
+        cols = ops.asarray(self.indices.tolist(), dtype=ops.int64)
+        rows = ops.asarray(self._rows().tolist(), dtype=ops.int64)
+        out = ops.zeros((self.shape[0],), dtype=self.data.dtype)
+        return index_add(out, rows, self.data * ops.take(v, cols, axis=0))
+
+
+def _flatten_staged(x):
+    return (x.data,), x._s
+
+
+def _unflatten_staged(structure, children):
+    data, = children
+    if isinstance(data, _core.Tracer):
+        return StagedCSR(data, structure)
+    return _result(data, structure.pattern, data, structure.api)
+
+
+register_pytree_node(StagedCSR, _flatten_staged, _unflatten_staged)
+
+
 def _result(values, pattern, like, api):
     """The sparse matrix of ``values`` (one per nonzero of ``pattern``, in its CSR order) as
     ``like``'s backend has it: scipy.sparse.csr_array (NumPy, array-api-strict),
-    torch.sparse_csr_tensor (torch)."""
+    torch.sparse_csr_tensor (torch); inside ``jit``, a ``StagedCSR`` (NOTE [sparse results
+    under jit])."""
     kind = _native_kind(like)
     if kind == "traced":
+        if all(isinstance(f, JitInterpreter) for f in _core.interpreters()):
+            return StagedCSR(values, _Structure(pattern, api))
         raise RuntimeError(
-            f"{api}: called on values of an enclosing transform (jit, vmap, grad...); the sparse "
-            f"result (a scipy.sparse or torch sparse matrix) cannot hold traced values. Call it "
-            f"outside the transform; with sparsity= and coloring= given (jacobian_sparsity, "
-            f"jacobian_coloring), a call costs only the compressed products.")
+            f"{api}: called on values of an enclosing vmap, grad or other transform; the sparse "
+            f"result (a scipy.sparse or torch sparse matrix) cannot hold them (under jit alone "
+            f"it works). Call it outside the transform; with sparsity= and coloring= given "
+            f"(jacobian_sparsity, jacobian_coloring), a call costs only the compressed products.")
     raw = values._value if isinstance(values, _core.Tensor) else values
     if kind == "torch":
         import warnings
@@ -529,7 +615,9 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
         device), ``scipy.sparse.csr_array`` with NumPy values for every other backend
         (NumPy, array-api-strict, a Dask array's values computed); an ``arrayad.Tensor``
         counts as the backend it holds. The shape is (output elements, differentiated input
-        elements).
+        elements). Inside ``jit`` it is a ``StagedCSR`` (``data``, ``indices``, ``indptr``,
+        ``J @ v``, ``J.toarray()``), which the jitted function returns as that matrix: the
+        pattern and colouring are found once, when it is traced.
 
     Raises
     ------
@@ -539,7 +627,8 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
     TypeError
         If ``func`` is not callable or a differentiated argument is not a floating-point array.
     RuntimeError
-        If called on values of an enclosing transform (the sparse result cannot hold them).
+        If called on values of an enclosing transform other than ``jit`` (a sparse matrix
+        cannot hold a batch or a derivative).
 
     Examples
     --------
@@ -711,7 +800,8 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
     callable
         ``(*args) -> sparse matrix``: ``torch.sparse_csr_tensor`` for torch tensors,
         ``scipy.sparse.csr_array`` with NumPy values for every other backend (as
-        ``sparse_jacobian``); square, of the size of the differentiated arguments' elements.
+        ``sparse_jacobian``, also inside ``jit``); square, of the size of the differentiated
+        arguments' elements.
 
     Raises
     ------
@@ -722,7 +812,7 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
         If ``func`` is not callable or a differentiated argument is not a floating-point array.
     RuntimeError
         If ``func`` does not return a scalar (from ``grad``), or it is called on values of an
-        enclosing transform.
+        enclosing transform other than ``jit``.
 
     Examples
     --------

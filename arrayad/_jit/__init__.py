@@ -60,28 +60,28 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ``jit(f)`` means ``f``: an array that ``f`` captures (a closure's or a global's NumPy, torch or
 # array-api-strict array, an eager ``arrayad.Tensor``) is read when the program runs, not when it
 # was traced. Backend arrays are kept by reference (an in-place write ``a[0] = 5`` is seen); an
-# eager Tensor is kept by reference and its ``_value`` read at every call (its updates, ``t[0] = 5``
-# or ``t += 1``, rebind ``_value`` to a new array: NOTE [in-place after use] in the core). So the
-# passes must not fold a captured array into a derived constant (``_fold``, ``x * ones`` in
-# ``_identities``, the fusers' splats): only the constants the program made itself (``zeros_like`` &
-# co. of a traced value, and what is folded from those and literals) are frozen, and so are the
-# arrays that arrayad's creation functions make inside from Python data (``arange(n)``, ``ones(3)``,
-# ``asarray([0, 2])``: ``note_new_array``), so that a table of constants computed from them (``t[:,
-# None] ** arange(m)`` in a least-squares fit) is computed once, when the program is optimised, as
-# XLA folds it. Every other array that reaches the staging interpreter from outside counts as
-# captured (``asarray(a)`` of an array may hand back the captured ``a`` itself, or share its
-# memory). A program is valid for the shapes and dtypes it was traced with: each run first checks
-# the captured arrays' (an identity check for a Tensor whose value did not change) and a changed one
-# raises ``_Stale``, on which the jitted function drops the program and traces again. Under an outer
-# transform (``grad(jit(f))``, NOTE [program primitive]) the captured values are inputs of the
-# program primitive after the arguments: the tape saves them as the un-jitted function's nodes
-# would, and the rules' programs get them as arguments. arrayad operations on captured arrays alone
-# are staged too (NOTE [staging everything] in the core), and an alias that a ``grad`` inside made
-# of a captured Tensor (NOTE [in-place after use]) is followed to the Tensor (``Tensor._origin``):
-# it cannot change while the function runs, since an in-place update of a captured array is refused
-# under jit. What jit cannot see stays as jax.jit documents it: Python values (a closure's float is
-# a literal of the program) and NumPy's own functions on a captured array, which run once, while
-# tracing.
+# eager Tensor is kept by reference and its ``_value`` read at every call (its updates,
+# ``t[0] = 5`` or ``t += 1``, rebind ``_value`` to a new array: NOTE [in-place after use] in the
+# core). So the passes must not fold a captured array into a derived constant (``_fold``,
+# ``x * ones`` in ``_identities``, the fusers' splats): only the constants the program made itself
+# (``zeros_like`` & co. of a traced value, and what is folded from those and literals) are frozen,
+# and so are the arrays that arrayad's creation functions make inside from Python data
+# (``arange(n)``, ``ones(3)``, ``asarray([0, 2])``: ``note_new_array``), so that a table of
+# constants computed from them (``t[:, None] ** arange(m)`` in a least-squares fit) is computed
+# once, when the program is optimised, as XLA folds it. Every other array that reaches the staging
+# interpreter from outside counts as captured (``asarray(a)`` of an array may hand back the
+# captured ``a`` itself, or share its memory). A program is valid for the shapes and dtypes it was
+# traced with: each run first checks the captured arrays' (an identity check for a Tensor whose
+# value did not change) and a changed one raises ``_Stale``, on which the jitted function drops
+# the program and traces again. Under an outer transform (``grad(jit(f))``, NOTE [program
+# primitive]) the captured values are inputs of the program primitive after the arguments: the
+# tape saves them as the un-jitted function's nodes would, and the rules' programs get them as
+# arguments. arrayad operations on captured arrays alone are staged too (NOTE [staging everything]
+# in the core), and an alias that a ``grad`` inside made of a captured Tensor (NOTE [in-place
+# after use]) is followed to the Tensor (``Tensor._origin``): it cannot change while the function
+# runs, since an in-place update of a captured array is refused under jit. What jit cannot see
+# stays as jax.jit documents it: Python values (a closure's float is a literal of the program) and
+# NumPy's own functions on a captured array, which run once, while tracing.
 
 class _Stale(RuntimeError):
     """A captured array changed shape, dtype or type since its program was traced."""

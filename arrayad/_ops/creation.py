@@ -67,14 +67,21 @@ def _to_host_if_foreign(obj, b):
     return ob.to_numpy(obj)
 
 
+def made_inside(raw):
+    """Tell every open transform that the backend array ``raw`` was made by arrayad inside it,
+    from data no one outside holds, and never changes (``jit`` may fold what is computed from
+    it: NOTE [captured arrays] in ``arrayad/_jit``)."""
+    for f in _core.interpreters():
+        f.note_new_array(raw)
+
+
 def _made(raw, interp, requires_grad=False, fresh=True):
     """A new array: a constant of ``interp`` inside a transform, else a Tensor. ``fresh``: made
     here from Python data, so no one outside holds it (every transform open is told: jit folds
     what is computed from such arrays alone, NOTE [captured arrays] in ``arrayad/_jit``)."""
     if interp is not None:
         if fresh:
-            for f in _core.interpreters():
-                f.note_new_array(raw)
+            made_inside(raw)
         return interp.lift(raw)
     t = Tensor(raw)
     if requires_grad:

@@ -432,12 +432,13 @@ def _flat_function(func, args, nums, leaves_of):
     return g
 
 
-def _split(row, sizes, shapes):
-    """A batch of raveled vectors (k, n) as the leaves (k, *shape)."""
-    ops = _ops()
+def _split_raw(row, shapes):
+    """A backend array of raveled vectors (k, n) as the leaves (k, *shape), backend arrays."""
+    xp = backend_of(row).xp
     out, start = [], 0
-    for size, shape in zip(sizes, shapes):
-        out.append(ops.reshape(row[:, start:start + size], (row.shape[0],) + tuple(shape)))
+    for shape in shapes:
+        size = _size(shape)
+        out.append(xp.reshape(row[:, start:start + size], (row.shape[0],) + tuple(shape)))
         start += size
     return out
 
@@ -667,13 +668,12 @@ def sparse_jacobian(func, argnums=0, *, mode="auto", sparsity=None, coloring=Non
         if k == 0:   # (no nonzero)
             return _result(_empty(leaves[0]), pattern, leaves[0], api)
         g = _flat_function(func, args, nums, leaves_of)
-        seeds = plan.seeds(leaves[0])
         if plan.how == "forward":
             compressed = func_mod.vmap(lambda *t: func_mod.jvp(g, tuple(leaves), tuple(t))[1])(
-                *_split(seeds, sizes, shapes))                                  # (k, m)
+                *plan.seeds(leaves[0], shapes))                                 # (k, m)
         else:
             _, pull = func_mod.vjp(g, *leaves)
-            compressed = _concat_rows(func_mod.vmap(pull)(seeds))               # (k, n)
+            compressed = _concat_rows(func_mod.vmap(pull)(plan.seeds(leaves[0])))  # (k, n)
         return _result(_gather(compressed, plan.index), pattern, leaves[0], api)
 
     return jacobian
@@ -704,13 +704,24 @@ class _Plan:
         self.k = int(colors.max(initial=-1)) + 1
         self._seeds = {}
 
-    def seeds(self, like):
+    def seeds(self, like, shapes=None):
+        """The (k, n) seed matrix on ``like``'s backend; with ``shapes`` (of the differentiated
+        leaves), its columns split into arrays (k, *shape), one per leaf."""
+        from .._ops.creation import made_inside
         raw = _core.raw_value(like)
-        key = (type(raw), str(raw.dtype), str(getattr(raw, "device", "")))
-        s = self._seeds.get(key)
-        if s is None:
-            s = self._seeds[key] = _seeds(like, self.colors, self.k)
-        return s
+        key = (type(raw), str(raw.dtype), str(getattr(raw, "device", "")),
+               None if shapes is None else tuple(shapes))
+        out = self._seeds.get(key)
+        if out is None:
+            out = _seeds(like, self.colors, self.k)
+            if shapes is not None:
+                out = _split_raw(out, shapes)
+            self._seeds[key] = out
+        # (the seeds never change: under jit, what the products compute from them alone, such
+        # as a stencil's shifts of the tangents, is folded into constants)
+        for s in (out if shapes is not None else (out,)):
+            made_inside(s)
+        return out
 
 
 class _JacobianPlan(_Plan):
@@ -858,8 +869,7 @@ def sparse_hessian(func, argnums=0, *, sparsity=None, coloring=None):
 
         def hvp(*t):
             return func_mod.jvp(lambda *ls: tuple(grads(*ls)), tuple(leaves), tuple(t))[1]
-        compressed = _concat_rows(func_mod.vmap(hvp)(*_split(plan.seeds(leaves[0]), sizes,
-                                                              shapes)))      # (k, n)
+        compressed = _concat_rows(func_mod.vmap(hvp)(*plan.seeds(leaves[0], shapes)))  # (k, n)
         return _result(_gather(compressed, plan.index), plan.pattern, leaves[0], api)
 
     return hessian

@@ -491,3 +491,47 @@ def test_grad_of_a_drawing_checkpoint_and_custom_vjp_without_vmap(B):
         ad.manual_seed(5)
         g, v = F.grad_and_value(lambda x: ad.sum(_BLOCKS[kind](x)))(B(_X[0]))
         _mask_agrees(_X[0], g, v)
+
+
+# -- 8. creation follows the inputs' backend ------------------------------------------------
+
+@pytest.fixture(params=["array_api_strict", "torch"])
+def Other(request):
+    return Backend(request.param)
+
+
+def test_creation_with_a_backends_dtype_stays_raw(Other):
+    """Code on raw arrays stays on raw arrays: arange(n, dtype=x.dtype) is x's backend's own
+    array, which its operators take, and arrayad's operations on both return raw arrays; a
+    Tensor's program keeps making Tensors, also with device=x.device."""
+    x = Other(np.array([1.0, 2.0, 3.0]))
+    for made in (ad.arange(3, dtype=x.dtype), ad.zeros(3, dtype=x.dtype) + 2,
+                 ad.asarray([0.0, 1.0, 2.0], dtype=x.dtype), ad.linspace(0, 2, 3, dtype=x.dtype)):
+        assert type(made) is type(x)
+        np.testing.assert_allclose(to_numpy(x * made), np.array([1.0, 2.0, 3.0]) * to_numpy(made))
+        assert type(ad.sin(x) + made) is type(x)
+    t = ad.Tensor(x)
+    for made in (ad.arange(3, dtype=t.dtype, device=t.device), ad.zeros(3, device=t.device)):
+        assert isinstance(made, ad.Tensor) and ad.backends.backend_of(made) is Other.adapter
+    # inside a transform every value is arrayad, on the inputs' backend (as before)
+    g = F.grad(lambda v: ad.sum(v * ad.arange(3, dtype=x.dtype)))(x)
+    np.testing.assert_allclose(to_numpy(g), [0.0, 1.0, 2.0])
+
+
+def test_an_index_made_from_python_data_meets_every_backend(Other):
+    """ad.asarray([0, 2]) is an eager Tensor of the default backend (NumPy): as an index of
+    another backend's array it is host data, converted as a list or a NumPy array is; a float
+    Tensor of another backend still does not mix."""
+    a = np.arange(12.0).reshape(4, 3)
+    x = Other(a)
+    rows, mask = ad.asarray([3, 0, 0]), ad.asarray([True, False, True, False])
+    np.testing.assert_array_equal(to_numpy(ad.take(x, rows, axis=0)), a[[3, 0, 0]])
+    t = ad.Tensor(x)   # (a raw array's own [] is its backend's)
+    np.testing.assert_array_equal(to_numpy(t[rows]), a[[3, 0, 0]])
+    np.testing.assert_array_equal(to_numpy(t[mask]), a[[True, False, True, False]])
+    want = np.zeros_like(a)
+    np.add.at(want, [3, 0, 0], 1.0)
+    np.testing.assert_allclose(to_numpy(F.grad(lambda t: ad.sum(ad.take(t, rows, axis=0)))(x)),
+                               want)
+    with pytest.raises(TypeError, match="cannot mix arrays of two backends.*numpy"):
+        ad.add(x, ad.asarray(np.ones((4, 3))))

@@ -37,16 +37,26 @@ def _frame():
     return None
 
 
+# Outside transforms, an array made with a backend's own dtype (``arange(n, dtype=x.dtype)``
+# with ``x`` an array-api-strict or torch array) is that backend's own array, not a Tensor: code
+# on raw arrays stays on raw arrays, as arrayad's operations on them return raw arrays (the
+# transform of ``_placement``: NATIVE). A Tensor's dtype is arrayad's, so code on Tensors keeps
+# making Tensors, also with ``device=x.device`` (a backend's device object).
+NATIVE = "native"
+
+
 def _placement(device, dtype=None):
     """(backend, device, transform) of a new array: ``device``'s backend if it names one, else
     ``dtype``'s (``torch.float64``), else the backend and device of the innermost transform's
-    inputs, else the default backend."""
+    inputs, else the default backend. The transform is None outside transforms, or NATIVE
+    there where ``dtype`` is the backend's own (the result is a raw array)."""
     interp = _frame()
     b = backend_of_device(device)
+    named = backend_of_dtype(dtype)
     if b is None:
-        b = backend_of_dtype(dtype)
+        b = named
     if b is not None:
-        return b, device, interp
+        return b, device, NATIVE if interp is None and named is b else interp
     if interp is not None:
         for f in reversed(_core.interpreters()):
             where = f.placement()
@@ -79,7 +89,10 @@ def _made(raw, interp, requires_grad=False, fresh=True):
     """A new array: a constant of ``interp`` inside a transform, else a Tensor. ``fresh``: made
     here from Python data, so no one outside holds it (every transform open is told: jit folds
     what is computed from such arrays alone, NOTE [captured arrays] in ``arrayad/_jit``)."""
-    if interp is not None:
+    if interp is NATIVE:
+        if not requires_grad:
+            return raw
+    elif interp is not None:
         if fresh:
             made_inside(raw)
         return interp.lift(raw)
@@ -953,8 +966,8 @@ def _random(draw, shape, requires_grad, interp):
         different = [f for f in _core.interpreters()
                      if not (skip and any(f is v for v in skip)) and f.random_per_batch_element()]
     full_shape = tuple(f.size for f in different) + tuple(shape)
-    if interp is None:
-        return _made(draw(full_shape), None, requires_grad)
+    if interp is None or interp is NATIVE:
+        return _made(draw(full_shape), interp, requires_grad)
     out = draw(full_shape)
     for f in different:   # (outermost first: each batch dim is the next axis of the draw)
         out = _core.new_batch(f, out, 0)

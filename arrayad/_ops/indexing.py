@@ -18,7 +18,7 @@ import numbers
 
 from ._namespace import ops
 
-from .._core._core import bind, dtype_of, shape_of, structural_zeros, zeros_mask
+from .._core._core import Tensor, bind, dtype_of, shape_of, structural_zeros, zeros_mask
 from .._dtypes import from_backend
 from ..backends import backend_of, can_stand_for
 from ._rules import (PY_SCALARS, Declarations, arange_like, constant_like,
@@ -66,6 +66,12 @@ def split_key(key, x=None):
             if isinstance(k, (list, tuple)):
                 k = (constant_like(x, lambda xp, k=k: xp.asarray(k)) if x is not None
                      else ops.asarray(k))
+            elif type(k) is Tensor and type(k._value).__module__ == "numpy" and x is not None \
+                    and k._value.dtype.kind in "iub" \
+                    and not can_stand_for(backend_of(k._value), backend_of(x)):
+                # An eager Tensor of NumPy positions (ad.asarray([0, 2]) on the default backend)
+                # indexing another backend's array: host data as a NumPy array is, below
+                k = constant_like(x, lambda xp, k=k._value: xp.asarray(k))
             elif type(k).__module__ == "numpy" and x is not None and k.dtype.kind in "iub" \
                     and not can_stand_for(backend_of(k), backend_of(x)):
                 # NumPy positions or a NumPy mask indexing another backend's array: host data

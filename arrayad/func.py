@@ -21,6 +21,7 @@ from ._core._core import (Array, BatchInterpreter, BatchTracer, GradInterpreter,
                           Tensor, dtype_of, interpreters, new_dual, owned, run_backward, shape_of,
                           topological_order, unit_cotangent)
 from ._ops import ops
+from ._ops.creation import made_inside
 from ._pytree import (LEAF, _node_of, broadcast_prefix, register_dataclass, register_pytree_node,
                       tree_flatten, tree_map, tree_unflatten)
 from .backends import (backend_of, can_stand_for, default_backend, get_rng_state,
@@ -1083,6 +1084,13 @@ class _Rows:
         self.kw = {} if dev is None or dev == b.default_device() else {"device": dev}
 
     def rows(self, start: int, stop: int) -> Any:
+        """The rows (arrays made here: under ``jit`` what is computed from them alone, such
+        as their products with constants, is folded)."""
+        out = self._rows(start, stop)
+        made_inside(out)
+        return out
+
+    def _rows(self, start: int, stop: int) -> Any:
         xp, m, kw = self.xp, stop - start, self.kw
         if not self.basis:
             return xp.zeros((m,) + self.shape, dtype=self.dtype, **kw)

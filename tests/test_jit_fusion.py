@@ -456,6 +456,61 @@ def test_the_tile_machine_gives_the_unfused_results(case, machine):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15, err_msg=name)
 
 
+@pytest.mark.parametrize("shape, row", [((16, 16), (16,)), ((4, 5, 100), (1, 100)),
+                                        ((3, 2048), (2048,)), ((5, 3000), (3000,)),
+                                        ((2, 3, 7), (3, 7))])
+def test_the_tile_machine_reads_broadcast_rows_and_selects_bit_for_bit(shape, row):
+    """Operands broadcast along the leading axes (a Hessian's rows times a vector, a k-means
+    distance's centroid norms) and where(mask, 0, x) (a structural zero) run in the machine,
+    with the unfused replay's bits: tiles of a multiple of a short row's length, or dividing a
+    long one (3,000: tiles of 1,000), and odd lengths too (7, 21)."""
+    from arrayad._jit import lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    rng = np.random.default_rng(4)
+    m, v = rng.standard_normal(shape), rng.standard_normal(row)
+    m.reshape(-1)[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308]
+    v.reshape(-1)[:3] = [0.0, -0.0, np.inf]
+    mask = rng.random(shape) < 0.3
+
+    def f(m, v, mask):
+        a = ad.where(mask, 0.0, m * v)
+        b = (m - v) / (v + 1.5) + a * v
+        return ad.where(mask, b, -a) + m * 2.0 - v
+
+    prog = make_program(f)(m, v, mask)
+    tiled = lower_tiles.lower(prog)
+    assert _machine_names(tiled) and not [e for e in tiled.eqns if e.prim.name == "where"]
+    with np.errstate(all="ignore"):
+        for mask in (mask, ~mask):   # (another mask: converted anew)
+            got, want = compile_replay(tiled)(m, v, mask), compile_replay(prog)(m, v, mask)
+            # (the same bits, zeros' signs too; a nan is a nan, its sign bit being unspecified
+            # by IEEE 754 for arithmetic, which picks between two nan operands)
+            np.testing.assert_array_equal(got, want, strict=True)
+            real = ~np.isnan(want)
+            assert np.array_equal(np.signbit(got[real]), np.signbit(want[real]))
+
+
+def test_a_group_the_machine_cannot_run_keeps_its_tiles_and_replays_the_rest():
+    """A broadcast operand in a group with an operation the machine does not compute
+    (maximum, which NumPy's calls on tiles run): the broadcast product is left to one call,
+    the rest is still fused, with the unfused replay's bits."""
+    from arrayad._jit import lower_tiles
+    rng = np.random.default_rng(5)
+    m, v = rng.standard_normal((8, 512)), rng.standard_normal(512)
+
+    def f(m, v):
+        return ad.maximum(m * v, 0.5) + m * 2.0
+
+    prog = make_program(f)(m, v)
+    tiled = lower_tiles.lower(prog)
+    fused = [e for e in tiled.eqns if getattr(e.prim, "fused", False)]
+    assert fused and all(e.prim.kernel is not None for e in fused)
+    assert [e.prim.name for e in tiled.eqns if not getattr(e.prim, "fused", False)] == \
+        ["multiply"]
+    _bits(compile_replay(tiled)(m, v), compile_replay(prog)(m, v), "mixed")
+
+
 def test_the_tile_machine_does_ieee_arithmetic_bit_for_bit(machine):
     from arrayad._jit import lower_tiles
     rng = np.random.default_rng(18)

@@ -6,6 +6,11 @@ AVX2 or AVX-512), the last few values padded to a full vector. Nothing here link
 library: on a compiler or processor without these registers ``supported()`` is False."""
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.string cimport memcpy
+cimport numpy as cnp
+import numpy as _np
+
+cnp.import_array()
 
 cdef extern from *:
     """
@@ -35,35 +40,44 @@ cdef extern from *:
     __attribute__((target("avx512f")))
     ARRAYAD_RUN(arrayad_run8, 8, __m512d, _mm512_loadu_pd, _mm512_storeu_pd)
     /* The tile machine (NOTE [tile machine] in arrayad/_jit/lower_tiles.py): a program of
-       elementwise instructions run over tiles of the flattened arrays. An instruction is four
-       ints: the operation, the destination slot, two operands (a slot, or -1-k for the k-th
-       constant). Slots: the inputs, then the outputs (pointing into their arrays at the tile),
-       then the temporaries (tile-sized buffers). A call takes its function's index in ``fns``
-       as its second operand. */
+       elementwise instructions run over tiles of the flattened arrays. An instruction is five
+       ints: the operation, the destination slot, three operands (a slot, or -1-k for the k-th
+       constant; only a select reads the third). Slots: the inputs, then the outputs (pointing
+       into their arrays at the tile), then the temporaries (tile-sized buffers). A call takes
+       its function's index in ``fns`` as its second operand. An input of period p > 0 (an
+       operand broadcast along the leading axes: element i is its element i % p) is read at
+       s % p: the tile is a multiple of p, or p a multiple of the tile (for p below the tile
+       the input holds tile / p copies). A select's condition is 0.0 (false) or 1.0. */
     enum { AD_ADD, AD_SUBTRACT, AD_MULTIPLY, AD_DIVIDE, AD_NEGATIVE, AD_COPY, AD_SQUARE,
-           AD_ABS, AD_SQRT, AD_CALL };
+           AD_ABS, AD_SQRT, AD_CALL, AD_SELECT };
     #define AD_LOOP(EXPR) for (Py_ssize_t i = 0; i < m; i++) d[i] = (EXPR)
     #define AD_BINARY(OP)                                                                     \
         if (A && B) AD_LOOP(A[i] OP B[i]);                                                     \
         else if (A) AD_LOOP(A[i] OP cb);                                                       \
         else if (B) AD_LOOP(ca OP B[i]);                                                       \
         else AD_LOOP(ca OP cb);
+    #define AD_PICK(X, Y)                                                                     \
+        if (C) AD_LOOP(C[i] != 0.0 ? (X) : (Y)); else AD_LOOP(cc != 0.0 ? (X) : (Y));
     #define ARRAYAD_EXEC(NAME, RUN)                                                           \
         static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
-                         double **slots, double **in, Py_ssize_t n_in, double **out,           \
-                         Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) {        \
+                         double **slots, double **in, const Py_ssize_t *period,                \
+                         Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,          \
+                         Py_ssize_t n, Py_ssize_t tile) {                                      \
             for (Py_ssize_t s = 0; s < n; s += tile) {                                         \
                 Py_ssize_t m = n - s < tile ? n - s : tile;                                    \
-                for (Py_ssize_t k = 0; k < n_in; k++) slots[k] = in[k] + s;                    \
+                for (Py_ssize_t k = 0; k < n_in; k++)                                          \
+                    slots[k] = in[k] + (period[k] ? s % period[k] : s);                        \
                 for (Py_ssize_t k = 0; k < n_out; k++) slots[n_in + k] = out[k] + s;           \
                 for (Py_ssize_t c = 0; c < n_code; c++) {                                      \
-                    const int *ins = code + 4 * c;                                             \
+                    const int *ins = code + 5 * c;                                             \
                     double *d = slots[ins[1]];                                                 \
-                    int a = ins[2], b = ins[3];                                                \
+                    int a = ins[2], b = ins[3], q = ins[4];                                    \
                     const double *A = a >= 0 ? slots[a] : NULL;                                \
                     const double *B = b >= 0 ? slots[b] : NULL;                                \
+                    const double *C = q >= 0 ? slots[q] : NULL;                                \
                     double ca = a >= 0 ? 0.0 : consts[-1 - a];                                 \
                     double cb = b >= 0 ? 0.0 : consts[-1 - b];                                 \
+                    double cc = q >= 0 ? 0.0 : consts[-1 - q];                                 \
                     switch (ins[0]) {                                                          \
                     case AD_ADD: AD_BINARY(+) break;                                           \
                     case AD_SUBTRACT: AD_BINARY(-) break;                                      \
@@ -75,6 +89,12 @@ cdef extern from *:
                     case AD_ABS: AD_LOOP(fabs(A[i])); break;                                   \
                     case AD_SQRT: AD_LOOP(sqrt(A[i])); break;                                  \
                     case AD_CALL: RUN(fns[ins[3]], A, d, m); break;                            \
+                    case AD_SELECT: /* d = C ? A : B */                                        \
+                        if (A && B) { AD_PICK(A[i], B[i]) }                                    \
+                        else if (A) { AD_PICK(A[i], cb) }                                      \
+                        else if (B) { AD_PICK(ca, B[i]) }                                      \
+                        else { AD_PICK(ca, cb) }                                               \
+                        break;                                                                 \
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \
@@ -98,8 +118,9 @@ cdef extern from *:
     static int arrayad_vector_width(void) { return 0; }
     #define ARRAYAD_NO_EXEC(NAME)                                                             \
         static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
-                         double **slots, double **in, Py_ssize_t n_in, double **out,           \
-                         Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) {}
+                         double **slots, double **in, const Py_ssize_t *period,                \
+                         Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,          \
+                         Py_ssize_t n, Py_ssize_t tile) {}
     ARRAYAD_NO_EXEC(arrayad_exec2)
     ARRAYAD_NO_EXEC(arrayad_exec4)
     ARRAYAD_NO_EXEC(arrayad_exec8)
@@ -111,14 +132,14 @@ cdef extern from *:
     void arrayad_run8(void *fn, const double *x, double *o, Py_ssize_t n) nogil
     int arrayad_vector_width()
     void arrayad_exec2(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
-                       Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
+                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
     void arrayad_exec4(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
-                       Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
+                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
     void arrayad_exec8(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,
-                       Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
+                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
 
 cdef int _width = arrayad_vector_width()
 
@@ -159,51 +180,95 @@ def apply(size_t address, const double[::1] x, double[::1] out, int lanes=0):
 
 # the tile machine's operations (the C enum's order)
 OPERATIONS = ("add", "subtract", "multiply", "divide", "negative", "copy", "square", "abs",
-              "sqrt", "call")
+              "sqrt", "call", "select")
+
+
+cdef inline bint _plain(object a):
+    """Whether ``a`` is a C-contiguous float64 NumPy array (read through NumPy's C API: a
+    typed memoryview costs about a microsecond per array)."""
+    return (type(a) is _np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
+
+
+cdef double *_data(object a, Py_ssize_t size, str what, Py_ssize_t k) except NULL:
+    """The elements of ``a``, a C-contiguous float64 NumPy array of ``size`` elements."""
+    if not _plain(a) or cnp.PyArray_SIZE(<cnp.ndarray>a) != size:
+        raise ValueError(f"tile machine: {what} {k} must be a contiguous float64 NumPy array "
+                         f"of {size} elements, got {type(a).__name__} "
+                         f"{getattr(a, 'dtype', '')} of shape {getattr(a, 'shape', '')}")
+    return <double *>cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
 def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, outputs,
-                Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile):
+                Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile,
+                tuple periods=None):
     """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` are
-    float64 arrays of ``n`` contiguous elements, ``outputs`` a list of such arrays or one array
-    of shape (outputs, n), ``fns`` the addresses of the vector functions of ``width()`` lanes
-    that its calls name, ``consts`` its constants."""
+    float64 arrays of ``n`` contiguous elements, or, where ``periods`` gives ``p > 0``, of
+    ``p`` elements (an operand broadcast along leading axes, repeated to a tile here where it is
+    shorter; ``tile`` a multiple of ``p`` or ``p`` of ``tile``); ``outputs`` a list of arrays of
+    ``n`` elements or one array of shape (outputs, n), ``fns`` the addresses of the vector
+    functions of ``width()`` lanes that its calls name, ``consts`` its constants."""
     cdef double[:, ::1] block = None if isinstance(outputs, list) else outputs
-    cdef Py_ssize_t n_in = len(inputs), k
+    cdef Py_ssize_t n_in = len(inputs), k, p, j, reps
+    cdef Py_ssize_t span = min(tile, n)
     cdef Py_ssize_t n_out = len(outputs) if block is None else block.shape[0]
     cdef Py_ssize_t n_slots = n_in + n_out + n_temps
     if _width == 0:
         raise RuntimeError("vector math: not supported here")
-    views = []   # (the arrays' views, alive while the machine runs)
+    if code.shape[1] != 5:
+        raise ValueError("tile machine: an instruction is five ints")
+    cdef Py_ssize_t *period = <Py_ssize_t *>PyMem_Malloc(max(n_in, 1) * sizeof(Py_ssize_t))
     cdef double **ins = <double **>PyMem_Malloc(max(n_in, 1) * sizeof(double *))
     cdef double **outs = <double **>PyMem_Malloc(max(n_out, 1) * sizeof(double *))
     cdef double **slots = <double **>PyMem_Malloc(max(n_slots, 1) * sizeof(double *))
     cdef void **fn = <void **>PyMem_Malloc(max(len(fns), 1) * sizeof(void *))
-    cdef double *temps = <double *>PyMem_Malloc(max(n_temps * tile, 1) * sizeof(double))
-    cdef const double[::1] src
-    cdef double[::1] dst
-    try:
-        if not (ins and outs and slots and fn and temps):
-            raise MemoryError()
+    # (temporaries of one tile, or of all n elements where they are fewer)
+    cdef double *temps = <double *>PyMem_Malloc(max(n_temps * span, 1) * sizeof(double))
+    # (an input of a period below the tile, repeated to a tile: every tile reads the same)
+    cdef double *repeated = NULL
+    cdef Py_ssize_t n_repeated = 0
+    if periods is not None:
         for k in range(n_in):
-            src = inputs[k]
-            if src.shape[0] != n:
-                raise ValueError(f"tile machine: input {k} has {src.shape[0]} elements, not {n}")
-            views.append(src)
-            ins[k] = <double *>&src[0] if n else NULL
+            p = periods[k]
+            if 0 < p < span:
+                n_repeated += 1
+        repeated = <double *>PyMem_Malloc(max(n_repeated * span, 1) * sizeof(double))
+    cdef double *src
+    kept = []
+    try:
+        if not (ins and outs and slots and fn and temps and period) or (
+                periods is not None and not repeated):
+            raise MemoryError()
+        reps = 0
+        for k in range(n_in):
+            p = 0 if periods is None else periods[k]
+            if p < 0 or (p and (tile % p and p % tile or n % p)):
+                raise ValueError(f"tile machine: input {k}'s period {p} and the tile {tile} "
+                                 f"are not multiples of one another, or of {n}")
+            a = inputs[k]
+            if not _plain(a):   # (a strided view: its elements copied, kept while it runs)
+                a = _np.ascontiguousarray(a, dtype=_np.float64)
+                kept.append(a)
+            src = _data(a, n if p == 0 else p, "input", k)
+            period[k] = p
+            ins[k] = src
+            if 0 < p < span:   # (copies of p, then of what is there: doubling)
+                ins[k] = repeated + reps * span
+                memcpy(ins[k], src, p * sizeof(double))
+                j = p
+                while j < span:
+                    memcpy(ins[k] + j, ins[k], min(j, span - j) * sizeof(double))
+                    j += min(j, span - j)
+                reps += 1
         if block is not None and block.shape[1] != n:
             raise ValueError(f"tile machine: outputs of {block.shape[1]} elements, not {n}")
         for k in range(n_out):
             if block is not None:
                 outs[k] = &block[k, 0] if n else NULL
                 continue
-            dst = outputs[k]
-            if dst.shape[0] != n:
-                raise ValueError(f"tile machine: output {k} has {dst.shape[0]} elements, not {n}")
-            views.append(dst)
-            outs[k] = &dst[0] if n else NULL
+            outs[k] = _data(outputs[k], n, "output", k)
         for k in range(n_temps):
-            slots[n_in + n_out + k] = temps + k * tile
+            slots[n_in + n_out + k] = temps + k * span
         for k in range(len(fns)):
             fn[k] = <void *><size_t>fns[k]
         if n == 0 or code.shape[0] == 0:
@@ -211,14 +276,16 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
         with nogil:
             if _width == 8:
                 arrayad_exec8(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
             elif _width == 4:
                 arrayad_exec4(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
             else:
                 arrayad_exec2(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
     finally:
+        PyMem_Free(repeated)
+        PyMem_Free(period)
         PyMem_Free(ins)
         PyMem_Free(outs)
         PyMem_Free(slots)

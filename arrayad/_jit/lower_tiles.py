@@ -68,10 +68,29 @@ def tileable(e):
 
 def accept(e):
     """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result; or, from
-    ``MACHINE_MIN`` elements, an operation of the tile machine (NOTE [tile machine])."""
+    ``MACHINE_MIN`` elements, an operation of the tile machine (NOTE [tile machine]), which
+    also reads operands broadcast along the leading axes and selects (``where``)."""
     n = math.prod(e.outs[0].shape)
-    return tileable(e) and (n >= MIN_ELEMENTS
-                            or (n >= MACHINE_MIN and _machine_op(e) is not None))
+    if n >= MACHINE_MIN and _machine_op(e) is not None:
+        return True
+    return tileable(e) and n >= MIN_ELEMENTS
+
+
+def _period(a, shape):
+    """How a tile of a result of ``shape`` reads the operand ``a``: 0, a piece of it (it has
+    the result's shape); its element count ``p``, where it is broadcast along the leading axes
+    (its shape without leading 1s is the result's last axes: element i of the result reads
+    element i % p); None for a number (0-d, or a literal); False otherwise."""
+    if not isinstance(a, Var) or a.shape == ():
+        return None
+    if a.shape == shape:
+        return 0
+    dims = list(a.shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    if len(dims) <= len(shape) and tuple(dims) == tuple(shape[len(shape) - len(dims):]):
+        return math.prod(dims)
+    return False
 
 
 # NOTE [tile machine]
@@ -85,7 +104,14 @@ def accept(e):
 # rounded once as NumPy's (the same bits); the functions are libmvec's, within 4 ulp. With no
 # Python call per operation and tile, it pays from ``MACHINE_MIN`` elements (a long program on
 # small arrays, where the unfused replay pays a NumPy call per operation); other groups keep
-# the tiled NumPy calls.
+# the tiled NumPy calls. The machine also reads operands broadcast along the leading axes (a
+# Jacobian's or Hessian's rows times a vector, (16, 16) * (16,); ``_period``: element i reads
+# element i % p, its tiles a multiple of a short row or dividing a long one, ``_machine_tile``)
+# and runs ``where`` (a select; the structural zeros of NOTE [strong zeros] put one after each
+# product with the basis), which NumPy's calls on tiles cannot: a group holding one of those
+# that the machine cannot run is fused again without them (``lower``). On the 16-element chain's
+# ``jit(hessian)`` this took 96 backend calls down to 20 and the time from 55 to 20-23 us
+# (CPU time, ``benchmarks/compare.py --only hessian16 --cpu-time``, 2026-12-07).
 
 MACHINE_TILE = 1024
 MACHINE_MIN = 16
@@ -102,14 +128,21 @@ def _machine_op(e):
     """(the tile machine's operation, the vector function it calls or None) for ``e``, or None
     where the machine does not compute it (NOTE [tile machine])."""
     found = vector_math.addresses()
-    if not found or getattr(e.outs[0].dtype, "name", None) != "float64":
+    out = e.outs[0]
+    if not found or getattr(out.dtype, "name", None) != "float64":
         return None
-    for a in e.ins:
-        if isinstance(a, Var):
-            if getattr(a.dtype, "name", None) != "float64":
-                return None
-        elif type(a.value) not in (int, float):
+    select = e.prim.name == "where" and len(e.ins) == 3
+    for k, a in enumerate(e.ins):
+        if _period(a, out.shape) is False:
             return None
+        want = "bool" if select and k == 0 else "float64"
+        if isinstance(a, Var):
+            if getattr(a.dtype, "name", None) != want:
+                return None
+        elif type(a.value) not in ((bool,) if want == "bool" else (int, float)):
+            return None
+    if select:
+        return ("select", None)
     name = e.prim.xp_name
     first_var = bool(e.ins) and isinstance(e.ins[0], Var)
     if name == "pow":   # (x ** 2: NumPy's operator squares)
@@ -175,13 +208,16 @@ def _machine_program(sub):
     def operand(a):
         if isinstance(a, Var):
             return -1 - const_of[a] if a in const_of else slot[a]
-        consts.append(float(a.value))
+        consts.append(float(a.value))   # (a bool condition: 0.0 or 1.0)
         return -len(consts)
 
     fns, code = [], []
     for e, (op, call) in zip(sub.eqns, ops):
         a = operand(e.ins[0])
-        if op in _BINARY:
+        c = 0
+        if op == "select":   # (where(c, x1, x2): the condition is the third operand)
+            a, b, c = operand(e.ins[1]), operand(e.ins[2]), a
+        elif op in _BINARY:
             b = operand(e.ins[1])
         else:
             if a < 0:   # (a unary operation of a number: folded)
@@ -194,19 +230,54 @@ def _machine_program(sub):
                 b = fns.index(address)
         kind, index = places[e.outs[0]]
         slot[e.outs[0]] = first_slot[kind] + index
-        code.append((_vector_math.OPERATIONS.index(op), slot[e.outs[0]], a, b))
+        code.append((_vector_math.OPERATIONS.index(op), slot[e.outs[0]], a, b, c))
     return code, consts, scalar_pos, n_temps, tuple(fns)
 
 
+def _machine_tile(periods):
+    """The machine's tile for inputs of these periods (``_period``, 0 for a full input): a
+    multiple of every period below ``MACHINE_TILE`` that divides every period above it, as
+    near ``MACHINE_TILE`` as may be; None where there is none (the group is replayed)."""
+    small = [p for p in periods if 0 < p < MACHINE_TILE]
+    large = [p for p in periods if p >= MACHINE_TILE]
+    step = math.lcm(*small) if small else 1
+    if step > MACHINE_TILE:
+        return None
+    tile = step * (MACHINE_TILE // step)
+    if large:
+        g = math.gcd(*large)
+        while tile >= step and g % tile:
+            tile -= step
+        if tile < min(step * 16, MACHINE_TILE // 4):   # (tiles this short cost their calls)
+            return None
+    return tile
+
+
+def _as_condition(raw, seen):
+    """A boolean input as the machine reads it (0.0 or 1.0), converted once per array object
+    (``seen``: the last one and its conversion; a mask is mostly a constant of the program)."""
+    if seen and seen[0] is raw:
+        return seen[1]
+    flat = raw.reshape(-1).astype(np.float64)
+    seen[:] = [raw, flat]
+    return flat
+
+
 def _machine_kernel(sub, program):
-    """(kernel, out_kernel) running the group ``sub`` in the tile machine (``FusedPrimitive``)."""
+    """(kernel, out_kernel) running the group ``sub`` in the tile machine (``FusedPrimitive``),
+    or None where its inputs' periods fit no tile."""
     from .._core._vector_math import run_program
     code, consts, scalar_pos, n_temps, fns = program
-    code = np.asarray(code, dtype=np.int32).reshape(-1, 4)
+    code = np.asarray(code, dtype=np.int32).reshape(-1, 5)
     base = np.asarray(consts, dtype=np.float64)
     shape = tuple(sub.outs[0].shape)
     n = math.prod(shape)
     full_pos = [i for i, v in enumerate(sub.in_vars) if v.shape != ()]
+    periods = tuple(_period(sub.in_vars[i], shape) for i in full_pos)
+    tile = _machine_tile(periods)
+    if tile is None:
+        return None
+    masks = {i: [] for i in full_pos if sub.in_vars[i].dtype.name == "bool"}
     n_out = len(sub.outs)
 
     # (the outputs of a group on small arrays are rows of one array: a group of a long program
@@ -220,8 +291,10 @@ def _machine_kernel(sub, program):
             c = base.copy()
             for k, i in enumerate(scalar_pos):
                 c[k] = raw[i]
-        run_program(code, c, [np.ravel(raw[i]) for i in full_pos], outputs, n_temps, fns, n,
-                    MACHINE_TILE)
+        # (reshape, a method: no NumPy dispatch; a view of a contiguous array, else a copy)
+        inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i], masks[i])
+                  for i in full_pos]
+        run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods)
 
     def kernel(*raw):
         if block:
@@ -326,10 +399,13 @@ def _source(sub, b, ns):
 
 def make_kernel(sub):
     """(kernel, out_kernel) of a fused group (NOTE [fusion]): ``kernel(*raw)`` the tuple of its
-    outputs; ``out_kernel(*raw, out=buffers)`` writes into the given ones (``FusedPrimitive``)."""
+    outputs; ``out_kernel(*raw, out=buffers)`` writes into the given ones (``FusedPrimitive``);
+    None where neither the machine nor NumPy's calls on tiles run it (the group is replayed)."""
     program = _machine_program(sub)
     if program is not None:
         return _machine_kernel(sub, program)
+    if not all(map(tileable, sub.eqns)):   # (a broadcast operand or a select: machine only)
+        return None
     ns = {}
     src = _source(sub, sub.backend, ns)
     exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
@@ -458,8 +534,19 @@ def lower(prog):
     """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
     if not wanted(prog):
         return None
-    return fuse_elementwise(_uniform_constants(_sink_broadcasts(prog)), accept, make_kernel,
-                            worth=_worth)
+    base = _uniform_constants(_sink_broadcasts(prog))
+    left_out = set()   # (ids of instructions only the machine runs, in groups it could not run)
+    while True:
+        out = fuse_elementwise(base, lambda e: id(e) not in left_out and accept(e),
+                               make_kernel, worth=_worth)
+        # A group the machine cannot run (another operation in it, or operands' periods that
+        # fit no tile) and that holds a broadcast operand or a select, which NumPy's calls on
+        # tiles cannot read, has no kernel: fused again without those, the rest keeps its tiles
+        failed = [e for e in out.eqns if getattr(e.prim, "fused", False)
+                  and e.prim.kernel is None]
+        if not failed:
+            return out
+        left_out |= {id(m) for e in failed for m in e.prim.prog.eqns if not tileable(m)}
 
 
 def _why_not_tiled(e, prog):
@@ -467,12 +554,18 @@ def _why_not_tiled(e, prog):
     if not _config.read("jit_tiles"):
         return "tiles are off (arrayad.config.jit_tiles)"
     n = math.prod(e.outs[0].shape)
-    if not tileable(e):
+    if not tileable(e) and _machine_op(e) is None:
         if e.prim.xp_name is None:
             return "arrayad's own implementation: a tile cannot run it on a piece"
         if getattr(e.outs[0].dtype, "kind", "c") == "c":
             return "complex: NumPy's complex loops round differently on pieces"
-        return "an operand of another shape than the result: a tile cannot read a piece of it"
+        return ("an operand of another shape than the result: a tile cannot read a piece of it "
+                "(the tile machine reads float64 operands broadcast along the leading axes)")
+    if not tileable(e):
+        if n < MACHINE_MIN:
+            return f"{n} elements, under the tile machine's {MACHINE_MIN}"
+        return ("a group of one, or one whose broadcast operands fit no tile of the machine: "
+                "nothing to fuse")
     if _machine_op(e) is None:
         machine = ("the tile machine computes float64 arithmetic and "
                    + ", ".join(sorted(vector_math.addresses())) + " only")

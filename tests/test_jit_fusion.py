@@ -458,19 +458,22 @@ def test_the_tile_machine_gives_the_unfused_results(case, machine):
 
 @pytest.mark.parametrize("shape, row", [((16, 16), (16,)), ((4, 5, 100), (1, 100)),
                                         ((3, 2048), (2048,)), ((5, 3000), (3000,)),
-                                        ((2, 3, 7), (3, 7))])
-def test_the_tile_machine_reads_broadcast_rows_and_selects_bit_for_bit(shape, row):
+                                        ((2, 3, 7), (3, 7)), ((300, 7), (300, 1)),
+                                        ((6, 5, 7), (6, 1, 7)), ((64, 3, 5), (64, 3, 1)),
+                                        ((1500,), (1,))])
+def test_the_tile_machine_reads_broadcast_operands_and_selects_bit_for_bit(shape, row):
     """Operands broadcast along the leading axes (a Hessian's rows times a vector, a k-means
-    distance's centroid norms) and where(mask, 0, x) (a structural zero) run in the machine,
-    with the unfused replay's bits: tiles of a multiple of a short row's length, or dividing a
-    long one (3,000: tiles of 1,000), and odd lengths too (7, 21)."""
+    distance's centroid norms), along others (a column, a middle axis: gathered tile by tile,
+    across tiles' edges) and where(mask, 0, x) (a structural zero) run in the machine, with
+    the unfused replay's bits: tiles of a multiple of a short row's length, or dividing a long
+    one (3,000: tiles of 1,000), and odd lengths too (7, 21)."""
     from arrayad._jit import lower_tiles, vector_math
     if not vector_math.ADDRESSES:
         pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
     rng = np.random.default_rng(4)
     m, v = rng.standard_normal(shape), rng.standard_normal(row)
     m.reshape(-1)[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308]
-    v.reshape(-1)[:3] = [0.0, -0.0, np.inf]
+    v.reshape(-1)[:3] = [0.0, -0.0, np.inf][:v.size]
     mask = rng.random(shape) < 0.3
 
     def f(m, v, mask):

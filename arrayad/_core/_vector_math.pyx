@@ -8,6 +8,7 @@ library: on a compiler or processor without these registers ``supported()`` is F
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memcpy
 cimport numpy as cnp
+import math
 import numpy as _np
 
 cnp.import_array()
@@ -47,7 +48,31 @@ cdef extern from *:
        its function's index in ``fns`` as its second operand. An input of period p > 0 (an
        operand broadcast along the leading axes: element i is its element i % p) is read at
        s % p: the tile is a multiple of p, or p a multiple of the tile (for p below the tile
-       the input holds tile / p copies). A select's condition is 0.0 (false) or 1.0. */
+       the input holds tile / p copies). An input broadcast otherwise (a column, (n, 1) read as
+       (n, k); a middle axis) is gathered into a tile buffer before each tile: its shape is
+       described by ``shape`` (ndim, the result's dims, then its element strides, 0 along
+       a broadcast axis), copied row by row along the last axis (a copy or one value
+       repeated). A select's condition is 0.0 (false) or 1.0. */
+    static void ad_gather(double *dst, const double *src, const Py_ssize_t *shape,
+                          Py_ssize_t s, Py_ssize_t m) {
+        Py_ssize_t nd = shape[0], idx[32], off = 0, r = s, j = 0;
+        const Py_ssize_t *dims = shape + 1, *st = shape + 1 + nd;
+        for (Py_ssize_t d = nd - 1; d >= 0; d--) {
+            idx[d] = r % dims[d]; r /= dims[d]; off += idx[d] * st[d];
+        }
+        while (j < m) {
+            Py_ssize_t run = dims[nd - 1] - idx[nd - 1];
+            if (run > m - j) run = m - j;
+            if (st[nd - 1] == 1) memcpy(dst + j, src + off, (size_t)run * sizeof(double));
+            else for (Py_ssize_t i = 0; i < run; i++) dst[j + i] = src[off + i * st[nd - 1]];
+            j += run;
+            idx[nd - 1] += run;
+            off += run * st[nd - 1];
+            for (Py_ssize_t d = nd - 1; d > 0 && idx[d] == dims[d]; d--) {
+                off -= idx[d] * st[d]; idx[d] = 0; idx[d - 1] += 1; off += st[d - 1];
+            }
+        }
+    }
     enum { AD_ADD, AD_SUBTRACT, AD_MULTIPLY, AD_DIVIDE, AD_NEGATIVE, AD_COPY, AD_SQUARE,
            AD_ABS, AD_SQRT, AD_CALL, AD_SELECT };
     #define AD_LOOP(EXPR) for (Py_ssize_t i = 0; i < m; i++) d[i] = (EXPR)
@@ -61,12 +86,17 @@ cdef extern from *:
     #define ARRAYAD_EXEC(NAME, RUN)                                                           \
         static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
                          double **slots, double **in, const Py_ssize_t *period,                \
-                         Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,          \
-                         Py_ssize_t n, Py_ssize_t tile) {                                      \
+                         const Py_ssize_t **shape, double **gathered, Py_ssize_t n_in,         \
+                         double **out, Py_ssize_t n_out, void **fns, Py_ssize_t n,             \
+                         Py_ssize_t tile) {                                                    \
             for (Py_ssize_t s = 0; s < n; s += tile) {                                         \
                 Py_ssize_t m = n - s < tile ? n - s : tile;                                    \
-                for (Py_ssize_t k = 0; k < n_in; k++)                                          \
-                    slots[k] = in[k] + (period[k] ? s % period[k] : s);                        \
+                for (Py_ssize_t k = 0; k < n_in; k++) {                                        \
+                    if (shape[k]) {                                                            \
+                        ad_gather(gathered[k], in[k], shape[k], s, m);                         \
+                        slots[k] = gathered[k];                                                \
+                    } else slots[k] = in[k] + (period[k] ? s % period[k] : s);                 \
+                }                                                                              \
                 for (Py_ssize_t k = 0; k < n_out; k++) slots[n_in + k] = out[k] + s;           \
                 for (Py_ssize_t c = 0; c < n_code; c++) {                                      \
                     const int *ins = code + 5 * c;                                             \
@@ -119,8 +149,9 @@ cdef extern from *:
     #define ARRAYAD_NO_EXEC(NAME)                                                             \
         static void NAME(const int *code, Py_ssize_t n_code, const double *consts,             \
                          double **slots, double **in, const Py_ssize_t *period,                \
-                         Py_ssize_t n_in, double **out, Py_ssize_t n_out, void **fns,          \
-                         Py_ssize_t n, Py_ssize_t tile) {}
+                         const Py_ssize_t **shape, double **gathered, Py_ssize_t n_in,         \
+                         double **out, Py_ssize_t n_out, void **fns, Py_ssize_t n,             \
+                         Py_ssize_t tile) {}
     ARRAYAD_NO_EXEC(arrayad_exec2)
     ARRAYAD_NO_EXEC(arrayad_exec4)
     ARRAYAD_NO_EXEC(arrayad_exec8)
@@ -132,14 +163,17 @@ cdef extern from *:
     void arrayad_run8(void *fn, const double *x, double *o, Py_ssize_t n) nogil
     int arrayad_vector_width()
     void arrayad_exec2(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
-                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
+                       double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
+                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
     void arrayad_exec4(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
-                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
+                       double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
+                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
     void arrayad_exec8(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
-                       double **inp, const Py_ssize_t *period, Py_ssize_t n_in, double **out,
-                       Py_ssize_t n_out, void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
+                       double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
+                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
 
 cdef int _width = arrayad_vector_width()
 
@@ -201,15 +235,17 @@ cdef double *_data(object a, Py_ssize_t size, str what, Py_ssize_t k) except NUL
 
 def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, outputs,
                 Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile,
-                tuple periods=None):
+                tuple periods=None, tuple layouts=None):
     """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` are
     float64 arrays of ``n`` contiguous elements, or, where ``periods`` gives ``p > 0``, of
     ``p`` elements (an operand broadcast along leading axes, repeated to a tile here where it is
     shorter; ``tile`` a multiple of ``p`` or ``p`` of ``tile``); ``outputs`` a list of arrays of
     ``n`` elements or one array of shape (outputs, n), ``fns`` the addresses of the vector
-    functions of ``width()`` lanes that its calls name, ``consts`` its constants."""
+    functions of ``width()`` lanes that its calls name, ``consts`` its constants. Where
+    ``layouts`` gives ``(dims, strides)`` for an input (any other broadcast: the result's dims,
+    the input's element strides, 0 along a broadcast axis), it is gathered tile by tile."""
     cdef double[:, ::1] block = None if isinstance(outputs, list) else outputs
-    cdef Py_ssize_t n_in = len(inputs), k, p, j, reps
+    cdef Py_ssize_t n_in = len(inputs), k, p, j, reps, want
     cdef Py_ssize_t span = min(tile, n)
     cdef Py_ssize_t n_out = len(outputs) if block is None else block.shape[0]
     cdef Py_ssize_t n_slots = n_in + n_out + n_temps
@@ -235,10 +271,42 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
         repeated = <double *>PyMem_Malloc(max(n_repeated * span, 1) * sizeof(double))
     cdef double *src
     kept = []
+    # (gathered inputs: their shape descriptions and tile buffers)
+    cdef const Py_ssize_t **shape = <const Py_ssize_t **>PyMem_Malloc(
+        max(n_in, 1) * sizeof(Py_ssize_t *))
+    cdef double **gathered = <double **>PyMem_Malloc(max(n_in, 1) * sizeof(double *))
+    cdef Py_ssize_t *spec = NULL
+    cdef double *gbuf = NULL
+    cdef Py_ssize_t n_spec = 0, n_gather = 0, at = 0, g = 0, nd
+    if layouts is not None:
+        for lay in layouts:
+            if lay is not None:
+                n_spec += 1 + 2 * len(lay[0])
+                n_gather += 1
+        spec = <Py_ssize_t *>PyMem_Malloc(max(n_spec, 1) * sizeof(Py_ssize_t))
+        gbuf = <double *>PyMem_Malloc(max(n_gather * span, 1) * sizeof(double))
     try:
-        if not (ins and outs and slots and fn and temps and period) or (
-                periods is not None and not repeated):
+        if not (ins and outs and slots and fn and temps and period and shape and gathered) or (
+                periods is not None and not repeated) or (layouts is not None and not (
+                    spec and gbuf)):
             raise MemoryError()
+        for k in range(n_in):
+            shape[k] = NULL
+            gathered[k] = NULL
+            lay = None if layouts is None else layouts[k]
+            if lay is None:
+                continue
+            nd = len(lay[0])
+            if not 0 < nd <= 32 or len(lay[1]) != nd:
+                raise ValueError(f"tile machine: input {k}'s layout {lay!r}")
+            spec[at] = nd
+            for j in range(nd):
+                spec[at + 1 + j] = lay[0][j]
+                spec[at + 1 + nd + j] = lay[1][j]
+            shape[k] = spec + at
+            gathered[k] = gbuf + g * span
+            at += 1 + 2 * nd
+            g += 1
         reps = 0
         for k in range(n_in):
             p = 0 if periods is None else periods[k]
@@ -249,7 +317,17 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
             if not _plain(a):   # (a strided view: its elements copied, kept while it runs)
                 a = _np.ascontiguousarray(a, dtype=_np.float64)
                 kept.append(a)
-            src = _data(a, n if p == 0 else p, "input", k)
+            if shape[k] != NULL:   # (every offset the gather reads lies in the array)
+                want = 0
+                for j in range(shape[k][0]):
+                    want += (shape[k][1 + j] - 1) * shape[k][1 + shape[k][0] + j]
+                if (not _plain(a) or want >= cnp.PyArray_SIZE(<cnp.ndarray>a) or p
+                        or math.prod(layouts[k][0]) != n
+                        or any(st < 0 for st in layouts[k][1])):
+                    raise ValueError(f"tile machine: input {k} does not hold its layout "
+                                     f"{layouts[k]!r}")
+            src = _data(a, (n if p == 0 else p) if shape[k] == NULL else
+                        cnp.PyArray_SIZE(<cnp.ndarray>a), "input", k)
             period[k] = p
             ins[k] = src
             if 0 < p < span:   # (copies of p, then of what is there: doubling)
@@ -276,14 +354,21 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
         with nogil:
             if _width == 8:
                 arrayad_exec8(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
+                              tile)
             elif _width == 4:
                 arrayad_exec4(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
+                              tile)
             else:
                 arrayad_exec2(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
-                              slots, ins, period, n_in, outs, n_out, fn, n, tile)
+                              slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
+                              tile)
     finally:
+        PyMem_Free(<void *>shape)
+        PyMem_Free(gathered)
+        PyMem_Free(spec)
+        PyMem_Free(gbuf)
         PyMem_Free(repeated)
         PyMem_Free(period)
         PyMem_Free(ins)

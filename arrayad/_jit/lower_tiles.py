@@ -80,7 +80,9 @@ def _period(a, shape):
     """How a tile of a result of ``shape`` reads the operand ``a``: 0, a piece of it (it has
     the result's shape); its element count ``p``, where it is broadcast along the leading axes
     (its shape without leading 1s is the result's last axes: element i of the result reads
-    element i % p); None for a number (0-d, or a literal); False otherwise."""
+    element i % p); ``(dims, strides)`` where it is broadcast otherwise (a column, a middle
+    axis: gathered into a tile buffer, its element strides 0 along the broadcast axes); None
+    for a number (0-d, or a literal)."""
     if not isinstance(a, Var) or a.shape == ():
         return None
     if a.shape == shape:
@@ -88,9 +90,14 @@ def _period(a, shape):
     dims = list(a.shape)
     while dims and dims[0] == 1:
         dims.pop(0)
-    if len(dims) <= len(shape) and tuple(dims) == tuple(shape[len(shape) - len(dims):]):
+    if tuple(dims) == tuple(shape[len(shape) - len(dims):]):
         return math.prod(dims)
-    return False
+    own = (1,) * (len(shape) - len(a.shape)) + tuple(a.shape)
+    strides, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step if own[d] == shape[d] else 0
+        step *= own[d]
+    return tuple(shape), tuple(strides)
 
 
 # NOTE [tile machine]
@@ -106,12 +113,14 @@ def _period(a, shape):
 # small arrays, where the unfused replay pays a NumPy call per operation); other groups keep
 # the tiled NumPy calls. The machine also reads operands broadcast along the leading axes (a
 # Jacobian's or Hessian's rows times a vector, (16, 16) * (16,); ``_period``: element i reads
-# element i % p, its tiles a multiple of a short row or dividing a long one, ``_machine_tile``)
-# and runs ``where`` (a select; the structural zeros of NOTE [strong zeros] put one after each
-# product with the basis), which NumPy's calls on tiles cannot: a group holding one of those
-# that the machine cannot run is fused again without them (``lower``). On the 16-element chain's
-# ``jit(hessian)`` this took 96 backend calls down to 20 and the time from 55 to 20-23 us
-# (CPU time, ``benchmarks/compare.py --only hessian16 --cpu-time``, 2026-12-07).
+# element i % p, its tiles a multiple of a short row or dividing a long one, ``_machine_tile``),
+# other broadcast operands (a column, (n, 1) in (n, k); a middle axis: gathered into a tile
+# buffer before each tile) and runs ``where`` (a select; the structural zeros of NOTE [strong
+# zeros] put one after each product with the basis), which NumPy's calls on tiles cannot: a
+# group holding one of those that the machine cannot run is fused again without them
+# (``lower``). On the 16-element chain's ``jit(hessian)`` this took 96 backend calls down to 20
+# and the time from 55 to 20-23 us (CPU time, ``benchmarks/compare.py --only hessian16
+# --cpu-time``, 2026-12-07).
 
 MACHINE_TILE = 1024
 MACHINE_MIN = 16
@@ -133,8 +142,6 @@ def _machine_op(e):
         return None
     select = e.prim.name == "where" and len(e.ins) == 3
     for k, a in enumerate(e.ins):
-        if _period(a, out.shape) is False:
-            return None
         want = "bool" if select and k == 0 else "float64"
         if isinstance(a, Var):
             if getattr(a.dtype, "name", None) != want:
@@ -273,7 +280,10 @@ def _machine_kernel(sub, program):
     shape = tuple(sub.outs[0].shape)
     n = math.prod(shape)
     full_pos = [i for i, v in enumerate(sub.in_vars) if v.shape != ()]
-    periods = tuple(_period(sub.in_vars[i], shape) for i in full_pos)
+    reads = [_period(sub.in_vars[i], shape) for i in full_pos]
+    periods = tuple(r if isinstance(r, int) else 0 for r in reads)
+    layouts = (tuple(r if isinstance(r, tuple) else None for r in reads)
+               if any(isinstance(r, tuple) for r in reads) else None)
     tile = _machine_tile(periods)
     if tile is None:
         return None
@@ -294,7 +304,7 @@ def _machine_kernel(sub, program):
         # (reshape, a method: no NumPy dispatch; a view of a contiguous array, else a copy)
         inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i], masks[i])
                   for i in full_pos]
-        run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods)
+        run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods, layouts)
 
     def kernel(*raw):
         if block:

@@ -46,6 +46,7 @@ import math
 
 from ._core import _core
 from ._core._core import bind
+from ._jit.scan import compiled_sweep
 
 # A ``while_loop`` (or ``fori_loop`` with array bounds) keeps at most this many carries for its
 # reverse pass unless told otherwise (``checkpoint=``): a loop of up to 512 steps is one block,
@@ -162,6 +163,15 @@ def _loop_vjp_impl(xp, *args, cond, body, back, length, ncc, nbc, ncarry, nx, sn
         n = length
     acc = [xp.zeros_like(bc[k]) for k in bi]
     size, held = _blocks(snapshots, n)
+    if n and snapshots is not None:   # (the whole schedule in one numba function, where it pays)
+        blocks = -(-n // size)
+        sweep = compiled_sweep(body, back, nbk, nbc, ncarry, len(ji) + len(bi), args + bk,
+                               (sweeps(blocks, held) + 2) * blocks)
+        out = None if sweep is None else sweep(bk, bc, init, xs, ct, acc, gy, n, snapshots,
+                                               reverse)
+        if out is not None:
+            carry, d_xs = out
+            return tuple(carry[len(ji):] + carry[:len(ji)] + d_xs)
     d_xs = {}   # first element of a block -> the cotangents of its xs
 
     def elements(p, k):

@@ -341,7 +341,10 @@ def _driven(monkeypatch, compiled, fn, *args):
 def _against_the_python_driver(monkeypatch, fn, *args, tol=1e-12):
     """The compiled sweep runs ``fn`` (at least once) and gives the Python driver's values."""
     pytest.importorskip("numba")
+    before = [np.array(to_numpy(a), copy=True) for a in args]
     got, runs = _driven(monkeypatch, True, fn, *args)
+    for a, b in zip(args, before):   # (the inputs are left as they were)
+        np.testing.assert_array_equal(to_numpy(a), b)
     want, none = _driven(monkeypatch, False, fn, *args)
     assert runs >= 1 and none == 0
     for g, w in zip(got if isinstance(got, tuple) else (got,),
@@ -358,7 +361,7 @@ def rk4_case(th, checkpoint, steps=40):
 
     def step(i, c):
         y, s = c
-        dt = 0.05
+        dt = 0.01
         k1 = rhs(y)
         k2 = rhs(y + dt / 2 * k1)
         k3 = rhs(y + dt / 2 * k2)
@@ -369,13 +372,16 @@ def rk4_case(th, checkpoint, steps=40):
     return ad.sum(y * y) + s
 
 
-@pytest.mark.parametrize("checkpoint", [1, 2, 3, 5, 32, 64])
-def test_compiled_sweep_equals_the_python_driver_and_every_carry(monkeypatch, checkpoint):
+# (budgets under 8 reverse single steps; 8, 12 and 32 units of 2, 3 and 8 steps, a part of
+# units and the last unit shorter; 64 every unit at once)
+@pytest.mark.parametrize("checkpoint, steps", [(1, 40), (2, 40), (3, 40), (5, 40), (8, 40),
+                                               (12, 40), (32, 301), (64, 40)])
+def test_compiled_sweep_equals_the_python_driver_and_every_carry(monkeypatch, checkpoint, steps):
     th = np.array([1.0, 0.1, 2.0])
-    f = lambda th: rk4_case(th, checkpoint)                  # noqa: E731
+    f = lambda th: rk4_case(th, checkpoint, steps)           # noqa: E731
     got = _against_the_python_driver(monkeypatch, F.grad(f), th)
-    _close(got, F.grad(lambda th: rk4_case(th, "all"))(th), 1e-12)
-    _close(got, fd_grad(lambda th: rk4_case(th, "all"), th), 1e-6)
+    _close(got, F.grad(lambda th: rk4_case(th, "all", steps))(th), 1e-12)
+    _close(got, fd_grad(lambda th: rk4_case(th, "all", steps), th), 1e-6)
     _against_the_python_driver(monkeypatch, ad.jit(F.grad(f)), th)   # (cached on the trace)
 
 
@@ -415,6 +421,7 @@ def test_compiled_sweep_of_a_while_loop(monkeypatch):
     _close(got, F.grad(lambda x: f(x, "all"))(x), 1e-12)
     _close(got, fd_grad(lambda x: f(x, "all"), x), 1e-6)
     _against_the_python_driver(monkeypatch, g, x, 1)
+    _against_the_python_driver(monkeypatch, g, x, 9)
 
 
 def test_compiled_sweep_keeps_float32():

@@ -295,6 +295,14 @@ def _copy(dst, dst_at, src, src_at, members):
     return lines
 
 
+# steps of the compiled sweep's unit, at most a quarter of the budget: a unit of one step
+# recomputes the fewest steps, but Revolve then reverses nearly every step by itself, a call of
+# the forward and of the pullback loop each (about 50 ns); 8 steps spend three of the 32 states
+# of the RK4 benchmark's budget on the unit's history, for a tenth of the calls and about as
+# many recomputations (C(25 + 5, 5) >= 10^6 / 8 as C(32 + 6, 6) >= 10^6)
+SWEEP_UNIT = 8
+
+
 class CompiledSweep:
     """The reverse pass of a loop from at most ``held`` carries, its whole schedule in one
     numba function (NOTE [compiled sweep] in ``arrayad/_loop_reverse.py``).
@@ -327,55 +335,66 @@ class CompiledSweep:
         pf, xf = names("pf", adv.P), names("xf", adv.X)
         pb, xb, yb, cb = names("pb", bwd.P), names("xb", bwd.X), names("yb", bwd.Y), \
             names("cb", bwd.C)
-        snaps, scratch = [f"s_{dt}" for dt in dts], names("sc", sav.C)
-        self.params = pf + xf + snaps + pb + xb + yb + cb + scratch
+        snaps = [f"s_{dt}" for dt in dts]
+        self.params = pf + xf + snaps + pb + xb + yb + cb
         load_f = list(zip(_offsets(adv.P)[len(adv.P.members) - ncarry:], _offsets(adv.C)))
         load_b = list(zip(_offsets(bwd.P)[len(bwd.P.members) - nback:], _offsets(bwd.C)))
-
-        def advance(src, dst, p, k):   # (state dst = k steps from state src at step p)
-            return _copy("pf", "", "s", f"{src}, ", load_f) + [call(
-                "advance", k, pf, [f"{x}[{p}:{p} + {k}]" for x in xf],
-                [f"{s}[{dst}]" for s in snaps])]
-
-        def leaf(p, k, slot):   # (steps p .. p + k - 1 reversed from state slot, k states)
-            hist = [f"{s}[{slot}:{slot} + {k}]" for s in snaps]
-            sl = f"[{p}:{p} + {k}]"
-            return _copy("pf", "", "s", f"{slot}, ", load_f) + [
-                call("keep", k, pf, [x + sl for x in xf], hist, scratch),
-                call("pullback", k, pb, hist, [x + sl for x in xb], [y + sl for y in yb], cb),
-            ] + _copy("pb", "", "cb", "", load_b)
 
         def indent(lines, depth):
             return [" " * (4 * depth) + s for s in lines]
 
+        def advance(src, dst, j, a):   # (state dst = a units from state src at unit j)
+            return _copy("pf", "", "s", f"{src}, ", load_f) + [
+                f"p_, w_ = ({j}) * u, min(({a}) * u, n - ({j}) * u)",
+                call("advance", "w_", pf, [f"{x}[p_:p_ + w_]" for x in xf],
+                     [f"{s}[{dst}]" for s in snaps])]
+
+        def unit(row, j):   # (the steps of unit j reversed from its first state, in row)
+            # (the carries of its w steps in rows row .. row + w - 1: the first is the state's,
+            # the next come from w - 1 steps forward, the last as their final carry)
+            return [f"p_, w_ = ({j}) * u, min(u, n - ({j}) * u)", "if w_ > 1:"] + indent(
+                _copy("pf", "", "s", f"{row}, ", load_f)
+                + [call("keep", "w_ - 1", pf, [f"{x}[p_:p_ + w_ - 1]" for x in xf],
+                        [f"{s}[{row}:{row} + w_ - 1]" for s in snaps],
+                        [f"{s}[{row} + w_ - 1]" for s in snaps])], 1) + [
+                call("pullback", "w_", pb, [f"{s}[{row}:{row} + w_]" for s in snaps],
+                     [f"{x}[p_:p_ + w_]" for x in xb], [y + "[p_:p_ + w_]" for y in yb], cb),
+            ] + _copy("pb", "", "cb", "", load_b)
+
         src = list(_HEADER)
         src += adv.function("advance") + sav.function("keep") + bwd.function("pullback")
         src += _SCHEDULE
-        src += [_NJIT, f"def kernel(n, held, {', '.join(self.params)}):"]
+        src += [_NJIT, f"def kernel(n, held, u, {', '.join(self.params)}):"]
         src += indent([
-            "# (a stack of the parts still to reverse: first step, steps, states held, the",
-            "# slot of the state at its first step; slots above the top's are free)",
-            "sp, sn = np.empty(held + 2, np.int64), np.empty(held + 2, np.int64)",
-            "sh, ss = np.empty(held + 2, np.int64), np.empty(held + 2, np.int64)",
-            "sp[0], sn[0], sh[0], ss[0] = 0, n, held, 0",
+            "# (the schedule over units of u steps from held - u + 1 states, the last u rows",
+            "# the history of the unit being reversed; a stack of the parts still to reverse:",
+            "# first unit, units, states held, the row of the state at its first unit; rows",
+            "# above the top's are free)",
+            "h0 = held - u + 1",
+            "sp, sn = np.empty(h0 + 2, np.int64), np.empty(h0 + 2, np.int64)",
+            "sh, ss = np.empty(h0 + 2, np.int64), np.empty(h0 + 2, np.int64)",
+            "sp[0], sn[0], sh[0], ss[0] = 0, (n + u - 1) // u, h0, 0",
             "top = 1",
             "while top > 0:",
             "    top -= 1",
-            "    p0, m, h, slot = sp[top], sn[top], sh[top], ss[top]",
+            "    j0, m, h, slot = sp[top], sn[top], sh[top], ss[top]",
             "    while m > 0:",
-            "        if m <= h:   # (room for every state: one pass forward)"], 1)
-        src += indent(leaf("p0", "m", "slot") + ["break"], 4)
-        src += indent(["if h <= 1:   # (one state: each step from it)",
-                       "    for k in range(m - 1, 0, -1):"], 3)
-        src += indent(advance("slot", "slot + 1", "p0", "k") + leaf("p0 + k", 1, "slot + 1"),
-                      5)
-        src += indent(leaf("p0", 1, "slot") + ["break"], 4)
+            "        if m <= h:   # (room for every state: one pass forward)",
+            "            for r in range(1, m):"], 1)
+        src += indent(advance("slot + r - 1", "slot + r", "j0 + r - 1", 1), 5)
+        src += indent(["for r in range(m - 1, -1, -1):"], 4)
+        src += indent(unit("slot + r", "j0 + r"), 5)
+        src += indent(["break"], 4)
+        src += indent(["if h <= 1:   # (one state: each unit from it)",
+                       "    for r in range(m - 1, 0, -1):"], 3)
+        src += indent(advance("slot", "slot + 1", "j0", "r") + unit("slot + 1", "j0 + r"), 5)
+        src += indent(unit("slot", "j0") + ["break"], 4)
         src += indent([
             "a = max(1, min(m - 1, beta(h, sweeps(m, h) - 1)))",
-            "sp[top], sn[top], sh[top], ss[top] = p0, a, h, slot",
+            "sp[top], sn[top], sh[top], ss[top] = j0, a, h, slot",
             "top += 1"], 3)
-        src += indent(advance("slot", "slot + 1", "p0", "a"), 3)
-        src += indent(["p0, m, h, slot = p0 + a, m - a, h - 1, slot + 1"], 3)
+        src += indent(advance("slot", "slot + 1", "j0", "a"), 3)
+        src += indent(["j0, m, h, slot = j0 + a, m - a, h - 1, slot + 1"], 3)
         src += ["    return 0", ""]
         self.source = "\n".join(src)
         self.fn = None
@@ -387,7 +406,7 @@ class CompiledSweep:
         to the caller, which falls back)."""
         if self.fn is None:
             self.fn = _load(self.source)
-        adv, sav, bwd = self.adv, self.sav, self.bwd
+        adv, bwd = self.adv, self.bwd
         if reverse:   # (the schedule runs in the loop's order: xs and ys read from the end)
             xs, gy = [x[::-1] for x in xs], [g[::-1] for g in gy]
         states = []   # (per dtype: a row per state held, the first the initial carry)
@@ -396,9 +415,13 @@ class CompiledSweep:
             states[-1][0] = a
         yb = bwd.Y.empty(n)
         cb = bwd.C.empty()
-        self.fn(n, held, *adv.P.pack(list(consts) + list(init)), *adv.X.pack(xs, n), *states,
-                *bwd.P.pack(list(closure) + list(consts) + list(ct) + list(acc)),
-                *bwd.X.pack(list(xs) + list(gy), n), *yb, *cb, *sav.C.empty())
+        unit = max(1, min(SWEEP_UNIT, held // 4))
+        # (the kernel writes the carries of both loops into their packed arguments: copies,
+        # where a pack of one member would be the caller's array itself)
+        pf = [a.copy() for a in adv.P.pack(list(consts) + list(init))]
+        pb = [a.copy() for a in bwd.P.pack(list(closure) + list(consts) + list(ct) + list(acc))]
+        self.fn(n, held, unit, *pf, *adv.X.pack(xs, n), *states, *pb,
+                *bwd.X.pack(list(xs) + list(gy), n), *yb, *cb)
         outs = bwd.out_shapes
         carry = bwd.C.unpack(cb, outs[:self.nback])
         d_xs = bwd.Y.unpack(yb, outs[self.nback:], n)

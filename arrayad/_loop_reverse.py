@@ -35,20 +35,29 @@ schedule above would call the tiers at least ``SWEEP_MIN_CALLS`` times (``_jit/s
 ``CompiledSweep`` (``_jit/scan_numba.py``) writes one numba module: three loops of the numba
 tier's source (the body for its carry only; the body keeping the carry entering each step; the
 pullback ``back`` from the last step) and ``kernel``, ``reverse_sweep`` over integers. Its unit
-is one step, not a block: the ``k`` states of the budget are all snapshots, in a ``(k + 1,
-elements)`` array per dtype whose rows above the schedule's stack are free (a part of ``m <= h``
-steps is reversed by keeping its ``m`` carries in the rows from its own state's up, then the
-pullback over them; the extra row is the state a budget of one advances into). Reversing ``n``
-steps from ``k`` states then costs ``t`` forward runs of each step at most, ``C(k + t, t) >= n``
-(10^6 steps from 32 states: ``t = 6``, 5.66 advances per step counted), and one step of the
-pullback, with no call per block. The values are the Python driver's: a step computes the
-same whatever schedule recomputes it (up to an ulp of a libm function between the tiers, NOTE
-[compiled scan]), and the cotangents are summed over the steps in the same order (the tests
-compare the two). A reverse scan runs in the loop's order over
-its xs and ys' cotangents read from the end, and its xs' cotangents are turned back. Whatever
-the tier does not take (larger values, instructions it does not know, other backends, numba
-missing or failing to compile) runs the Python driver, as does a schedule of fewer calls (a
-first compile costs a few seconds, later processes find numba's on-disk cache).
+is ``u = min(SWEEP_UNIT, k // 4)`` steps (8; at least one): the schedule reverses the
+``ceil(n / u)`` units from ``k - u + 1`` states, held in the rows of a ``(k + 1, elements)``
+array per dtype whose rows above the schedule's stack are free. A part of ``m <= h`` units is
+reversed by advancing to each unit's first state, into the rows from the part's own up, then
+unit by unit from the last: the unit's carries kept in the rows from its first state's up (over
+the units already reversed), the pullback over them. That holds at most ``k`` states (``k + 1``
+where a part is down to one state, as in the Python driver, whose extra state the advance
+makes). Reversing ``n`` steps then costs ``t`` forward runs of each step at most, ``C(k - u + 1
++ t, t) >= n / u``, one more keeping each unit's carries, and one step of the pullback: 10^6
+steps from 32 states, ``u = 8``, ``t = 5``. Single steps as the unit would recompute about as
+many (``t = 6``, 5.66 advances per step counted), but Revolve then reverses nearly every step
+by itself, at a call of each loop (about 50 ns each): five times the calls of units of 8 steps
+(the RK4 benchmark's reverse took 185 ms instead of 130). Those calls are between numba
+functions; the Python driver's are of the tiers, 30-100 us each, one per block.
+
+The values are the Python driver's: a step computes the same whatever schedule recomputes it
+(up to an ulp of a libm function between the tiers, NOTE [compiled scan]), and the cotangents
+are summed over the steps in the same order (the tests compare the two). A reverse scan runs in
+the loop's order over its xs and ys' cotangents read from the end, and its xs' cotangents are
+turned back. Whatever the numba tier does not take (larger values, instructions it does not
+know, other backends, numba missing or failing to compile) runs the Python driver, as does a
+schedule of fewer calls (a first compile costs a few seconds; later processes find numba's
+on-disk cache).
 
 The rules of ``loop_vjp`` are loops of ``loop_vjp`` again, so every order of
 transforms composes with a dynamic trip count:

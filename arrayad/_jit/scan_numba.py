@@ -295,11 +295,11 @@ def _copy(dst, dst_at, src, src_at, members):
     return lines
 
 
-# steps of the compiled sweep's unit, at most a quarter of the budget: a unit of one step
-# recomputes the fewest steps, but Revolve then reverses nearly every step by itself, a call of
-# the forward and of the pullback loop each (about 50 ns); 8 steps spend three of the 32 states
-# of the RK4 benchmark's budget on the unit's history, for a tenth of the calls and about as
-# many recomputations (C(25 + 5, 5) >= 10^6 / 8 as C(32 + 6, 6) >= 10^6)
+# steps of the compiled sweep's unit, at most a quarter of the budget (NOTE [compiled sweep]):
+# a unit of one step recomputes the fewest steps, but Revolve then reverses nearly every step
+# by itself, at a call of the forward and of the pullback loop each (about 50 ns); units of 8
+# steps spend 7 of the RK4 benchmark's 32 states on a unit's carries, for a fifth of the calls
+# and about as many recomputations (C(25 + 5, 5) >= 10^6 / 8, C(32 + 6, 6) >= 10^6)
 SWEEP_UNIT = 8
 
 

@@ -56,8 +56,8 @@ are summed over the steps in the same order (the tests compare the two). A rever
 the loop's order over its xs and ys' cotangents read from the end, and its xs' cotangents are
 turned back. Whatever the numba tier does not take (larger values, instructions it does not
 know, other backends, numba missing or failing to compile) runs the Python driver, as does a
-schedule of fewer calls (a first compile costs a few seconds; later processes find numba's
-on-disk cache).
+schedule of fewer calls (``SWEEP_MIN_CALLS``, about a second of them: compiling costs 5-10
+seconds the first time, about a second in a later process, from numba's on-disk cache).
 
 The rules of ``loop_vjp`` are loops of ``loop_vjp`` again, so every order of
 transforms composes with a dynamic trip count:

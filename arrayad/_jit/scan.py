@@ -66,9 +66,10 @@ ARRAY_AFTER = 0.25
 
 # a snapshot budget's reverse pass runs its whole schedule in one numba function (NOTE [compiled
 # sweep] in arrayad/_loop_reverse.py) where the schedule run from Python would call the tiers at
-# least this many times (each call costs 30-100 us; compiling costs about two seconds the first
-# time, a fifth of a second from numba's on-disk cache)
-SWEEP_MIN_CALLS = 5_000
+# least this many times: each call costs 30-100 us, so about a second of calls, what the compiled
+# sweep's first call costs from numba's on-disk cache (compiling it the first time takes 5 to 10
+# seconds: the RK4 benchmark's three loops and schedule)
+SWEEP_MIN_CALLS = 20_000
 
 runs = {"machine": 0, "numba": 0, "array": 0, "sweep": 0}   # loops run by each tier (tests)
 refused = None   # why the last body a tier saw is not taken (for the tests)

@@ -447,3 +447,61 @@ def test_a_body_numba_cannot_take_runs_the_schedule_from_python(monkeypatch):
     got, runs = _driven(monkeypatch, True, F.grad(lambda x: f(x, 3)), x)
     assert runs == 0 and "sort" in tiers.refused
     _close(got, F.grad(lambda x: f(x, "all"))(x), 1e-12)
+
+
+# -- online snapshots of a while loop (NOTE [online snapshots]) ---------------------------------
+
+def _grow_until(limit):
+    def f(x, checkpoint):
+        c = F.while_loop(lambda v: ad.sum(v) < limit, lambda v: v * 1.02 + 0.05 * ad.sin(v), x,
+                         checkpoint=checkpoint)
+        return ad.sum(c * c)
+    return f
+
+
+@pytest.mark.parametrize("checkpoint", [2, 3, 4, 8, 16, 64])
+def test_online_snapshots_give_the_python_loop_gradient(checkpoint):
+    # (39 steps: from 2 to 16 states the spacing of the parts doubles, once or more)
+    f = _grow_until(6.0)
+    x = np.array([0.3, 0.7])
+    want = F.grad(lambda x: ad.sum(_python_while(lambda v: ad.sum(v) < 6.0,
+                                                 lambda v: v * 1.02 + 0.05 * ad.sin(v), x) ** 2))(x)
+    _close(F.grad(lambda x: f(x, checkpoint))(x), want, 1e-12)
+    _close(ad.jit(F.grad(lambda x: f(x, checkpoint)))(x), want, 1e-12)
+
+
+def test_online_snapshots_run_no_counting_pass(monkeypatch):
+    """The reverse pass of a while loop runs each step forward twice (its parts' first carries
+    with the count, then each part keeping its carries), where counting first, then the blocks'
+    starts, then the blocks ran it three times."""
+    import arrayad._control as ctl
+    from arrayad._jit import scan as tiers
+    monkeypatch.setattr(tiers, "SWEEP_MIN_CALLS", float("inf"))   # (the Python driver's steps)
+    steps = {"while": 0, "scan": 0}
+    run_while, scan_impl = ctl._run_while, ctl._scan_impl
+
+    def counted_while(*a, **k):
+        c, n = run_while(*a, **k)
+        steps["while"] += n
+        return c, n
+
+    def counted_scan(xp, *a, **k):
+        if not k["reverse"]:   # (the loop's steps; its pullback runs the other way)
+            steps["scan"] += k["length"]
+        return scan_impl(xp, *a, **k)
+    x = np.array([0.3, 0.7])
+    # (39 steps from 32 states: parts of 8 steps from 16 first carries, each reversed as one
+    # block of the other 16)
+    out, pull = F.vjp(lambda x: _grow_until(6.0)(x, 32), x)
+    monkeypatch.setattr(ctl, "_run_while", counted_while)
+    monkeypatch.setattr(ctl, "_scan_impl", counted_scan)
+    pull(ad.asarray(1.0))
+    n = _trips_of(lambda v: v.sum() < 6.0, lambda v: v * 1.02 + 0.05 * np.sin(v), x)
+    assert n == 39 and steps == {"while": n, "scan": n}
+
+
+def _trips_of(cond, body, v):
+    n = 0
+    while cond(v):
+        v, n = body(v), n + 1
+    return n

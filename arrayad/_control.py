@@ -1094,11 +1094,14 @@ def _masked_step(cond, body, cc, bc, c):
     return masked
 
 
-def _run_while(xp, cond, body, cc, bc, c):
-    """(final carry, number of steps) of a while loop on raw arrays (NOTE [compiled while])."""
+def _run_while(xp, cond, body, cc, bc, c, limit=None):
+    """(final carry, number of steps) of a while loop on raw arrays (NOTE [compiled while]);
+    with ``limit``, of at most that many steps (the loop's online reverse runs it in parts:
+    NOTE [online snapshots])."""
     fc, fb = cond.replay, body.replay
     c, n = tuple(c), 0
-    while n < _WHILE_PLAIN_STEPS:
+    limit = float("inf") if limit is None else limit
+    while n < min(_WHILE_PLAIN_STEPS, limit):
         if not bool(fc(*cc, *c)[0]):
             return c, n
         c, n = tuple(fb(*bc, *c)), n + 1
@@ -1108,13 +1111,14 @@ def _run_while(xp, cond, body, cc, bc, c):
     else:
         masked = _masked_step(cond, body, cc, bc, c)
     chunk, nc, ncarry = 16, len(cc) + len(bc), len(c) + 1
-    while bool(fc(*cc, *c)[0]):
+    while n < limit and bool(fc(*cc, *c)[0]):
+        steps = int(min(chunk, limit - n))
         args = (*cc, *bc, *c, xp.asarray(0, dtype=xp.int64))
-        compiled = None if masked is None else compiled_scan(masked, args, chunk, False, nc,
+        compiled = None if masked is None else compiled_scan(masked, args, steps, False, nc,
                                                               ncarry, False)
-        out = None if compiled is None else compiled(args, chunk)
+        out = None if compiled is None else compiled(args, steps)
         if out is None:   # (no tier takes it, or not yet: one chunk of plain steps)
-            for _ in range(chunk):
+            for _ in range(steps):
                 c, n = tuple(fb(*bc, *c)), n + 1
                 if not bool(fc(*cc, *c)[0]):
                     return c, n

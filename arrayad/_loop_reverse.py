@@ -11,7 +11,8 @@ carry, xs) and the cotangents of its results (final carry, ys), and whose result
 cotangents of the loop's inputs: shapes the trace fixes whatever the trip count. Its run
 (``_loop_vjp_impl``, on raw arrays like every primitive's) does what no traced program can:
 
-1. for a while loop, run it forward to count its steps (``_run_while``: NOTE [compiled while]);
+1. for a while loop, run it forward to count its steps (``_run_while``: NOTE [compiled while]),
+   keeping the first carries of its parts with a budget (NOTE [online snapshots]);
 2. cut the ``n`` steps into blocks (``_blocks``): with ``checkpoint="all"`` one block of every
    step; with a budget of ``k`` carries, blocks of ``k // 2`` steps, whose starting carries (at
    most ``k - k // 2`` of them held at once) come back by the binomial schedule of Griewank's
@@ -24,8 +25,58 @@ cotangents of the loop's inputs: shapes the trace fixes whatever the trip count.
 
 Both scans of a block go through the compiled-scan tiers where they take its body (NOTE
 [compiled scan]): the cost of a block is a call of a tier, about 30-100 microseconds on top
-of its steps, so a small budget over many tiny steps pays that many times (measured on
-``benchmarks/loop_checkpoints.py``'s RK4 rows).
+of its steps, so a small budget over many tiny steps would pay that many times (the RK4 rows of
+``benchmarks/loop_checkpoints.py``: 32 carries over 10^6 steps took 39 times the forward pass).
+Where that many calls are due, the whole schedule runs in one numba function instead:
+
+NOTE [compiled sweep]
+---------------------
+On NumPy, where the body and ``back`` lower to scalar statements (``scan_lower.py``) and the
+schedule above would call the tiers at least ``SWEEP_MIN_CALLS`` times (``_jit/scan.py``),
+``CompiledSweep`` (``_jit/scan_numba.py``) writes one numba module: three loops of the numba
+tier's source (the body for its carry only; the body keeping the carry entering each step; the
+pullback ``back`` from the last step) and ``kernel``, ``reverse_sweep`` over integers. Its unit
+is ``u = min(SWEEP_UNIT, k // 4)`` steps (8; at least one): the schedule reverses the
+``ceil(n / u)`` units from ``k - u + 1`` states, held in the rows of a ``(k + 1, elements)``
+array per dtype whose rows above the schedule's stack are free. A part of ``m <= h`` units is
+reversed by advancing to each unit's first state, into the rows from the part's own up, then
+unit by unit from the last: the unit's carries kept in the rows from its first state's up (over
+the units already reversed), the pullback over them. That holds at most ``k`` states (``k + 1``
+where a part is down to one state, as in the Python driver, whose extra state the advance
+makes). Reversing ``n`` steps then costs ``t`` forward runs of each step at most, ``C(k - u + 1
++ t, t) >= n / u``, one more keeping each unit's carries, and one step of the pullback: 10^6
+steps from 32 states, ``u = 8``, ``t = 5``. Single steps as the unit would recompute about as
+many (``t = 6``, 5.66 advances per step counted), but Revolve then reverses nearly every step
+by itself, at a call of each loop (about 50 ns each): five times the calls of units of 8 steps
+(the RK4 benchmark's reverse took 185 ms instead of 130). Those calls are between numba
+functions; the Python driver's are of the tiers, 30-100 us each, one per block.
+
+The values are the Python driver's: a step computes the same whatever schedule recomputes it
+(up to an ulp of a libm function between the tiers, NOTE [compiled scan]), and the cotangents
+are summed over the steps in the same order (the tests compare the two). A reverse scan runs in
+the loop's order over its xs and ys' cotangents read from the end, and its xs' cotangents are
+turned back. Whatever the numba tier does not take (larger values, instructions it does not
+know, other backends, numba missing or failing to compile) runs the Python driver, as does a
+schedule of fewer calls (``SWEEP_MIN_CALLS``, about a second of them: compiling costs 5-10
+seconds the first time, about a second in a later process, from numba's on-disk cache).
+
+NOTE [online snapshots]
+-----------------------
+A while loop's count is known once it has run, so the schedule of its ``n`` steps could only
+start after a first pass that counted them, then ran forward again to the blocks' starts. With a
+budget of ``k >= 2`` carries, that first pass (``_online_starts``) keeps, besides the count,
+the carries at every multiple of a spacing, ``(k - k // 2) // 2`` steps to start with (a block
+of the other half of the budget), at most ``k // 2`` of them: when one more comes, every other
+one goes and the spacing doubles (a two-level scheme). The parts between them are then
+reversed from the last, each from its first carry with the other ``k - k // 2`` (the blocks
+and binomial schedule above, within a part). A loop of up to ``k // 2`` times the first spacing
+(131,072 steps for the default 1,024) thus runs each step forward twice besides its pullback:
+the first pass, and its part keeping its carries, where counting first ran it three times. In
+a longer loop the spacing has doubled, and each part is reversed by the binomial schedule
+within it. (Stumm and Walther's online checkpointing would place the snapshots for fewer
+recomputations once a loop turns out long; it is not done here.) Where the compiled sweep takes
+the loop (NOTE [compiled sweep]), it runs from the initial carry, the first pass having been
+its count, and the parts' first carries are dropped.
 
 The rules of ``loop_vjp`` are loops of ``loop_vjp`` again, so every order of
 transforms composes with a dynamic trip count:
@@ -46,6 +97,7 @@ import math
 
 from ._core import _core
 from ._core._core import bind
+from ._jit.scan import compiled_sweep
 
 # A ``while_loop`` (or ``fori_loop`` with array bounds) keeps at most this many carries for its
 # reverse pass unless told otherwise (``checkpoint=``): a loop of up to 512 steps is one block,
@@ -156,12 +208,28 @@ def _loop_vjp_impl(xp, *args, cond, body, back, length, ncc, nbc, ncarry, nx, sn
     bi, ji, xi, yi = _positions(body, nbc, ncarry, nx)
     ct = list(cts[:len(ji)])
     gy = cts[len(ji):]
-    if length is None:   # (a while loop: run it to count its steps)
+    nb, nj = len(bi), len(ji)
+    starts = None
+    if length is None and snapshots is not None and snapshots >= 2:
+        # (a while loop: its parts' first carries come with its count, NOTE [online snapshots])
+        n, starts = _online_starts(xp, cond, body, cc, bc, init, snapshots // 2,
+                                   max(1, (snapshots - snapshots // 2) // 2))
+    elif length is None:   # (run it to count its steps)
         n = _control()._run_while(xp, cond, body, cc, bc, init)[1]
     else:
         n = length
     acc = [xp.zeros_like(bc[k]) for k in bi]
     size, held = _blocks(snapshots, n)
+    if n and snapshots is not None:   # (the whole schedule in one numba function, where it pays)
+        blocks = -(-n // size)
+        sweep = compiled_sweep(body, back, nbk, nbc, ncarry, nj + nb, args + bk,
+                               (sweeps(blocks, held) + 2) * blocks)
+        if sweep is not None:
+            starts = None   # (the sweep's states are its own: the parts' first carries go)
+            out = sweep(bk, bc, init, xs, ct, acc, gy, n, snapshots, reverse)
+            if out is not None:
+                carry, d_xs = out
+                return tuple(carry[nj:] + carry[:nj] + d_xs)
     d_xs = {}   # first element of a block -> the cotangents of its xs
 
     def elements(p, k):
@@ -173,36 +241,67 @@ def _loop_vjp_impl(xp, *args, cond, body, back, length, ncc, nbc, ncarry, nx, sn
         return scan_impl(xp, *bc, *c, *[x[sl, ...] for x in xs], body=body, length=k,
                          reverse=reverse, nc=nbc, ncarry=ncarry, save=save)
 
-    def advance(c, j, k):   # (k blocks from the start of block j)
-        p = j * size
-        return tuple(run(c, p, min(k * size, n - p), False)[:ncarry])
+    def reverse_part(c0, p0, m, budget):
+        """Reverse the steps p0 .. p0 + m - 1 from ``c0``, the carry at p0, holding at most
+        ``budget`` carries (None: every one)."""
+        size, held = _blocks(budget, m)
 
-    def visit(j, c):
-        nonlocal ct, acc
-        p = j * size
-        k = min(size, n - p)
-        out = run(c, p, k, True)
-        hist = out[len(out) - ncarry:]
-        sl = elements(p, k)
-        # (the block's pullback: a scan the other way over its history, NOTE [loop reverse])
-        out = scan_impl(xp, *bk, *bc, *ct, *acc, *hist, *[x[sl, ...] for x in xs],
-                        *[g[sl, ...] for g in gy], body=back, length=k, reverse=not reverse,
-                        nc=nbk + nbc, ncarry=len(ji) + len(bi), save=False)
-        ct, acc = list(out[:len(ji)]), list(out[len(ji):len(ji) + len(bi)])
-        d_xs[sl.start] = out[len(ji) + len(bi):]
+        def advance(c, j, k):   # (k blocks from the start of block j)
+            p = p0 + j * size
+            return tuple(run(c, p, min(k * size, p0 + m - p), False)[:ncarry])
 
-    if n:
-        reverse_sweep(advance, visit, 0, tuple(init), -(-n // size), held)
+        def visit(j, c):
+            nonlocal ct, acc
+            p = p0 + j * size
+            k = min(size, p0 + m - p)
+            out = run(c, p, k, True)
+            hist = out[len(out) - ncarry:]
+            sl = elements(p, k)
+            # (the block's pullback: a scan the other way over its history, NOTE [loop
+            # reverse])
+            out = scan_impl(xp, *bk, *bc, *ct, *acc, *hist, *[x[sl, ...] for x in xs],
+                            *[g[sl, ...] for g in gy], body=back, length=k,
+                            reverse=not reverse, nc=nbk + nbc, ncarry=nj + nb, save=False)
+            ct, acc = list(out[:nj]), list(out[nj:nj + nb])
+            d_xs[sl.start] = out[nj + nb:]
+
+        reverse_sweep(advance, visit, 0, tuple(c0), -(-m // size), held)
+
+    if n and starts is None:
+        reverse_part(init, 0, n, snapshots)
+    elif n:   # (the parts from the last, each from its first carry with the other half)
+        ends = [p for p, _ in starts[1:]] + [n]
+        for (p, c), end in reversed(list(zip(starts, ends))):
+            if end > p:
+                reverse_part(c, p, end - p, snapshots - snapshots // 2)
     out = list(acc) + list(ct)
-    starts = sorted(d_xs)
+    firsts = sorted(d_xs)
     for k, m in enumerate(xi):
         if not n:
             out.append(xp.zeros_like(xs[m]))
-        elif len(starts) == 1:
-            out.append(d_xs[starts[0]][k])
+        elif len(firsts) == 1:
+            out.append(d_xs[firsts[0]][k])
         else:
-            out.append(xp.concat([d_xs[s][k] for s in starts], axis=0))
+            out.append(xp.concat([d_xs[s][k] for s in firsts], axis=0))
     return tuple(out)
+
+
+def _online_starts(xp, cond, body, cc, bc, init, most, part):
+    """(steps of the while loop, [(p, carry at step p)] at most ``most`` of them, every
+    multiple of a spacing from ``part`` steps up, doubled to stay within ``most``): NOTE
+    [online snapshots]."""
+    run_while = _control()._run_while
+    starts, c, n, spacing = [(0, tuple(init))], tuple(init), 0, part
+    while True:
+        want = spacing - n % spacing
+        c, k = run_while(xp, cond, body, cc, bc, c, limit=want)
+        n += k
+        if k < want:   # (the loop stopped)
+            return n, starts
+        starts.append((n, c))
+        if len(starts) > most:   # (every other one: the spacing doubles)
+            spacing *= 2
+            starts = [(p, s) for p, s in starts if p % spacing == 0]
 
 
 class _LoopRules:

@@ -5,7 +5,7 @@ The rows of the table in docs/control_flow.md ("Reverse mode through unbounded a
 * a 20,000-step ``fori_loop`` over 10,000 float64 values (every carry is 80 kB: keeping them all
   is 1.6 GB), its gradient with every carry kept and with budgets of 512 and 128 carries;
 * 10**6 RK4 steps of a 4-state linear ODE, its gradient with every carry kept and with 32,
-  against the forward pass alone;
+  against the forward pass alone (and that forward pass in the numba tier from its first call);
 * a ``while_loop`` whose trip count depends on the values (5,000 steps over 1,000 values), its
   gradient with the default budget (1,024) and with every state kept.
 
@@ -124,6 +124,18 @@ def rows(quick, repeat):
         t = best_time(lambda: g(th), repeat)
         m = peak_bytes(lambda: g(th))
         out.append((f"RK4, {steps:,} steps x 4 values", f"`{ck!r}`", t, m, t / t_fwd, None))
+    # (the forward pass above runs in the register machine, as a program's first calls do: numba
+    # takes a scan once the machine has spent a second in it, NOTE [compiled scan]; this row is
+    # the forward pass in numba from its first call)
+    from arrayad._jit import scan as tiers
+    after, tiers.NUMBA_AFTER = tiers.NUMBA_AFTER, 0.0
+    try:
+        fwd = ad.jit(lambda th: loss(th, "all"))
+        t = best_time(lambda: fwd(th), repeat)
+    finally:
+        tiers.NUMBA_AFTER = after
+    out.append((f"RK4, {steps:,} steps x 4 values", "forward pass, numba tier", t, None,
+                t / t_fwd, None))
     size, limit = (200, 200 * 1.5 * 5) if quick else (1_000, 1_000 * 1.5 * 150)
     n = trips(size, limit)
     p, loss = newton_like(size, limit)
@@ -147,7 +159,7 @@ def markdown(table, started):
              "| loop | checkpoint | time | peak memory | time / reference | memory / every carry |",
              "|---|---|---|---|---|---|"]
     for loop, ck, t, m, tr, mr in table:
-        mem = "-" if m is None else f"{m / 1e6:,.1f} MB"
+        mem = "-" if m is None else f"{m / 1e6:,.1f} MB" if m >= 1e5 else f"{m / 1e3:,.1f} kB"
         mrs = "-" if mr is None else f"{100 * mr:.1f}%"
         lines.append(f"| {loop} | {ck} | {t * 1e3:,.0f} ms | {mem} | {tr:.2f}x | {mrs} |")
     return "\n".join(lines) + "\n"

@@ -324,3 +324,184 @@ def test_complex_carries_against_the_python_loop():
     _close(got, F.vjp(lambda x: f(x, _python_while), x)[1](ct)[0], 1e-12)
     real = F.grad(lambda x: ad.sum(ad.abs(f(x, F.while_loop)) ** 2))(x.real)
     _close(real, F.grad(lambda x: ad.sum(ad.abs(f(x, _python_while)) ** 2))(x.real), 1e-12)
+
+
+# -- the compiled sweep (NOTE [compiled sweep]) ------------------------------------------------
+
+def _driven(monkeypatch, compiled, fn, *args):
+    """``fn(*args)`` with the schedule run as one numba function (``compiled``) or from Python,
+    and how many compiled sweeps it ran."""
+    from arrayad._jit import scan as tiers
+    monkeypatch.setattr(tiers, "SWEEP_MIN_CALLS", 0 if compiled else float("inf"))
+    start = tiers.runs["sweep"]
+    out = fn(*args)
+    return out, tiers.runs["sweep"] - start
+
+
+def _against_the_python_driver(monkeypatch, fn, *args, tol=1e-12):
+    """The compiled sweep runs ``fn`` (at least once) and gives the Python driver's values."""
+    pytest.importorskip("numba")
+    before = [np.array(to_numpy(a), copy=True) for a in args]
+    got, runs = _driven(monkeypatch, True, fn, *args)
+    for a, b in zip(args, before):   # (the inputs are left as they were)
+        np.testing.assert_array_equal(to_numpy(a), b)
+    want, none = _driven(monkeypatch, False, fn, *args)
+    assert runs >= 1 and none == 0
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        assert to_numpy(g).dtype == to_numpy(w).dtype
+        _close(g, w, tol)
+    return got
+
+
+def rk4_case(th, checkpoint, steps=40):
+    """A few RK4 steps of a linear 4-state ODE, with a second carry (a scalar of the path)."""
+    def rhs(y):
+        return ad.stack([y[1], -th[0] * y[0] - th[1] * y[1], y[3], -th[2] * y[2] + 0.1 * y[0]])
+
+    def step(i, c):
+        y, s = c
+        dt = 0.01
+        k1 = rhs(y)
+        k2 = rhs(y + dt / 2 * k1)
+        k3 = rhs(y + dt / 2 * k2)
+        k4 = rhs(y + dt * k3)
+        return y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), s + ad.sum(y * y) * dt
+    y, s = F.fori_loop(0, steps, step, (np.array([1.0, 0.0, 0.5, 0.1]), np.asarray(0.0)),
+                       checkpoint=checkpoint)
+    return ad.sum(y * y) + s
+
+
+# (budgets under 8 reverse single steps; 8, 12 and 32 units of 2, 3 and 8 steps, a part of
+# units and the last unit shorter; 64 every unit at once)
+@pytest.mark.parametrize("checkpoint, steps", [(1, 40), (2, 40), (3, 40), (5, 40), (8, 40),
+                                               (12, 40), (32, 301), (64, 40)])
+def test_compiled_sweep_equals_the_python_driver_and_every_carry(monkeypatch, checkpoint, steps):
+    th = np.array([1.0, 0.1, 2.0])
+    f = lambda th: rk4_case(th, checkpoint, steps)           # noqa: E731
+    got = _against_the_python_driver(monkeypatch, F.grad(f), th)
+    _close(got, F.grad(lambda th: rk4_case(th, "all", steps))(th), 1e-12)
+    _close(got, fd_grad(lambda th: rk4_case(th, "all", steps), th), 1e-6)
+    _against_the_python_driver(monkeypatch, ad.jit(F.grad(f)), th)   # (cached on the trace)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_compiled_sweep_of_a_scan_with_xs_and_ys(monkeypatch, reverse):
+    xs = (np.linspace(-1.0, 1.0, 46).reshape(23, 2), np.linspace(0.5, 2.0, 23))
+
+    def f(p, a, b, c0, checkpoint):
+        def step(c, x):
+            a, b = x
+            c = ad.tanh(c * p[:2] + a) + p[2] * b
+            return c, (ad.sum(c * a), c * b)
+        c, (y1, y2) = F.scan(step, c0, (a, b), reverse=reverse, checkpoint=checkpoint)
+        return c, y1, y2
+    p, c0 = np.array([0.9, -0.6, 0.4]), np.array([0.1, 0.2])
+    cts = (np.array([1.0, -2.0]), np.linspace(0.0, 1.0, 23), np.ones((23, 2)))
+
+    def pull(checkpoint):
+        return lambda *args: F.vjp(lambda *a: f(*a, checkpoint), *args)[1](cts)
+    got = _against_the_python_driver(monkeypatch, pull(4), p, *xs, c0)
+    for g, w in zip(got, pull("all")(p, *xs, c0)):
+        _close(g, w, 1e-12)
+
+
+def test_compiled_sweep_of_a_while_loop(monkeypatch):
+    # (the count is known once the loop has run; an int carry counts the steps)
+    def f(x, checkpoint):
+        c, k = F.while_loop(lambda v: ad.sum(v[0]) < 30.0,
+                            lambda v: (v[0] * 1.05 + 0.1 * ad.sin(v[0] * x), v[1] + 1),
+                            (x, ad.asarray(0)), checkpoint=checkpoint)
+        return ad.sum(c) + ad.sum(c * c) * 0.01
+
+    def g(x, checkpoint=3):
+        return F.grad(lambda x: f(x, checkpoint))(x)
+    x = np.array([0.3, 0.7, 1.1])
+    got = _against_the_python_driver(monkeypatch, g, x)
+    _close(got, F.grad(lambda x: f(x, "all"))(x), 1e-12)
+    _close(got, fd_grad(lambda x: f(x, "all"), x), 1e-6)
+    _against_the_python_driver(monkeypatch, g, x, 1)
+    _against_the_python_driver(monkeypatch, g, x, 9)
+
+
+def test_compiled_sweep_keeps_float32():
+    pytest.importorskip("numba")
+
+    def f(x, checkpoint):
+        return ad.sum(F.fori_loop(0, 30, lambda i, c: c * 0.97 + 0.05 * ad.sin(c), x,
+                                  checkpoint=checkpoint) ** 2)
+    x = np.array([0.5, 0.25, -1.0], np.float32)
+    with pytest.MonkeyPatch.context() as mp:
+        got = _against_the_python_driver(mp, F.grad(lambda x: f(x, 4)), x, tol=1e-6)
+    assert to_numpy(got).dtype == np.float32
+    _close(got, F.grad(lambda x: f(x, "all"))(x), 1e-5)
+
+
+def test_a_body_numba_cannot_take_runs_the_schedule_from_python(monkeypatch):
+    from arrayad._jit import scan as tiers
+
+    def f(x, checkpoint):   # (a sort: no rule in the lowerer)
+        return ad.sum(F.fori_loop(0, 12, lambda i, c: ad.sort(c) * 0.9 + 0.1 * ad.sin(c), x,
+                                  checkpoint=checkpoint))
+    x = np.array([0.3, -0.2, 0.8])
+    got, runs = _driven(monkeypatch, True, F.grad(lambda x: f(x, 3)), x)
+    assert runs == 0 and "sort" in tiers.refused
+    _close(got, F.grad(lambda x: f(x, "all"))(x), 1e-12)
+
+
+# -- online snapshots of a while loop (NOTE [online snapshots]) ---------------------------------
+
+def _grow_until(limit):
+    def f(x, checkpoint):
+        c = F.while_loop(lambda v: ad.sum(v) < limit, lambda v: v * 1.02 + 0.05 * ad.sin(v), x,
+                         checkpoint=checkpoint)
+        return ad.sum(c * c)
+    return f
+
+
+@pytest.mark.parametrize("checkpoint", [2, 3, 4, 8, 16, 64])
+def test_online_snapshots_give_the_python_loop_gradient(checkpoint):
+    # (39 steps: from 2 to 16 states the spacing of the parts doubles, once or more)
+    f = _grow_until(6.0)
+    x = np.array([0.3, 0.7])
+    want = F.grad(lambda x: ad.sum(_python_while(lambda v: ad.sum(v) < 6.0,
+                                                 lambda v: v * 1.02 + 0.05 * ad.sin(v), x) ** 2))(x)
+    _close(F.grad(lambda x: f(x, checkpoint))(x), want, 1e-12)
+    _close(ad.jit(F.grad(lambda x: f(x, checkpoint)))(x), want, 1e-12)
+
+
+def test_online_snapshots_run_no_counting_pass(monkeypatch):
+    """The reverse pass of a while loop runs each step forward twice (its parts' first carries
+    with the count, then each part keeping its carries), where counting first, then the blocks'
+    starts, then the blocks ran it three times."""
+    import arrayad._control as ctl
+    from arrayad._jit import scan as tiers
+    monkeypatch.setattr(tiers, "SWEEP_MIN_CALLS", float("inf"))   # (the Python driver's steps)
+    steps = {"while": 0, "scan": 0}
+    run_while, scan_impl = ctl._run_while, ctl._scan_impl
+
+    def counted_while(*a, **k):
+        c, n = run_while(*a, **k)
+        steps["while"] += n
+        return c, n
+
+    def counted_scan(xp, *a, **k):
+        if not k["reverse"]:   # (the loop's steps; its pullback runs the other way)
+            steps["scan"] += k["length"]
+        return scan_impl(xp, *a, **k)
+    x = np.array([0.3, 0.7])
+    # (39 steps from 32 states: parts of 8 steps from 16 first carries, each reversed as one
+    # block of the other 16)
+    out, pull = F.vjp(lambda x: _grow_until(6.0)(x, 32), x)
+    monkeypatch.setattr(ctl, "_run_while", counted_while)
+    monkeypatch.setattr(ctl, "_scan_impl", counted_scan)
+    pull(ad.asarray(1.0))
+    n = _trips_of(lambda v: v.sum() < 6.0, lambda v: v * 1.02 + 0.05 * np.sin(v), x)
+    assert n == 39 and steps == {"while": n, "scan": n}
+
+
+def _trips_of(cond, body, v):
+    n = 0
+    while cond(v):
+        v, n = body(v), n + 1
+    return n

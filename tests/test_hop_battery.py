@@ -41,6 +41,7 @@ the three backends: stop_gradient under vmap (fixed), and a strict xfail of a vm
 that draws in its own layout.
 """
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -527,8 +528,11 @@ def _torch_oracle(case, transform):
     if case not in TORCH_CASES or transform.startswith("jit(") or "(jit(" in transform:
         return None
     t = lambda a: torch.asarray(np.asarray(a))  # noqa: E731
-    return _flat(TRANSFORMS[transform](T_TORCH, TORCH_CASES[case], t(P), t(PS), t(CT),
-                                       t(TAN)))
+    with warnings.catch_warnings():   # (torch's own: torch.jit.script deprecated, fx in linearize)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return _flat(TRANSFORMS[transform](T_TORCH, TORCH_CASES[case], t(P), t(PS), t(CT),
+                                           t(TAN)))
 
 
 # (JAX's value of a transform that equals another's: computed once; the jit forms' twice, as

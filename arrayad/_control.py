@@ -139,10 +139,14 @@ class _BodyInterpreter(JitInterpreter):
         self.api = api
 
     def random_error(self):
+        if self.api in ("cond", "switch"):
+            where = ("run", "an operand")
+        else:
+            where = ("step", "xs of scan or map, or in the carry")
         return RuntimeError(
             f"{self.api}: the function {self.fname} draws random numbers{_user_frame()}; it is "
-            f"traced once and its program replayed at every step, so the same numbers would "
-            f"come back. Draw them outside and pass them in (as xs of scan, or in the carry).")
+            f"traced once and its program replayed at every {where[0]}, so the same numbers "
+            f"would come back. Draw them outside and pass them in (as {where[1]}).")
 
     def conversion_error(self, tracer, what):
         call = "bool() (an if/while on an array)" if what == "bool" else f"{what}()"
@@ -732,28 +736,33 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="
     >>> carry, ys
     (array(6.), array([0., 1., 3., 6.]))
     """
+    return _scan(f, init, xs, length, reverse, unroll, checkpoint, "scan")
+
+
+def _scan(f, init, xs, length, reverse, unroll, checkpoint, api):
+    """``scan``, its messages naming ``api``: fori_loop with int bounds and map are scans."""
     f = _uncheckpointed(f)
     fname = _fname(f)
     if not callable(f):
-        raise TypeError(f"scan: f must be a function f(carry, x) -> (carry, y), got "
+        raise TypeError(f"{api}: f must be a function f(carry, x) -> (carry, y), got "
                         f"{type(f).__name__}.")
-    snapshots = _loop_reverse.check_checkpoint("scan", fname, checkpoint)
+    snapshots = _loop_reverse.check_checkpoint(api, fname, checkpoint)
     x_leaves, x_spec = tree_flatten(xs)
     x_mask = [x is not None for x in x_leaves]
     x_leaves = [x for x in x_leaves if x is not None]
     lengths = {_core.shape_of(x)[0] if len(_core.shape_of(x)) else None for x in x_leaves}
     if None in lengths:
-        raise ValueError(f"scan({fname}): every leaf of xs must have a leading axis to scan "
+        raise ValueError(f"{api}({fname}): every leaf of xs must have a leading axis to scan "
                          f"over; a 0-d leaf has none. Pass arrays of shape (length, ...).")
     if length is not None:
         length = int(length)
         lengths.add(length)
     if len(lengths) > 1:
-        raise ValueError(f"scan({fname}): the leaves of xs (and length=) disagree on the "
+        raise ValueError(f"{api}({fname}): the leaves of xs (and length=) disagree on the "
                          f"number of steps: {sorted(lengths)}. Give xs leaves the same leading "
                          f"size (and length= equal to it).")
     if not lengths:
-        raise ValueError(f"scan({fname}): pass xs (arrays to scan over) or length= (the number "
+        raise ValueError(f"{api}({fname}): pass xs (arrays to scan over) or length= (the number "
                          f"of steps) when xs is None.")
     length = lengths.pop()
     like = x_leaves[0] if x_leaves else None
@@ -768,17 +777,17 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="
 
     def split_out(out):
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"scan: the function {fname} must return a pair (carry, y), got "
+            raise TypeError(f"{api}: the function {fname} must return a pair (carry, y), got "
                             f"{type(out).__name__}.")
         carry, y = out
         cl, cs = tree_flatten(carry)
-        _check_structure("scan", fname, c_spec, cs)
+        _check_structure(api, fname, c_spec, cs)
         yl, ys = tree_flatten(y)
         return cl, yl, ys
 
     if length < _PLAIN_STEPS and _plain(c_leaves + x_leaves):
         ops = _ops()
-        check_step = _step_checker("scan", fname, c_leaves, "carry")
+        check_step = _step_checker(api, fname, c_leaves, "carry")
         carry = tree_unflatten(c_leaves, c_spec)
         ys_list, y_spec = [], None
         order = range(length - 1, -1, -1) if reverse else range(length)
@@ -814,10 +823,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint="
     body.__name__ = fname
     k = _unroll_steps(unroll, length, fname)
     if k > 1:
-        carry, ys = _scan_unrolled(fname, body, c_leaves, x_leaves, length, reverse, k,
+        carry, ys = _scan_unrolled(api, fname, body, c_leaves, x_leaves, length, reverse, k,
                                    snapshots)
     else:
-        carry, ys, _ = _scan_bind("scan", fname, body, [], c_leaves, x_leaves, length, reverse,
+        carry, ys, _ = _scan_bind(api, fname, body, [], c_leaves, x_leaves, length, reverse,
                                   snapshots=snapshots)
     it = iter(ys)
     y = tree_unflatten([next(it) if m else None for m in y_info["mask"]], y_info["spec"])
@@ -836,7 +845,7 @@ def _unroll_steps(unroll, length, fname):
     return min(unroll, max(length, 1))
 
 
-def _scan_unrolled(fname, body, carry, xs, length, reverse, k, snapshots=None):
+def _scan_unrolled(api, fname, body, carry, xs, length, reverse, k, snapshots=None):
     """``scan`` with ``k`` steps of ``body`` per iteration of the loop: one scan over the
     ``length // k`` groups of ``k`` elements (xs reshaped to (groups, k, ...)), then one over
     the ``length % k`` left (the first elements when ``reverse``). The same steps in the same
@@ -858,12 +867,12 @@ def _scan_unrolled(fname, body, carry, xs, length, reverse, k, snapshots=None):
             c, ys[j] = out[:nc], out[nc:]
         return list(c) + [ops.stack(col) for col in zip(*ys)]
     k_steps.__name__ = fname
-    c, ys_main, _ = _scan_bind("scan", fname, k_steps, [], carry, main, groups, reverse,
+    c, ys_main, _ = _scan_bind(api, fname, k_steps, [], carry, main, groups, reverse,
                                snapshots=snapshots)
     ys_main = [ops.reshape(y, (groups * k,) + tuple(_core.shape_of(y)[2:])) for y in ys_main]
     if not rest:
         return c, ys_main
-    c, ys_left, _ = _scan_bind("scan", fname, body, [], c, left, rest, reverse,
+    c, ys_left, _ = _scan_bind(api, fname, body, [], c, left, rest, reverse,
                                snapshots=snapshots)
     pairs = zip(ys_left, ys_main) if reverse else zip(ys_main, ys_left)
     return c, [ops.concat([a, b], axis=0) for a, b in pairs]
@@ -909,7 +918,11 @@ def map(f, xs, *, batch_size=None):
             raise ValueError(f"map({_fname(f)}): batch_size must be a positive int (elements "
                              f"per batched call of f) or None, got {batch_size!r}.")
         return _func().vmap(f, chunk_size=batch_size)(xs)
-    return scan(lambda c, x: (c, f(x)), (), xs)[1]
+
+    def step(c, x):
+        return c, f(x)
+    step.__name__ = _fname(f)
+    return _scan(step, (), xs, None, False, 1, "all", "map")[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1025,9 +1038,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None, checkpoint=None)
             i, v = c
             return (i + 1, checked(i, v)), None
         step.__name__ = fname
-        (_, val), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0),
-                           unroll=1 if unroll is None else unroll,
-                           checkpoint="all" if checkpoint is None else checkpoint)
+        (_, val), _ = _scan(step, (i0, init_val), None, max(upper - lower, 0), False,
+                            1 if unroll is None else unroll,
+                            "all" if checkpoint is None else checkpoint, "fori_loop")
         return val
     if unroll is not None and unroll is not False and unroll != 1:
         raise ValueError(f"fori_loop({fname}): unroll={unroll!r} needs Python int bounds (a "

@@ -412,7 +412,11 @@ class _VjpCall(_Spec):
         # reverse-mode transform (hessian = jacfwd(jacrev), jvp of grad) differentiates what
         # the reverse pass runs, fwd now and bwd later, as JAX does.
         if self.forward_direct:
-            raise TypeError(_NO_JVP)
+            raise TypeError(
+                f"{_NO_JVP} The rule of {_name(self.owner.fun)} (defvjp) serves reverse mode "
+                f"only: differentiate it with grad, vjp or jacrev (jacrev(jacrev(f)) for a "
+                f"Hessian; hessian is jacfwd(jacrev(f))), or define it with custom_jvp, whose "
+                f"rule serves both modes.")
         return self.run_user(lambda: self.jvp_of(lambda vals: self.run_fwd(vals)[0],
                                                   tangents, args))
 

@@ -1051,7 +1051,9 @@ def _push_forward(edge: Any, known: dict[Any, Any]) -> Any:
         if n.prim.jvp is None:
             raise NotImplementedError(f"linearize: {n.name()} has no forward rule")
         tout = n.prim.jvp(ts, n.ans, *n.inputs, **n.params)
-        if n.n_outputs > 1:
+        # (by the primitive's kind, not the node's count: a custom rule or a loop with one
+        # output still returns a sequence of tangents, which is not that output's tangent)
+        if n.prim.multiple_results:
             for i, t in enumerate(tout):
                 known[(n, i)] = t
         else:

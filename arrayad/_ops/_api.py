@@ -518,7 +518,10 @@ def stop_gradient(x):
     return bind(stop_gradient_p, x)
 
 
+# (the batched value stopped again: returned as it is, a value of a grad outside the vmap
+# would be differentiated through, as in grad(vmap(f)) or a loop's batched reverse pass)
 stop_gradient_p = decl.primitive("stop_gradient", lambda xp, x: x, public=stop_gradient,
-                                 batch=lambda args, dims: (args[0], dims[0]))
+                                 batch=lambda args, dims: (bind(stop_gradient_p, args[0]),
+                                                           dims[0]))
 
 

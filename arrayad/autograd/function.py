@@ -731,7 +731,10 @@ class _Site:
             full = self.assemble([_wrap_raw(a) for a in args])
             full_dims = self.assemble(dims, fill=None)
             full_dims = tuple(d if e is _T else None for d, e in zip(full_dims, self.layout))
-            res = info.cls.vmap(vinfo, full_dims, *full, **self.kwargs)
+            # (the first run of the call: a later run of forward for a ctx at the vmap's level
+            # draws what the rule drew, NOTE [random state of a rule])
+            self.rng.state = None
+            res = self.rng.run(lambda: info.cls.vmap(vinfo, full_dims, *full, **self.kwargs))
             if not (isinstance(res, tuple) and len(res) == 2):
                 raise RuntimeError(
                     f"Expected the vmap staticmethod to have two returns, an output and out_dims "

@@ -133,6 +133,11 @@ class _RulePrimitive(Primitive):
         self.batch = g._batch_rule
         self.batch_gets_interpreter = True   # (the batching rule asks the vmap its randomness)
 
+    @staticmethod
+    def stages_call(params):
+        """Whether ``jit`` may trace a call's run into a program (NOTE [staged calls])."""
+        return getattr(params.get("spec"), "stages_as_program", False)
+
 
 def _positions(nums, n, what, fname):
     out = []

@@ -103,6 +103,83 @@ def test_under_jit_and_the_eager_tape(kind, backend):
     close(xt.grad, ref)
 
 
+def _counted(lib, xp, kind, calls):
+    """AD[kind]'s function and rule, counting the runs of the user's Python (function, fwd,
+    jvp rule)."""
+    if kind == "vjp":
+        @lib.custom_vjp
+        def f(x, y):
+            calls.append("f")
+            return xp.sin(x) * y
+
+        def f_fwd(x, y):
+            calls.append("fwd")
+            return xp.sin(x) * y, (xp.cos(x), xp.sin(x), y)
+
+        def f_bwd(res, g):
+            c, s, y = res
+            return (2 * c * y * g, s * g)
+
+        f.defvjp(f_fwd, f_bwd)
+        return f
+
+    @lib.custom_jvp
+    def f(x, y):
+        calls.append("f")
+        return xp.sin(x) * y
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        calls.append("jvp")
+        x, y = primals
+        tx, ty = tangents
+        return xp.sin(x) * y, 2 * xp.cos(x) * tx * y + xp.sin(x) * ty
+
+    return f
+
+
+@pytest.mark.parametrize("kind", ["vjp", "jvp"])
+def test_jit_of_vmap_stages_the_rules_call_once(kind, backend):
+    """Under jit(vmap(grad)) a custom rule's call is traced into the program once (NOTE
+    [staged calls]): the replays run none of the user's Python, and the values, the rule's
+    (not the function's derivative: a factor 2 on one term), stay JAX's; an outer grad of the
+    jitted vmap still applies the rule."""
+    calls = []
+    f, fj = _counted(ad.func, ad, kind, calls), _counted(jax, jnp, kind, [])
+    xs, ys = np.stack([X, X + 1, -X]), np.stack([Y, -Y, 2 * Y])
+    step = ad.jit(vmap(grad(loss(f, ad))))
+    want = jax.vmap(jax.grad(loss(fj, jnp)))(xs, ys)
+    close(step(backend(xs), backend(ys)), want)
+    traced = len(calls)
+    for _ in range(3):
+        close(step(backend(xs), backend(ys)), want)
+    assert len(calls) == traced   # (the replays ran none of it)
+    batched = ad.jit(vmap(f))
+    outer = grad(lambda x: ad.sum(batched(x, backend(ys)) ** 2))
+    want = jax.grad(lambda x: jnp.sum(jax.vmap(fj)(x, ys) ** 2))(xs)
+    close(outer(backend(xs)), want)
+    close(outer(backend(xs)), want)
+
+
+def test_a_staged_call_reads_its_captured_arrays_at_every_call():
+    """A staged call's closure array (a layer's weights) is read when the program runs, and a
+    new shape traces anew (NOTE [staged calls], NOTE [captured arrays])."""
+    c = np.array([1.0, 2.0, 3.0])
+
+    @ad.func.custom_vjp
+    def f(x):
+        return ad.sin(x) * c
+
+    f.defvjp(lambda x: (ad.sin(x) * c, x), lambda x, g: (2 * ad.cos(x) * c * g,))
+    step = ad.jit(vmap(grad(lambda x: ad.sum(f(x)))))
+    xs = np.stack([X, -X])
+    close(step(xs), 2 * np.cos(xs) * c)
+    c[:] = [0.5, -1.0, 4.0]   # (in place: the same array, new values)
+    close(step(xs), 2 * np.cos(xs) * c)
+    c = np.array([1.0, 1.0, 2.0])[:, None] * np.ones((3, 3))   # (a new global of a new shape)
+    close(step(np.ones((2, 3, 3))), 2 * np.cos(np.ones((2, 3, 3))) * c)
+
+
 def test_eager_tape_create_graph_second_order():
     # reverse over reverse: the rule at every level (as JAX when fwd calls the function)
     f, fj = make_vjp(ad.func, ad, True), make_vjp(jax, jnp, True)

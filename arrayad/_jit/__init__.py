@@ -38,7 +38,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from .. import config as _config
 from .._core import _core
-from .._core._core import Array, Interpreter, Tensor, Tracer, bind
+from .._core._core import Array, Interpreter, Primitive, Tensor, Tracer, bind
 from .._ops._rules import facts
 from .._pytree import _node_of, tree_flatten, tree_unflatten
 from ..backends import backend_of, default_backend, get_rng_state
@@ -82,6 +82,55 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # runs, since an in-place update of a captured array is refused under jit. What jit cannot see
 # stays as jax.jit documents it: Python values (a closure's float is a literal of the program) and
 # NumPy's own functions on a captured array, which run once, while tracing.
+
+# NOTE [staged calls]
+# -------------------
+# A custom rule's (or an ``autograd.Function``'s) call under ``vmap`` is one instruction whose
+# run calls the user's Python function under an eager ``vmap`` (``_Batched`` in
+# ``autograd/function.py``): as an opaque instruction of a program, every replay would run that
+# Python again, and re-trace the ``while_loop``s in it (a fixed-point layer's ``jit(vmap(grad))``
+# ran 69x ``jax.jit``: ``benchmarks/implicit_solver.py``). So where the primitive says its call
+# can be staged (``stages_call(params)``: it computes on tracers like any function) and ``jit``
+# is the outermost transform, the call's run is traced once into a program of its own, and the
+# instruction becomes a ``_StagedCall``: its run replays that program, its derivative and
+# batching rules are the primitive's own (an outer ``grad`` of the jitted function still uses
+# the custom rule). Arrays the call captures (a layer's weights in a closure) are read at every
+# replay of its program, as in any program (NOTE [captured arrays]). Where the trace fails (a
+# random draw, which ``jit`` refuses; a value of an outer transform read from a closure), the
+# instruction stays as it was.
+
+class _StagedCall(Primitive):
+    """A call of ``prim`` with ``params`` whose run replays ``sub``, its traced program (NOTE
+    [staged calls]); the rules are ``prim``'s with ``params``."""
+
+    def __init__(self, prim, params, sub):
+        exe = executable(sub.optimized())
+        super().__init__(prim.name, lambda xp, *raw: exe.replay(*raw),
+                         multiple_results=prim.multiple_results)
+        self.node_name = getattr(prim, "node_name", prim.name)
+        self.batch_gets_interpreter = prim.batch_gets_interpreter
+        if prim.vjp is not None:
+            self.vjp = lambda g, ans, *args: prim.vjp(g, ans, *args, **params)
+        if prim.jvp is not None:
+            self.jvp = lambda tangents, ans, *args: prim.jvp(tangents, ans, *args, **params)
+        if prim.batch is not None:
+            self.batch = lambda args, dims, **kw: prim.batch(args, dims, **kw, **params)
+
+
+def _staged_call(prim, vals, params):
+    """A ``_StagedCall`` of ``prim`` on the raw arrays ``vals``, or None where its run cannot
+    be traced into a program of its own (NOTE [staged calls])."""
+    if not vals or not all(_is_array(v) for v in vals):
+        return None
+    xp = backend_of(vals[0]).xp
+    try:
+        sub = stage(lambda *v: tuple(prim.impl(xp, *v, **params)), tuple(vals))
+    except Exception:   # (the opaque instruction raises what is the user's to see)
+        return None
+    if not sub.cacheable:
+        return None
+    return _StagedCall(prim, params, sub)
+
 
 class _Stale(RuntimeError):
     """A captured array changed shape, dtype or type since its program was traced."""
@@ -225,6 +274,16 @@ class JitInterpreter(Interpreter):
                 numbers = True
         if numbers:
             self._numpy_numbers(args, vals, atoms)
+        stages = getattr(prim, "stages_call", None)
+        if stages is not None and stages(params) and _core.interpreters()[0] is self:
+            st = _core.thread_state()
+            staging, st.staging = st.staging, self._enclosing_staging   # (its own trace)
+            try:
+                staged = _staged_call(prim, vals, params)   # (NOTE [staged calls])
+            finally:
+                st.staging = staging
+            if staged is not None:
+                prim, params = staged, {}
         f = facts(prim)
         if f.value_shaped is True or (f.value_shaped and f.value_shaped(*vals, **params)):
             raise RuntimeError(
@@ -494,7 +553,10 @@ class _Jitted:
             return self._run(args, kwargs)
         except _Stale as e:   # (NOTE [captured arrays]: a captured array changed shape or dtype)
             if not self._drop(e.prog):
-                raise
+                # (the program of a staged call inside one of ours, NOTE [staged calls]: which
+                # of ours holds it is not known, so every one is traced anew)
+                self._cache.clear()
+                self._fast.clear()
         return self._run(args, kwargs)
 
     def _drop(self, prog):

@@ -294,6 +294,12 @@ class _FunctionPrimitive(Primitive):
         self.batch = _batch_rule
         self.batch_gets_interpreter = True
 
+    @staticmethod
+    def stages_call(params: Any) -> bool:
+        """Whether ``jit`` may trace a call's run into a program (NOTE [staged calls] in
+        ``arrayad/_jit``)."""
+        return getattr(params.get("spec"), "stages_as_program", False)
+
 
 class _Info:
     """What ``apply`` needs to know about a class, computed once."""
@@ -771,6 +777,9 @@ class _Batched:
     rules keep applying at the levels below the vmap."""
 
     __slots__ = ("inner", "prim", "dims", "size", "randomness")
+    # (its run is the inner call under arrayad.func.vmap, which computes on jit's tracers: jit
+    # may trace it into a program once, NOTE [staged calls] in arrayad/_jit)
+    stages_as_program = True
     inner: Any
     prim: Any
     dims: tuple[Any, ...]

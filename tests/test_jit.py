@@ -376,6 +376,24 @@ def test_constants_are_folded():
     close(ad.jit(f)(X), X * (np.e + 1))
 
 
+def test_a_loop_body_traced_inside_jit_folds_its_constants_into_arrays():
+    """A while_loop's body traced while jit traces the function is optimised then; what it
+    folds from arrays made inside it must be arrays, not values of the enclosing jit (its
+    replay then met the jit's tracers: 'bool() of a traced value')."""
+    from arrayad.func import fori_loop, while_loop
+
+    def f(x):
+        def body(c):
+            inner = fori_loop(0, 2, lambda i, v: v + ad.arange(3.0) * 0.5, c)
+            return inner + ad.arange(3.0) * 2.0
+        return while_loop(lambda c: ad.sum(c) < 100.0, body, x)
+
+    x = np.array([0.5, -1.0, 2.0])
+    j = ad.jit(f)
+    for _ in range(2):
+        close(j(x), f(x))
+
+
 def test_static_arguments_are_keyed_by_value_type_and_sign_on_every_call():
     """The second call of each signature takes the cached program (the fast path for
     positional NumPy arrays and static numbers): it must tell 2 from 2.0 (an integer array

@@ -51,6 +51,19 @@ def _fresh(prog):
                    + [v.n for v in prog.consts] + [0])
 
 
+def _computed_now(prim, vals, params):
+    """``prim`` on the raw ``vals``, computed now: not staged into a jit that is tracing around
+    this pass (NOTE [staging everything] in the core: a body traced inside a jitted function is
+    optimised while that function is traced, and its folded constants must be arrays, not that
+    jit's values)."""
+    st = _core.thread_state()
+    staging, st.staging = st.staging, None
+    try:
+        return bind(prim, *vals, **params)
+    finally:
+        st.staging = staging
+
+
 def fold(prog):
     """Constant folding: an instruction whose inputs are all constants is computed now."""
     consts = dict(prog.consts)
@@ -61,7 +74,7 @@ def fold(prog):
                 not isinstance(a, Var) or (a in consts and a not in captured) for a in e.ins):
             vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
             if not any(isinstance(v, Array) for v in vals):   # raw values only
-                out = bind(e.prim, *vals, **e.params)
+                out = _computed_now(e.prim, vals, e.params)
                 for var, o in zip(e.outs, out if e.prim.multiple_results else (out,)):
                     consts[var] = o
                 continue

@@ -31,19 +31,23 @@ from arrayad.func import custom_vjp, grad, vmap, while_loop  # noqa: E402
 TOL = 1e-10
 
 
-def arrayad_program(W):
+def layer_gradient(lib, W):
+    """``jit(vmap(grad(loss)))`` of the fixed-point layer, written once for both libraries:
+    ``lib`` names the array namespace, ``custom_vjp``, ``while_loop`` and the transforms."""
+    xp = lib.xp
+
     def fixed_point(step, start):
         def cond(c):
             return c[1] > TOL
 
         def body(c):
             new = step(c[0])
-            return new, ad.max(ad.abs(new - c[0]))
-        return while_loop(cond, body, (start, ad.asarray(1.0, dtype=start.dtype)))[0]
+            return new, xp.max(xp.abs(new - c[0]))
+        return lib.while_loop(cond, body, (start, xp.asarray(1.0, dtype=start.dtype)))[0]
 
-    @custom_vjp
+    @lib.custom_vjp
     def solve(x):
-        return fixed_point(lambda z: ad.tanh(W @ z + x), ad.zeros_like(x))
+        return fixed_point(lambda z: xp.tanh(W @ z + x), xp.zeros_like(x))
 
     def solve_fwd(x):
         z = solve(x)
@@ -58,44 +62,25 @@ def arrayad_program(W):
 
     def loss(x):
         z = solve(x)
-        return ad.sum(z * z)
+        return xp.sum(z * z)
 
-    return ad.jit(vmap(grad(loss)))
+    return lib.jit(lib.vmap(lib.grad(loss)))
+
+
+class _Lib:
+    def __init__(self, xp, custom_vjp, while_loop, jit, vmap, grad):
+        self.xp, self.custom_vjp, self.while_loop = xp, custom_vjp, while_loop
+        self.jit, self.vmap, self.grad = jit, vmap, grad
+
+
+def arrayad_program(W):
+    return layer_gradient(_Lib(ad, custom_vjp, while_loop, ad.jit, vmap, grad), W)
 
 
 def jax_program(W):
     import jax
-    import jax.numpy as jnp
-
-    def fixed_point(step, start):
-        def cond(c):
-            return c[1] > TOL
-
-        def body(c):
-            new = step(c[0])
-            return new, jnp.max(jnp.abs(new - c[0]))
-        return jax.lax.while_loop(cond, body, (start, jnp.asarray(1.0)))[0]
-
-    @jax.custom_vjp
-    def solve(x):
-        return fixed_point(lambda z: jnp.tanh(W @ z + x), jnp.zeros_like(x))
-
-    def solve_fwd(x):
-        z = solve(x)
-        return z, z
-
-    def solve_bwd(z, g):
-        s = 1 - z * z
-        u = fixed_point(lambda u: g + W.T @ (s * u), g)
-        return (s * u,)
-
-    solve.defvjp(solve_fwd, solve_bwd)
-
-    def loss(x):
-        z = solve(x)
-        return jnp.sum(z * z)
-
-    return jax.jit(jax.vmap(jax.grad(loss)))
+    return layer_gradient(_Lib(jax.numpy, jax.custom_vjp, jax.lax.while_loop, jax.jit,
+                               jax.vmap, jax.grad), W)
 
 
 def best(fn, repeat, number):

@@ -110,26 +110,33 @@ def _custom_jvp(lib, xp, sg):
     return cj
 
 
-class _SinMul(Function):
-    """The rules' function as an autograd.Function, batched by the generated rule."""
-    generate_vmap_rule = True
+def _sin_mul_function(base, lib, stop):
+    """The rules' function as an autograd.Function of ``base`` (arrayad's, or torch's for
+    torch.func, the third oracle of the Function cases), batched by the generated rule."""
+    class SinMul(base):
+        generate_vmap_rule = True
 
-    @staticmethod
-    def forward(x, y):
-        return _op_value(ad, ad.stop_gradient, x, y)
+        @staticmethod
+        def forward(x, y):
+            return _op_value(lib, stop, x, y)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-        ctx.save_for_forward(*inputs)
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+            ctx.save_for_forward(*inputs)
 
-    @staticmethod
-    def backward(ctx, g):
-        return _op_vjp(ad, *ctx.saved_tensors, g)
+        @staticmethod
+        def backward(ctx, g):
+            return _op_vjp(lib, *ctx.saved_tensors, g)
 
-    @staticmethod
-    def jvp(ctx, tx, ty):
-        return _op_jvp(ad, *ctx.saved_tensors, tx, ty)
+        @staticmethod
+        def jvp(ctx, tx, ty):
+            return _op_jvp(lib, *ctx.saved_tensors, tx, ty)
+
+    return SinMul
+
+
+_SinMul = _sin_mul_function(Function, ad, ad.stop_gradient)
 
 
 class _SinMulVmap(Function):
@@ -496,26 +503,7 @@ def _flat(x):
     return [np.asarray(to_numpy(x)) if not hasattr(x, "block_until_ready") else np.asarray(x)]
 
 
-class _TorchSinMul(torch.autograd.Function):
-    """_SinMul's twin for torch.func (the third oracle of the Function cases)."""
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x, y):
-        return _op_value(torch, torch.detach, x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-        ctx.save_for_forward(*inputs)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _op_vjp(torch, *ctx.saved_tensors, g)
-
-    @staticmethod
-    def jvp(ctx, tx, ty):
-        return _op_jvp(torch, *ctx.saved_tensors, tx, ty)
+_TorchSinMul = _sin_mul_function(torch.autograd.Function, torch, torch.detach)
 
 
 TORCH_CASES = {"function": lambda q: _TorchSinMul.apply(torch.cos(q), q * q + 1.0)}

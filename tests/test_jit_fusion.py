@@ -494,6 +494,21 @@ def test_the_tile_machine_reads_broadcast_operands_and_selects_bit_for_bit(shape
             assert np.array_equal(np.signbit(got[real]), np.signbit(want[real]))
 
 
+def test_a_captured_mask_written_in_place_is_read_by_the_machine_at_every_call():
+    from arrayad._jit import vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    rng = np.random.default_rng(6)
+    m, v = rng.standard_normal((64, 32)), rng.standard_normal(32)
+    mask = np.zeros((64, 32), dtype=bool)
+    j = ad.jit(lambda m, v: ad.where(mask, 0.0, m * v) + m)
+    assert any(getattr(e.prim, "fused", False) and "where" in e.prim.name
+               for e in executable(j.lower(m, v)).run_prog.eqns)
+    np.testing.assert_array_equal(j(m, v), m * v + m)
+    mask[::2] = True   # (in place: the program's captured array, new values)
+    np.testing.assert_array_equal(j(m, v), np.where(mask, 0.0, m * v) + m)
+
+
 def test_a_group_the_machine_cannot_run_keeps_its_tiles_and_replays_the_rest():
     """A broadcast operand in a group with an operation the machine does not compute
     (maximum, which NumPy's calls on tiles run): the broadcast product is left to one call,

@@ -69,7 +69,7 @@ def tileable(e):
 def accept(e):
     """Whether ``e`` joins a tiled group: ``tileable``, with a large enough result; or, from
     ``MACHINE_MIN`` elements, an operation of the tile machine (NOTE [tile machine]), which
-    also reads operands broadcast along the leading axes and selects (``where``)."""
+    also reads broadcast operands and selects (``where``)."""
     n = math.prod(e.outs[0].shape)
     if n >= MACHINE_MIN and _machine_op(e) is not None:
         return True
@@ -260,14 +260,10 @@ def _machine_tile(periods):
     return tile
 
 
-def _as_condition(raw, seen):
-    """A boolean input as the machine reads it (0.0 or 1.0), converted once per array object
-    (``seen``: the last one and its conversion; a mask is mostly a constant of the program)."""
-    if seen and seen[0] is raw:
-        return seen[1]
-    flat = raw.reshape(-1).astype(np.float64)
-    seen[:] = [raw, flat]
-    return flat
+def _as_condition(raw):
+    """A boolean input as the machine reads it: 0.0 or 1.0, converted at every call (a
+    captured mask may have been written in place since the last)."""
+    return raw.reshape(-1).astype(np.float64)
 
 
 def _machine_kernel(sub, program):
@@ -287,7 +283,7 @@ def _machine_kernel(sub, program):
     tile = _machine_tile(periods)
     if tile is None:
         return None
-    masks = {i: [] for i in full_pos if sub.in_vars[i].dtype.name == "bool"}
+    masks = {i for i in full_pos if sub.in_vars[i].dtype.name == "bool"}
     n_out = len(sub.outs)
 
     # (the outputs of a group on small arrays are rows of one array: a group of a long program
@@ -302,7 +298,7 @@ def _machine_kernel(sub, program):
             for k, i in enumerate(scalar_pos):
                 c[k] = raw[i]
         # (reshape, a method: no NumPy dispatch; a view of a contiguous array, else a copy)
-        inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i], masks[i])
+        inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i])
                   for i in full_pos]
         run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods, layouts)
 
@@ -570,7 +566,7 @@ def _why_not_tiled(e, prog):
         if getattr(e.outs[0].dtype, "kind", "c") == "c":
             return "complex: NumPy's complex loops round differently on pieces"
         return ("an operand of another shape than the result: a tile cannot read a piece of it "
-                "(the tile machine reads float64 operands broadcast along the leading axes)")
+                "(the tile machine reads broadcast operands, in float64 only)")
     if not tileable(e):
         if n < MACHINE_MIN:
             return f"{n} elements, under the tile machine's {MACHINE_MIN}"

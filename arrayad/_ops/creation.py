@@ -223,7 +223,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         ``obj`` itself when it is an arrayad array and nothing changes; otherwise an
         ``arrayad.Tensor`` (a constant of the innermost transform, inside one) on the backend
         of ``obj``, or for Python data and NumPy arrays on the default backend (inside a
-        transform: its inputs').
+        transform: its inputs'); outside transforms, with ``dtype`` a backend's own dtype
+        object, that backend's array itself (raw-array code stays raw).
 
     Raises
     ------
@@ -366,7 +367,8 @@ def zeros(shape, *, dtype=None, device=None):
     Tensor or tracer
     An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
     transform, a constant of the innermost transform on its inputs' backend and device.
-    ``device=`` a backend's device object (``x.device``) makes it there.
+    ``device=`` a backend's device object (``x.device``) makes it there; outside transforms,
+    ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array) makes that backend's array.
 
     Raises
     ------
@@ -407,7 +409,8 @@ def ones(shape, *, dtype=None, device=None):
     Tensor or tracer
     An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
     transform, a constant of the innermost transform on its inputs' backend and device.
-    ``device=`` a backend's device object (``x.device``) makes it there.
+    ``device=`` a backend's device object (``x.device``) makes it there; outside transforms,
+    ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array) makes that backend's array.
 
     Raises
     ------
@@ -446,7 +449,8 @@ def empty(shape, *, dtype=None, device=None):
     Tensor or tracer
     An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
     transform, a constant of the innermost transform on its inputs' backend and device.
-    ``device=`` a backend's device object (``x.device``) makes it there.
+    ``device=`` a backend's device object (``x.device``) makes it there; outside transforms,
+    ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array) makes that backend's array.
 
     Raises
     ------
@@ -486,7 +490,8 @@ def full(shape, fill_value, *, dtype=None, device=None):
     Tensor or tracer
     An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
     transform, a constant of the innermost transform on its inputs' backend and device.
-    ``device=`` a backend's device object (``x.device``) makes it there.
+    ``device=`` a backend's device object (``x.device``) makes it there; outside transforms,
+    ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array) makes that backend's array.
     A 0-d array ``fill_value`` keeps its backend.
 
     Raises
@@ -677,7 +682,9 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
         A 1-d array of ``ceil((stop - start) / step)`` values.
         An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
         transform, a constant of the innermost transform on its inputs' backend and
-        device. ``device=`` a backend's device object (``x.device``) makes it there.
+        device. ``device=`` a backend's device object (``x.device``) makes it there;
+        outside transforms, ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array)
+        makes that backend's array.
 
     Raises
     ------
@@ -730,7 +737,9 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
         A 1-d array of ``num`` values.
         An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
         transform, a constant of the innermost transform on its inputs' backend and
-        device. ``device=`` a backend's device object (``x.device``) makes it there.
+        device. ``device=`` a backend's device object (``x.device``) makes it there;
+        outside transforms, ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array)
+        makes that backend's array.
 
     Raises
     ------
@@ -777,7 +786,9 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
         An array of shape ``(n_rows, n_cols)``.
         An ``arrayad.Tensor`` of the default backend (``arrayad.set_backend``); inside a
         transform, a constant of the innermost transform on its inputs' backend and
-        device. ``device=`` a backend's device object (``x.device``) makes it there.
+        device. ``device=`` a backend's device object (``x.device``) makes it there;
+        outside transforms, ``dtype=`` a backend's own dtype (``x.dtype`` of a raw array)
+        makes that backend's array.
 
     Raises
     ------

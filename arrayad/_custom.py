@@ -134,9 +134,11 @@ class _RulePrimitive(Primitive):
         self.batch_gets_interpreter = True   # (the batching rule asks the vmap its randomness)
 
     @staticmethod
-    def stages_call(params):
-        """Whether ``jit`` may trace a call's run into a program (NOTE [staged calls])."""
-        return getattr(params.get("spec"), "stages_as_program", False)
+    def staged_run(params):
+        """The call's run as ``jit`` may trace it into a program, or None (NOTE [staged calls]
+        in ``arrayad/_jit``)."""
+        spec = params.get("spec")
+        return None if spec is None else spec.staged_run()
 
 
 def _positions(nums, n, what, fname):
@@ -200,6 +202,15 @@ class _Spec:
 
     def arrays(self, leaves):
         return [v for v, e in zip(leaves, self.layout) if e is _T]
+
+    def staged_run(self):
+        """The run of this call on values of any level (jit's tracers: NOTE [staged calls] in
+        ``arrayad/_jit``), or None where only the run on raw arrays will do."""
+        return None
+
+    def _traced_outputs(self, vals):
+        self.rng.state = None   # (a first run: NOTE [random state of a rule])
+        return self.unwrap(self.outputs(vals))
 
     def diff_args(self, vals):
         """The differentiable arguments (pytrees) made of ``vals``, as the user's code sees them
@@ -294,6 +305,11 @@ class _VjpCall(_Spec):
         self.reverse = any(_reverse(v) for v in leaves)
         self.forward_direct = _forward_direct(leaves)
         self.last = None   # (raw inputs, residuals) of the last impl, replaced at once
+
+    def staged_run(self):
+        # (outside a derivative only: under one, impl keeps the forward's residuals for the
+        # rule, which the replay of a program would not)
+        return None if self.reverse else self._traced_outputs
 
     def outputs(self, vals):
         args, _ = self.full_args(vals)
@@ -543,6 +559,9 @@ class _JvpCall(_Spec):
     def outputs(self, vals):
         args, _ = self.full_args(vals)
         return self.flat_out(self.run_user(lambda: self.owner.fun(*args)), "the function")
+
+    def staged_run(self):
+        return self._traced_outputs
 
     def impl(self, raws):
         self.rng.state = None   # (a first run: NOTE [random state of a rule])

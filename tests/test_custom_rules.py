@@ -140,10 +140,10 @@ def _counted(lib, xp, kind, calls):
 
 @pytest.mark.parametrize("kind", ["vjp", "jvp"])
 def test_jit_of_vmap_stages_the_rules_call_once(kind, backend):
-    """Under jit(vmap(grad)) a custom rule's call is traced into the program once (NOTE
-    [staged calls]): the replays run none of the user's Python, and the values, the rule's
-    (not the function's derivative: a factor 2 on one term), stay JAX's; an outer grad of the
-    jitted vmap still applies the rule."""
+    """Under jit(vmap(grad)), jit(vmap(f)) and jit(f) a custom rule's call is traced into the
+    program once (NOTE [staged calls]): the replays run none of the user's Python, and the
+    values, the rule's (not the function's derivative: a factor 2 on one term), stay JAX's; an
+    outer grad of the jitted function still applies the rule."""
     calls = []
     f, fj = _counted(ad.func, ad, kind, calls), _counted(jax, jnp, kind, [])
     xs, ys = np.stack([X, X + 1, -X]), np.stack([Y, -Y, 2 * Y])
@@ -159,6 +159,15 @@ def test_jit_of_vmap_stages_the_rules_call_once(kind, backend):
     want = jax.grad(lambda x: jnp.sum(jax.vmap(fj)(x, ys) ** 2))(xs)
     close(outer(backend(xs)), want)
     close(outer(backend(xs)), want)
+    # directly under jit too (no vmap, no derivative inside): the function runs once, traced
+    direct = ad.jit(loss(f, ad))
+    x, y = backend(X), backend(Y)
+    close(direct(x, y), loss(fj, jnp)(X, Y))
+    traced = len(calls)
+    for _ in range(3):
+        close(direct(x, y), loss(fj, jnp)(X, Y))
+    assert len(calls) == traced
+    close(grad(direct)(x, y), jax.grad(loss(fj, jnp))(X, Y))   # (the rule, not f's derivative)
 
 
 def test_a_staged_call_reads_its_captured_arrays_at_every_call():

@@ -85,13 +85,15 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # NOTE [staged calls]
 # -------------------
-# A custom rule's (or an ``autograd.Function``'s) call under ``vmap`` is one instruction whose
-# run calls the user's Python function under an eager ``vmap`` (``_Batched`` in
+# A custom rule's (or an ``autograd.Function``'s) call is one instruction whose run calls the
+# user's Python function (under ``vmap``, under an eager ``vmap``: ``_Batched`` in
 # ``autograd/function.py``): as an opaque instruction of a program, every replay would run that
 # Python again, and re-trace the ``while_loop``s in it (a fixed-point layer's ``jit(vmap(grad))``
-# ran 69x ``jax.jit``: ``benchmarks/implicit_solver.py``). So where the primitive says its call
-# can be staged (``stages_call(params)``: it computes on tracers like any function) and ``jit``
-# is the outermost transform, the call's run is traced once into a program of its own, and the
+# ran 69x ``jax.jit``: ``benchmarks/implicit_solver.py``). So where the primitive gives a run
+# that computes on tracers like any function (``staged_run(params)``: a ``custom_vjp``'s
+# function outside a derivative, whose forward keeps no residuals; a ``custom_jvp``'s; a
+# batched call's) and ``jit`` is the outermost transform, the call's run is traced once into a
+# program of its own, and the
 # instruction becomes a ``_StagedCall``: its run replays that program, its derivative and
 # batching rules are the primitive's own (an outer ``grad`` of the jitted function still uses
 # the custom rule). Arrays the call captures (a layer's weights in a closure) are read at every
@@ -117,14 +119,14 @@ class _StagedCall(Primitive):
             self.batch = lambda args, dims, **kw: prim.batch(args, dims, **kw, **params)
 
 
-def _staged_call(prim, vals, params):
-    """A ``_StagedCall`` of ``prim`` on the raw arrays ``vals``, or None where its run cannot
-    be traced into a program of its own (NOTE [staged calls])."""
+def _staged_call(prim, vals, params, run):
+    """A ``_StagedCall`` of ``prim`` on the raw arrays ``vals``, or None where its run,
+    ``run(values) -> outputs``, cannot be traced into a program of its own (NOTE [staged
+    calls])."""
     if not vals or not all(_is_array(v) for v in vals):
         return None
-    xp = backend_of(vals[0]).xp
     try:
-        sub = stage(lambda *v: tuple(prim.impl(xp, *v, **params)), tuple(vals))
+        sub = stage(lambda *v: tuple(run(v)), tuple(vals))
     except Exception:   # (the opaque instruction raises what is the user's to see)
         return None
     if not sub.cacheable:
@@ -274,12 +276,15 @@ class JitInterpreter(Interpreter):
                 numbers = True
         if numbers:
             self._numpy_numbers(args, vals, atoms)
-        stages = getattr(prim, "stages_call", None)
-        if stages is not None and stages(params) and _core.interpreters()[0] is self:
+        staged_run = getattr(prim, "staged_run", None)
+        run = None
+        if staged_run is not None and _core.interpreters()[0] is self:
+            run = staged_run(params)
+        if run is not None:
             st = _core.thread_state()
             staging, st.staging = st.staging, self._enclosing_staging   # (its own trace)
             try:
-                staged = _staged_call(prim, vals, params)   # (NOTE [staged calls])
+                staged = _staged_call(prim, vals, params, run)   # (NOTE [staged calls])
             finally:
                 st.staging = staging
             if staged is not None:

@@ -295,10 +295,12 @@ class _FunctionPrimitive(Primitive):
         self.batch_gets_interpreter = True
 
     @staticmethod
-    def stages_call(params: Any) -> bool:
-        """Whether ``jit`` may trace a call's run into a program (NOTE [staged calls] in
-        ``arrayad/_jit``)."""
-        return getattr(params.get("spec"), "stages_as_program", False)
+    def staged_run(params: Any) -> Any:
+        """The call's run as ``jit`` may trace it into a program, or None (NOTE [staged calls]
+        in ``arrayad/_jit``): a batched call's (a Function's own forward keeps its ctx for
+        backward, which the replay of a program would not)."""
+        spec = params.get("spec")
+        return spec.impl if isinstance(spec, _Batched) else None
 
 
 class _Info:
@@ -777,9 +779,6 @@ class _Batched:
     rules keep applying at the levels below the vmap."""
 
     __slots__ = ("inner", "prim", "dims", "size", "randomness")
-    # (its run is the inner call under arrayad.func.vmap, which computes on jit's tracers: jit
-    # may trace it into a program once, NOTE [staged calls] in arrayad/_jit)
-    stages_as_program = True
     inner: Any
     prim: Any
     dims: tuple[Any, ...]
@@ -810,8 +809,13 @@ class _Batched:
         return self._vmap(lambda *a: tuple(self.inner.outputs(a)), self.dims)(*vals)
 
     def impl(self, raws: Any) -> Any:
+        # (its run is the inner call under arrayad.func.vmap, which computes on jit's tracers
+        # too: jit may trace it into a program once, NOTE [staged calls] in arrayad/_jit)
         with _NoGrad():
             return tuple(_unwrap(o) for o in self.outputs(raws))
+
+    def staged_run(self) -> Any:
+        return self.impl
 
     def vjp(self, gs: Any, args: Any, ans: Any = None) -> Any:
         n = len(args)

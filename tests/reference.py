@@ -83,3 +83,26 @@ def check_vjp_jvp_by_differences(fn, backend, args, rng, *, eps=1e-6, rtol=1e-6,
     lhs = sum(float(np.sum(c * f)) for c, f in zip(cts, fd))
     rhs = sum(float(np.sum(g * d)) for g, d in zip(grads, dirs))
     assert np.isclose(lhs, rhs, rtol=rtol, atol=atol), (lhs, rhs)
+
+
+class PythonControlFlow:
+    """cond, switch, while_loop and map as plain Python with lax's signatures: a reference that
+    traces nothing (and JAX's reverse mode through a while loop, which lax refuses)."""
+
+    @staticmethod
+    def cond(p, t, f, *ops):
+        return t(*ops) if p else f(*ops)
+
+    @staticmethod
+    def switch(i, branches, *ops):
+        return branches[min(max(int(i), 0), len(branches) - 1)](*ops)
+
+    @staticmethod
+    def while_loop(c, b, v):
+        while c(v):
+            v = b(v)
+        return v
+
+    @staticmethod
+    def map(f, xs):
+        return np.stack([f(x) for x in xs])

@@ -15,6 +15,7 @@ from arrayad import func as F
 
 from conftest import to_numpy
 from arrayad._pytree import tree_leaves
+from reference import PythonControlFlow
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -25,7 +26,7 @@ XS = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
 P = np.array([0.3, -0.7, 0.5])
 
 
-class _Loops:
+class _Loops(PythonControlFlow):
     """Plain Python loops with lax's signatures (the reference without any tracing)."""
 
     @staticmethod
@@ -47,23 +48,6 @@ class _Loops:
             val = body(np.asarray(i), val)
         return val
 
-    @staticmethod
-    def while_loop(c, b, v):
-        while c(v):
-            v = b(v)
-        return v
-
-    @staticmethod
-    def cond(p, t, f, *ops):
-        return t(*ops) if p else f(*ops)
-
-    @staticmethod
-    def switch(i, brs, *ops):
-        return brs[min(max(int(i), 0), len(brs) - 1)](*ops)
-
-    @staticmethod
-    def map(f, xs):
-        return np.stack([f(x) for x in xs])
 
 
 # -- the cases: (name, function of (xp, L, p, xs), reverse mode works) ------------------------

@@ -51,7 +51,7 @@ from arrayad import func as F
 from arrayad.autograd import Function
 
 from conftest import Backend, to_numpy
-from reference import fd_grad, fd_jac
+from reference import PythonControlFlow, fd_grad, fd_jac
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -175,24 +175,10 @@ class _Lib:
         return self.name
 
 
-class _Py:
+class _Py(PythonControlFlow):
     """Python loops and branches with lax's signatures (the NumPy reference, and JAX's reverse
     mode through while_loop, which lax refuses: the trip counts here do not depend on the
     differentiated values)."""
-
-    @staticmethod
-    def cond(p, t, f, *ops):
-        return t(*ops) if p else f(*ops)
-
-    @staticmethod
-    def switch(i, branches, *ops):
-        return branches[min(max(int(i), 0), len(branches) - 1)](*ops)
-
-    @staticmethod
-    def while_loop(c, b, v):
-        while c(v):
-            v = b(v)
-        return v
 
     @staticmethod
     def fori_loop(lo, hi, body, v):
@@ -207,10 +193,6 @@ class _Py:
             c, y = f(c, x)
             ys.append(y)
         return c, np.stack(ys)
-
-    @staticmethod
-    def map(f, xs):
-        return np.stack([f(x) for x in xs])
 
 
 def _np_op(x, y):

@@ -3,6 +3,7 @@ in ``ir.py``); what they may assume of a primitive is declared with it (NOTE [pr
 in ``arrayad/_ops/_rules.py``)."""
 
 import collections
+import contextlib
 
 from .. import config as _config
 from .._core import _core
@@ -51,17 +52,19 @@ def _fresh(prog):
                    + [v.n for v in prog.consts] + [0])
 
 
-def _computed_now(prim, vals, params):
-    """``prim`` on the raw ``vals``, computed now: not staged into a jit that is tracing around
-    this pass (NOTE [staging everything] in the core: a body traced inside a jitted function is
-    optimised while that function is traced, and its folded constants must be arrays, not that
-    jit's values)."""
+@contextlib.contextmanager
+def not_staging():
+    """``with not_staging():`` around operations on raw arrays that must be computed now, not
+    staged into a jit tracing around them (NOTE [staging everything] in the core): the fold
+    pass's constants (a body traced inside a jitted function is optimised while that function
+    is traced: its folded constants must be arrays, not that jit's values), and the sparsity
+    analysis's arrays of element numbers."""
     st = _core.thread_state()
-    staging, st.staging = st.staging, None
+    saved, st.staging = st.staging, None
     try:
-        return bind(prim, *vals, **params)
+        yield
     finally:
-        st.staging = staging
+        st.staging = saved
 
 
 def fold(prog):
@@ -74,7 +77,8 @@ def fold(prog):
                 not isinstance(a, Var) or (a in consts and a not in captured) for a in e.ins):
             vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
             if not any(isinstance(v, Array) for v in vals):   # raw values only
-                out = _computed_now(e.prim, vals, e.params)
+                with not_staging():
+                    out = bind(e.prim, *vals, **e.params)
                 for var, o in zip(e.outs, out if e.prim.multiple_results else (out,)):
                     consts[var] = o
                 continue

@@ -13,13 +13,13 @@ SciPy is needed for the patterns and colourings (``scipy.sparse``), as it is for
 NumPy; it is imported when one of these functions is first called.
 """
 
-import contextlib
 import sys
 
 import numpy as np
 
 from .._core import _core
 from .._jit import JitInterpreter, stage
+from .._jit.passes import not_staging
 from .._pytree import register_pytree_node, tree_flatten, tree_unflatten
 from ..backends import backend_of
 
@@ -50,19 +50,6 @@ def _modules(api):
     _scipy_sparse(api)
     from . import coloring, patterns
     return patterns, coloring
-
-
-@contextlib.contextmanager
-def _not_staging():
-    """The analysis computes on NumPy arrays of element numbers and constants: under an
-    enclosing ``jit`` those operations must not be staged into its program (NOTE [staging
-    everything] in the core)."""
-    st = _core.thread_state()
-    saved, st.staging = st.staging, None
-    try:
-        yield
-    finally:
-        st.staging = saved
 
 
 def _check_callable(func, api):
@@ -131,7 +118,7 @@ class _Staged:
         patterns, _ = _modules("sparsity")
         an = patterns.Analysis(self.n, hessian=hessian)
         seeds = dict(zip(self.diff_vars, self.seeds()))
-        with _not_staging():
+        with not_staging():
             outs = an.run(self.prog, [seeds.get(v) for v in self.prog.in_vars])
         return an, outs
 
@@ -271,7 +258,7 @@ def hessian_sparsity(func, argnums=0):
         _modules("hessian_sparsity")
         staged = _Staged(func, args, argnums, "hessian_sparsity")
         an, _ = staged.analyse(hessian=True)
-        with _not_staging():
+        with not_staging():
             h = an.hessian_pairs(staged.prog)
         h = h.astype(bool).tocsr()
         h.sort_indices()

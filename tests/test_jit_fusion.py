@@ -529,6 +529,95 @@ def test_a_group_the_machine_cannot_run_keeps_its_tiles_and_replays_the_rest():
     _bits(compile_replay(tiled)(m, v), compile_replay(prog)(m, v), "mixed")
 
 
+def _machine_group_names(tiled):
+    return [e.prim.name for e in tiled.eqns if getattr(e.prim, "fused", False)
+            and e.prim.kernel is not None and e.prim.kernel.tier == "tile machine"]
+
+
+@pytest.mark.parametrize("shape", [(700, 3), (40, 10), (9, 129), (3, 1000), (2, 5, 17),
+                                   (300,)])
+@pytest.mark.parametrize("name", ["sum", "min", "max"])
+def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_last_axis(
+        shape, name, monkeypatch):
+    """A float64 group followed by a sum, min or max along its last axis (a k-means cost's
+    nearest centroid) reduces each tile's rows in the machine: the unreduced value never
+    reaches memory unless it is read elsewhere, and the result has the unfused replay's bits
+    (NumPy's pairwise sum; a min or max is nan from a row's first nan), rows of 3 to 1,000
+    values, 1-d too, keepdims or not."""
+    from arrayad._jit import lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    monkeypatch.setattr(lower_tiles, "MACHINE_MIN_OPS", 1)
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal(shape) * 1e3, rng.standard_normal(shape[-1:])
+    x.reshape(-1)[:4] = [np.inf, -np.inf, 1e308, 0.0]
+    x.reshape(-1)[-2:] = np.nan   # (the last row: a nan among numbers)
+    reduce = getattr(ad, name)
+
+    def f(x, y):
+        d = (x - y) * x + 2.0 * y
+        return reduce(d, axis=-1), reduce(d * d, axis=len(shape) - 1, keepdims=True), d
+
+    prog = make_program(f)(x, y)
+    tiled = lower_tiles.lower(prog)
+    ending = [g for g in _machine_group_names(tiled) if g.endswith(f",{name}]")]
+    assert len(ending) == 2 and ending[1] == f"fused[multiply,{name}]", ending
+    with np.errstate(all="ignore"):
+        _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), name)
+
+
+def test_comparisons_casts_and_broadcast_columns_run_in_the_tile_machine():
+    """k-means' gradient counts each point's nearest centroids (``equal(d, min(d)[:, None])``
+    cast to float64 and summed) and selects on comparisons: the condition stays in the machine
+    as 1.0 or 0.0, the column is read as it is (not broadcast first); the unfused replay's
+    bits, nan and ties included; the gradient of the nearest-centroid cost matches the
+    eager one. A condition the program returns never leaves the machine: its comparison is
+    left to NumPy, the rest stays fused."""
+    from arrayad._jit import lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((300, 10)), rng.standard_normal(10)
+    x[::7, 3] = x[::7, 2]   # (ties)
+    x[5, 4] = np.nan
+
+    def f(x, y):
+        d = x * y + 1.0
+        ties = ad.sum(ad.astype(d == ad.min(d, axis=1)[:, None], ad.float64), axis=1)
+        picked = ad.where(d > 0.5, d, -d) + ad.astype(d <= y, ad.float64) * 3.0
+        return ties, picked
+
+    prog = make_program(f)(x, y)
+    tiled = lower_tiles.lower(prog)
+    names = _machine_group_names(tiled)
+    assert "fused[equal,where,sum]" in names and any("greater" in n for n in names), names
+    assert not [e for e in tiled.eqns if e.prim.name in ("broadcast_to", "astype", "equal")]
+    with np.errstate(invalid="ignore"):
+        _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), "comparisons")
+
+    def returns_condition(x, y):
+        c = x * y > 0.1
+        return ad.where(c, x, y) * 2.0 - x, c
+
+    prog = make_program(returns_condition)(x, y)
+    tiled = lower_tiles.lower(prog)
+    assert [e.prim.name for e in tiled.eqns if not getattr(e.prim, "fused", False)] == \
+        ["multiply", "greater"]   # (its product's group cannot hand out a condition)
+    _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), "condition out")
+
+    c = rng.standard_normal((10, 3))
+    p = rng.standard_normal((400, 3))
+
+    def nearest_cost(c):
+        d = ad.sum(p**2, axis=1)[:, None] + ad.sum(c**2, axis=1)[None, :] - 2 * (
+            p @ ad.matrix_transpose(c))
+        return ad.sum(ad.min(d, axis=1))
+
+    j = ad.jit(grad(nearest_cost))
+    np.testing.assert_allclose(j(c), grad(nearest_cost)(c), rtol=1e-12)
+    assert any(n.endswith(",min]") for n in _machine_group_names(executable(j.lower(c)).run_prog))
+
+
 def test_the_tile_machine_does_ieee_arithmetic_bit_for_bit(machine):
     from arrayad._jit import lower_tiles
     rng = np.random.default_rng(18)

@@ -6,7 +6,7 @@ AVX2 or AVX-512), the last few values padded to a full vector. Nothing here link
 library: on a compiler or processor without these registers ``supported()`` is False."""
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 cimport numpy as cnp
 import math
 import numpy as _np
@@ -52,7 +52,7 @@ cdef extern from *:
        (n, k); a middle axis) is gathered into a tile buffer before each tile: its shape is
        described by ``shape`` (ndim, the result's dims, then its element strides, 0 along
        a broadcast axis), copied row by row along the last axis (a copy or one value
-       repeated). A select's condition is 0.0 (false) or 1.0. */
+       repeated). A condition (a select's, a comparison's result) is 0.0 (false) or 1.0. */
     static void ad_gather(double *dst, const double *src, const Py_ssize_t *shape,
                           Py_ssize_t s, Py_ssize_t m) {
         Py_ssize_t nd = shape[0], idx[32], off = 0, r = s, j = 0;
@@ -73,14 +73,59 @@ cdef extern from *:
             }
         }
     }
+    /* The reduction a group may end with (NOTE [tile machine]): each row of ``len``
+       contiguous elements of a value to one element of an output, as NumPy reduces a
+       contiguous last axis: a sum is 0.0 plus NumPy's pairwise sum of the row (one
+       accumulator below eight elements, eight up to 128, halves above: the same bits), a
+       minimum or maximum the running comparison, stopped at the first NaN. */
+    enum { AD_REDUCE_SUM = 1, AD_REDUCE_MIN, AD_REDUCE_MAX };
+    static double ad_pairwise_sum(const double *a, Py_ssize_t n) {
+        if (n < 8) {
+            double res = 0.0;
+            for (Py_ssize_t i = 0; i < n; i++) res += a[i];
+            return res;
+        }
+        if (n <= 128) {
+            double r[8], res;
+            Py_ssize_t i;
+            for (int j = 0; j < 8; j++) r[j] = a[j];
+            for (i = 8; i < n - (n % 8); i += 8)
+                for (int j = 0; j < 8; j++) r[j] += a[i + j];
+            res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+            for (; i < n; i++) res += a[i];
+            return res;
+        }
+        Py_ssize_t half = n / 2;
+        half -= half % 8;
+        return ad_pairwise_sum(a, half) + ad_pairwise_sum(a + half, n - half);
+    }
+    static void ad_reduce_rows(int kind, const double *a, double *out, Py_ssize_t rows,
+                               Py_ssize_t len) {
+        for (Py_ssize_t r = 0; r < rows; r++, a += len) {
+            if (kind == AD_REDUCE_SUM) {
+                out[r] = 0.0 + ad_pairwise_sum(a, len);
+                continue;
+            }
+            double acc = a[0];
+            for (Py_ssize_t i = 1; i < len && acc == acc; i++)   /* (acc != acc: a NaN) */
+                if (kind == AD_REDUCE_MIN ? !(acc < a[i]) : !(acc > a[i])) acc = a[i];
+            out[r] = acc;
+        }
+    }
     enum { AD_ADD, AD_SUBTRACT, AD_MULTIPLY, AD_DIVIDE, AD_NEGATIVE, AD_COPY, AD_SQUARE,
-           AD_ABS, AD_SQRT, AD_CALL, AD_SELECT };
+           AD_ABS, AD_SQRT, AD_CALL, AD_SELECT, AD_EQUAL, AD_NOT_EQUAL, AD_LESS,
+           AD_LESS_EQUAL, AD_GREATER, AD_GREATER_EQUAL };
     #define AD_LOOP(EXPR) for (Py_ssize_t i = 0; i < m; i++) d[i] = (EXPR)
     #define AD_BINARY(OP)                                                                     \
         if (A && B) AD_LOOP(A[i] OP B[i]);                                                     \
         else if (A) AD_LOOP(A[i] OP cb);                                                       \
         else if (B) AD_LOOP(ca OP B[i]);                                                       \
         else AD_LOOP(ca OP cb);
+    #define AD_COMPARE(OP)   /* (a condition: 1.0 or 0.0; IEEE's comparisons, as NumPy's) */ \
+        if (A && B) AD_LOOP(A[i] OP B[i] ? 1.0 : 0.0);                                         \
+        else if (A) AD_LOOP(A[i] OP cb ? 1.0 : 0.0);                                           \
+        else if (B) AD_LOOP(ca OP B[i] ? 1.0 : 0.0);                                           \
+        else AD_LOOP(ca OP cb ? 1.0 : 0.0);
     #define AD_PICK(X, Y)                                                                     \
         if (C) AD_LOOP(C[i] != 0.0 ? (X) : (Y)); else AD_LOOP(cc != 0.0 ? (X) : (Y));
     #define ARRAYAD_EXEC(NAME, RUN)                                                           \
@@ -88,7 +133,7 @@ cdef extern from *:
                          double **slots, double **in, const Py_ssize_t *period,                \
                          const Py_ssize_t **shape, double **gathered, Py_ssize_t n_in,         \
                          double **out, Py_ssize_t n_out, void **fns, Py_ssize_t n,             \
-                         Py_ssize_t tile) {                                                    \
+                         Py_ssize_t tile, const int *red, Py_ssize_t n_red, Py_ssize_t row) {  \
             for (Py_ssize_t s = 0; s < n; s += tile) {                                         \
                 Py_ssize_t m = n - s < tile ? n - s : tile;                                    \
                 for (Py_ssize_t k = 0; k < n_in; k++) {                                        \
@@ -98,6 +143,8 @@ cdef extern from *:
                     } else slots[k] = in[k] + (period[k] ? s % period[k] : s);                 \
                 }                                                                              \
                 for (Py_ssize_t k = 0; k < n_out; k++) slots[n_in + k] = out[k] + s;           \
+                for (Py_ssize_t r = 0; r < n_red; r++)   /* (a reduced output: s / row on) */ \
+                    slots[n_in + red[3 * r + 2]] = out[red[3 * r + 2]] + s / row;              \
                 for (Py_ssize_t c = 0; c < n_code; c++) {                                      \
                     const int *ins = code + 5 * c;                                             \
                     double *d = slots[ins[1]];                                                 \
@@ -119,6 +166,12 @@ cdef extern from *:
                     case AD_ABS: AD_LOOP(fabs(A[i])); break;                                   \
                     case AD_SQRT: AD_LOOP(sqrt(A[i])); break;                                  \
                     case AD_CALL: RUN(fns[ins[3]], A, d, m); break;                            \
+                    case AD_EQUAL: AD_COMPARE(==) break;                                       \
+                    case AD_NOT_EQUAL: AD_COMPARE(!=) break;                                   \
+                    case AD_LESS: AD_COMPARE(<) break;                                         \
+                    case AD_LESS_EQUAL: AD_COMPARE(<=) break;                                  \
+                    case AD_GREATER: AD_COMPARE(>) break;                                      \
+                    case AD_GREATER_EQUAL: AD_COMPARE(>=) break;                               \
                     case AD_SELECT: /* d = C ? A : B */                                        \
                         if (A && B) { AD_PICK(A[i], B[i]) }                                    \
                         else if (A) { AD_PICK(A[i], cb) }                                      \
@@ -127,6 +180,9 @@ cdef extern from *:
                         break;                                                                 \
                     }                                                                          \
                 }                                                                              \
+                for (Py_ssize_t r = 0; r < n_red; r++)                                         \
+                    ad_reduce_rows(red[3 * r], slots[red[3 * r + 1]],                          \
+                                   slots[n_in + red[3 * r + 2]], m / row, row);               \
             }                                                                                  \
         }
     ARRAYAD_EXEC(arrayad_exec2, arrayad_run2)
@@ -151,7 +207,7 @@ cdef extern from *:
                          double **slots, double **in, const Py_ssize_t *period,                \
                          const Py_ssize_t **shape, double **gathered, Py_ssize_t n_in,         \
                          double **out, Py_ssize_t n_out, void **fns, Py_ssize_t n,             \
-                         Py_ssize_t tile) {}
+                         Py_ssize_t tile, const int *red, Py_ssize_t n_red, Py_ssize_t row) {}
     ARRAYAD_NO_EXEC(arrayad_exec2)
     ARRAYAD_NO_EXEC(arrayad_exec4)
     ARRAYAD_NO_EXEC(arrayad_exec8)
@@ -165,15 +221,18 @@ cdef extern from *:
     void arrayad_exec2(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
                        double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
                        double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
-                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       void **fns, Py_ssize_t n, Py_ssize_t tile, const int *red,
+                       Py_ssize_t n_red, Py_ssize_t row) nogil
     void arrayad_exec4(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
                        double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
                        double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
-                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       void **fns, Py_ssize_t n, Py_ssize_t tile, const int *red,
+                       Py_ssize_t n_red, Py_ssize_t row) nogil
     void arrayad_exec8(const int *code, Py_ssize_t n_code, const double *consts, double **slots,
                        double **inp, const Py_ssize_t *period, const Py_ssize_t **shape,
                        double **gathered, Py_ssize_t n_in, double **out, Py_ssize_t n_out,
-                       void **fns, Py_ssize_t n, Py_ssize_t tile) nogil
+                       void **fns, Py_ssize_t n, Py_ssize_t tile, const int *red,
+                       Py_ssize_t n_red, Py_ssize_t row) nogil
 
 cdef int _width = arrayad_vector_width()
 
@@ -214,7 +273,8 @@ def apply(size_t address, const double[::1] x, double[::1] out, int lanes=0):
 
 # the tile machine's operations (the C enum's order)
 OPERATIONS = ("add", "subtract", "multiply", "divide", "negative", "copy", "square", "abs",
-              "sqrt", "call", "select")
+              "sqrt", "call", "select", "equal", "not_equal", "less", "less_equal", "greater",
+              "greater_equal")
 
 
 cdef inline bint _plain(object a):
@@ -235,7 +295,8 @@ cdef double *_data(object a, Py_ssize_t size, str what, Py_ssize_t k) except NUL
 
 def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, outputs,
                 Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile,
-                tuple periods=None, tuple layouts=None):
+                tuple periods=None, tuple layouts=None, tuple reductions=None,
+                Py_ssize_t row=1):
     """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` are
     float64 arrays of ``n`` contiguous elements, or, where ``periods`` gives ``p > 0``, of
     ``p`` elements (an operand broadcast along leading axes, repeated to a tile here where it is
@@ -243,12 +304,18 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
     ``n`` elements or one array of shape (outputs, n), ``fns`` the addresses of the vector
     functions of ``width()`` lanes that its calls name, ``consts`` its constants. Where
     ``layouts`` gives ``(dims, strides)`` for an input (any other broadcast: the result's dims,
-    the input's element strides, 0 along a broadcast axis), it is gathered tile by tile."""
+    the input's element strides, 0 along a broadcast axis), it is gathered tile by tile.
+    ``reductions``: ``(kind, slot, output)`` triples, output ``output`` (of ``n / row``
+    elements) is the sum (kind 1), minimum (2) or maximum (3) of each row of ``row`` elements
+    of the value in ``slot`` (``tile`` a multiple of ``row``)."""
     cdef double[:, ::1] block = None if isinstance(outputs, list) else outputs
     cdef Py_ssize_t n_in = len(inputs), k, p, j, reps, want
     cdef Py_ssize_t span = min(tile, n)
     cdef Py_ssize_t n_out = len(outputs) if block is None else block.shape[0]
     cdef Py_ssize_t n_slots = n_in + n_out + n_temps
+    cdef Py_ssize_t n_red = 0 if reductions is None else len(reductions)
+    cdef int *red = NULL
+    cdef char *reduced = NULL
     if _width == 0:
         raise RuntimeError("vector math: not supported here")
     if code.shape[1] != 5:
@@ -285,7 +352,24 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
                 n_gather += 1
         spec = <Py_ssize_t *>PyMem_Malloc(max(n_spec, 1) * sizeof(Py_ssize_t))
         gbuf = <double *>PyMem_Malloc(max(n_gather * span, 1) * sizeof(double))
+    if n_red:
+        red = <int *>PyMem_Malloc(3 * n_red * sizeof(int))
+        reduced = <char *>PyMem_Malloc(max(n_out, 1))
     try:
+        if n_red and not (red and reduced):
+            raise MemoryError()
+        if n_red:
+            if row < 1 or tile % row or n % row or block is not None:
+                raise ValueError(f"tile machine: rows of {row} in tiles of {tile} over {n} "
+                                 f"elements (or outputs in one block)")
+            memset(reduced, 0, max(n_out, 1))
+            for k in range(n_red):
+                r_kind, r_slot, r_out = reductions[k]
+                if not (1 <= r_kind <= 3 and 0 <= r_slot < n_slots and 0 <= r_out < n_out
+                        and not reduced[r_out]) or r_slot == n_in + r_out:
+                    raise ValueError(f"tile machine: reduction {reductions[k]!r}")
+                red[3 * k], red[3 * k + 1], red[3 * k + 2] = r_kind, r_slot, r_out
+                reduced[r_out] = 1
         if not (ins and outs and slots and fn and temps and period and shape and gathered) or (
                 periods is not None and not repeated) or (layouts is not None and not (
                     spec and gbuf)):
@@ -344,7 +428,7 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
             if block is not None:
                 outs[k] = &block[k, 0] if n else NULL
                 continue
-            outs[k] = _data(outputs[k], n, "output", k)
+            outs[k] = _data(outputs[k], n // row if n_red and reduced[k] else n, "output", k)
         for k in range(n_temps):
             slots[n_in + n_out + k] = temps + k * span
         for k in range(len(fns)):
@@ -355,16 +439,18 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
             if _width == 8:
                 arrayad_exec8(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
                               slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
-                              tile)
+                              tile, red, n_red, row)
             elif _width == 4:
                 arrayad_exec4(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
                               slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
-                              tile)
+                              tile, red, n_red, row)
             else:
                 arrayad_exec2(&code[0, 0], code.shape[0], &consts[0] if consts.shape[0] else NULL,
                               slots, ins, period, shape, gathered, n_in, outs, n_out, fn, n,
-                              tile)
+                              tile, red, n_red, row)
     finally:
+        PyMem_Free(red)
+        PyMem_Free(reduced)
         PyMem_Free(<void *>shape)
         PyMem_Free(gathered)
         PyMem_Free(spec)

@@ -76,13 +76,22 @@ def fusible(eqn):
 MAX_GROUP = 256
 
 
-def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, worth=None):
+def _shape_and_dtype(e):
+    return (e.outs[0].shape, e.outs[0].dtype)
+
+
+def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, worth=None,
+                     epilogue=None, kind_of=_shape_and_dtype):
     """``prog`` with its maximal elementwise groups fused (NOTE [fusion]); ``accept(eqn)``: may
     ``eqn`` join a group (``fusible`` and the lowerer's own conditions); ``make_kernel(sub)``:
     (kernel, out_kernel) for a group's sub-program, or None to replay it; ``max_group``: the
     most instructions in a group (``MAX_GROUP``); ``worth(eqns)``: whether a group of these
-    instructions is made (by default, two or more: one alone has nothing to fuse). Returns a new
-    program (``prog`` itself where nothing is fused)."""
+    instructions is made (by default, two or more: one alone has nothing to fuse);
+    ``epilogue(eqn)``: whether ``eqn``, an instruction of one operand that is not elementwise
+    (a reduction), may end the open group computing its operand (the group closes with it: its
+    result has another shape); ``kind_of(eqn)``: what the instructions of one group share (by
+    default their result's shape and dtype). Returns a new program (``prog`` itself where
+    nothing is fused)."""
     max_group = MAX_GROUP if max_group is None else max_group
     parent = {}
 
@@ -95,15 +104,22 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, wor
     members = {}       # group -> [eqn index]
     closed = set()
     group_of = {}      # var -> group that computes it
-    kind = {}          # group -> (shape, dtype)
+    kind = {}          # group -> kind_of its instructions
     for k, e in enumerate(prog.eqns):
+        if (epilogue is not None and len(e.ins) == 1 and isinstance(e.ins[0], Var)
+                and e.ins[0] in group_of and epilogue(e)):
+            g = find(group_of[e.ins[0]])
+            if g not in closed and kind[g] == (e.ins[0].shape, e.ins[0].dtype):
+                members[g].append(k)
+                closed.add(g)
+                continue
         ok = fusible(e) and accept(e)
         out = e.outs[0]
         joined = set()
         for a in e.ins:
             if isinstance(a, Var) and a in group_of:
                 g = find(group_of[a])
-                if ok and g not in closed and kind[g] == (out.shape, out.dtype):
+                if ok and g not in closed and kind[g] == kind_of(e):
                     joined.add(g)
         for a in e.ins:   # (a group read by an instruction outside it closes)
             if isinstance(a, Var) and a in group_of:
@@ -121,7 +137,7 @@ def fuse_elementwise(prog, accept=fusible, make_kernel=None, max_group=None, wor
             g = k
             parent[g] = g
             members[g] = []
-            kind[g] = (out.shape, out.dtype)
+            kind[g] = kind_of(e)
         members[g].append(k)
         group_of[out] = g
         if len(members[g]) >= max_group:

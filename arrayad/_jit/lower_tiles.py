@@ -35,7 +35,7 @@ import numpy as np
 from .. import config as _config
 from . import vector_math
 from .fusion import _writable, fuse_elementwise, fusible, register_tiler
-from .ir import Eqn, Var
+from .ir import Eqn, Lit, Var
 from .passes import _fresh, dce
 from .replay import _callable, numpy_ufunc
 
@@ -116,11 +116,19 @@ def _period(a, shape):
 # element i % p, its tiles a multiple of a short row or dividing a long one, ``_machine_tile``),
 # other broadcast operands (a column, (n, 1) in (n, k); a middle axis: gathered into a tile
 # buffer before each tile) and runs ``where`` (a select; the structural zeros of NOTE [strong
-# zeros] put one after each product with the basis), which NumPy's calls on tiles cannot: a
-# group holding one of those that the machine cannot run is fused again without them
-# (``lower``). On the 16-element chain's ``jit(hessian)`` this took 96 backend calls down to 20
-# and the time from 55 to 20-23 us (CPU time, ``benchmarks/compare.py --only hessian16
-# --cpu-time``, 2026-12-07).
+# zeros] put one after each product with the basis) and comparisons (a condition, 1.0 or 0.0,
+# read by a select or a cast in the same group; ``_machine_reads`` hands it a broadcast column
+# and a cast condition as they are), and it ends a group with a sum, min or max along the
+# last axis of fewer than ``MACHINE_TILE`` values (``_reduction``: the tile a multiple of the
+# row, each tile's rows reduced after its operations, NumPy's pairwise sum done the same way
+# for the same bits), which NumPy's calls on tiles cannot: a group holding one of those that
+# the machine cannot run is fused again without them (``lower``). On the 16-element chain's
+# ``jit(hessian)`` the machine took 96 backend calls down to 20 and the time from 55 to 20-23
+# us (CPU time, ``benchmarks/compare.py --only hessian16 --cpu-time``, 2026-12-07); the
+# reductions keep a k-means distance matrix out of memory: ``jit`` of GradBench's kmeans cost
+# went from 87 to 36 us at k=10, n=1000, d=8 (CPU time, 2026-12-08). (Signed zeros: the min
+# or max of a row holding both 0.0 and -0.0 may be either, as with NumPy's own loops, whose
+# answer depends on the row's length.)
 
 MACHINE_TILE = 1024
 MACHINE_MIN = 16
@@ -131,6 +139,9 @@ _MACHINE_ARITHMETIC = {"add": "add", "subtract": "subtract", "multiply": "multip
                        "divide": "divide", "negative": "negative", "positive": "copy",
                        "square": "square", "abs": "abs", "sqrt": "sqrt"}
 _BINARY = ("add", "subtract", "multiply", "divide")
+# (comparisons of float64 values: a condition, 1.0 or 0.0, that a select or a float64 astype
+# reads in the same group; a condition never leaves the machine, ``_machine_program``)
+_COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 
 
 def _machine_op(e):
@@ -138,7 +149,8 @@ def _machine_op(e):
     where the machine does not compute it (NOTE [tile machine])."""
     found = vector_math.addresses()
     out = e.outs[0]
-    if not found or getattr(out.dtype, "name", None) != "float64":
+    compare = e.prim.xp_name in _COMPARISONS and len(e.ins) == 2
+    if not found or getattr(out.dtype, "name", None) != ("bool" if compare else "float64"):
         return None
     select = e.prim.name == "where" and len(e.ins) == 3
     for k, a in enumerate(e.ins):
@@ -151,6 +163,8 @@ def _machine_op(e):
     if select:
         return ("select", None)
     name = e.prim.xp_name
+    if compare:
+        return (name, None)
     first_var = bool(e.ins) and isinstance(e.ins[0], Var)
     if name == "pow":   # (x ** 2: NumPy's operator squares)
         ok = (len(e.ins) == 2 and first_var and not isinstance(e.ins[1], Var)
@@ -162,6 +176,29 @@ def _machine_op(e):
     if name in found and first_var and len(e.ins) == 1:
         return ("call", name)
     return None
+
+
+_REDUCTIONS = {"sum": 1, "min": 2, "max": 3}   # (the machine's kinds: its C enum)
+
+
+def _reduction(e):
+    """The tile machine's kind of reduction for ``e`` (NOTE [tile machine]: a sum, minimum or
+    maximum of a float64 value along its last axis, of fewer than ``MACHINE_TILE`` elements),
+    or None."""
+    kind = _REDUCTIONS.get(e.prim.name)
+    if kind is None or len(e.ins) != 1 or not set(e.params) <= {"axis", "keepdims"}:
+        return None
+    a = e.ins[0]
+    if (not isinstance(a, Var) or getattr(a.dtype, "name", None) != "float64" or not a.shape
+            or not 0 < a.shape[-1] < MACHINE_TILE or not vector_math.addresses()):
+        return None
+    axis = e.params.get("axis")
+    last = len(a.shape) - 1
+    if isinstance(axis, tuple) and len(axis) == 1:
+        axis = axis[0]
+    if axis is None and last == 0:
+        axis = 0
+    return kind if isinstance(axis, int) and axis % len(a.shape) == last else None
 
 
 def _places(sub, buffered):
@@ -201,15 +238,17 @@ def _machine_program(sub):
     """(code, constants, positions of the 0-d inputs, temporaries, function addresses) of the
     tile machine for the group ``sub``, or None (NOTE [tile machine])."""
     from .._core import _vector_math
-    ops = [_machine_op(e) for e in sub.eqns]
-    if not ops or None in ops:
+    kinds = [_reduction(e) for e in sub.eqns]
+    ops = [_machine_op(e) if kind is None else ("reduce", kind)
+           for e, kind in zip(sub.eqns, kinds)]
+    if not ops or None in ops or any(v.dtype.name != "float64" for v in sub.outs):
         return None
     full = [v for v in sub.in_vars if v.shape != ()]
     scalar_pos = [i for i, v in enumerate(sub.in_vars) if v.shape == ()]
     slot = {v: k for k, v in enumerate(full)}
     consts = [0.0] * len(scalar_pos)   # (the 0-d inputs, given at each call, then literals)
     const_of = {sub.in_vars[i]: k for k, i in enumerate(scalar_pos)}
-    places, n_temps = _places(sub, [True] * len(sub.eqns))
+    places, n_temps = _places(sub, [kind is None for kind in kinds])
     first_slot = {"out": len(full), "tmp": len(full) + len(sub.outs)}
 
     def operand(a):
@@ -218,13 +257,17 @@ def _machine_program(sub):
         consts.append(float(a.value))   # (a bool condition: 0.0 or 1.0)
         return -len(consts)
 
-    fns, code = [], []
+    fns, code, reductions = [], [], []
     for e, (op, call) in zip(sub.eqns, ops):
+        if op == "reduce":   # (``call``: its kind; the rows are reduced after each tile)
+            kind, index = places[e.outs[0]]
+            reductions.append((call, slot[e.ins[0]], index))
+            continue
         a = operand(e.ins[0])
         c = 0
         if op == "select":   # (where(c, x1, x2): the condition is the third operand)
             a, b, c = operand(e.ins[1]), operand(e.ins[2]), a
-        elif op in _BINARY:
+        elif op in _BINARY or op in _COMPARISONS:
             b = operand(e.ins[1])
         else:
             if a < 0:   # (a unary operation of a number: folded)
@@ -238,7 +281,7 @@ def _machine_program(sub):
         kind, index = places[e.outs[0]]
         slot[e.outs[0]] = first_slot[kind] + index
         code.append((_vector_math.OPERATIONS.index(op), slot[e.outs[0]], a, b, c))
-    return code, consts, scalar_pos, n_temps, tuple(fns)
+    return code, consts, scalar_pos, n_temps, tuple(fns), tuple(reductions)
 
 
 def _machine_tile(periods):
@@ -270,26 +313,28 @@ def _machine_kernel(sub, program):
     """(kernel, out_kernel) running the group ``sub`` in the tile machine (``FusedPrimitive``),
     or None where its inputs' periods fit no tile."""
     from .._core._vector_math import run_program
-    code, consts, scalar_pos, n_temps, fns = program
+    code, consts, scalar_pos, n_temps, fns, reductions = program
     code = np.asarray(code, dtype=np.int32).reshape(-1, 5)
     base = np.asarray(consts, dtype=np.float64)
-    shape = tuple(sub.outs[0].shape)
+    shape = tuple(sub.eqns[0].outs[0].shape)   # (the group's; a reduced output's is shorter)
     n = math.prod(shape)
+    row = shape[-1] if reductions else 1
     full_pos = [i for i, v in enumerate(sub.in_vars) if v.shape != ()]
     reads = [_period(sub.in_vars[i], shape) for i in full_pos]
     periods = tuple(r if isinstance(r, int) else 0 for r in reads)
     layouts = (tuple(r if isinstance(r, tuple) else None for r in reads)
                if any(isinstance(r, tuple) for r in reads) else None)
-    tile = _machine_tile(periods)
-    if tile is None:
+    tile = _machine_tile(periods + ((row,) if row > 1 else ()))
+    if tile is None or tile % row:
         return None
     masks = {i for i in full_pos if sub.in_vars[i].dtype.name == "bool"}
     n_out = len(sub.outs)
+    out_shapes = [tuple(v.shape) for v in sub.outs]
 
     # (the outputs of a group on small arrays are rows of one array: a group of a long program
     # has a hundred outputs, which one allocation each would cost more than computing them;
     # large ones are arrays of their own, so that each is freed when it dies)
-    block = n * n_out <= BLOCK_ELEMENTS and n_out > 1
+    block = n * n_out <= BLOCK_ELEMENTS and n_out > 1 and not reductions
 
     def run(raw, outputs):
         c = base
@@ -300,26 +345,29 @@ def _machine_kernel(sub, program):
         # (reshape, a method: no NumPy dispatch; a view of a contiguous array, else a copy)
         inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i])
                   for i in full_pos]
-        run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods, layouts)
+        run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods, layouts,
+                    reductions or None, row)
 
     def kernel(*raw):
         if block:
             outs = np.empty((n_out, n), np.float64)
             run(raw, outs)
             return tuple(outs.reshape((n_out,) + shape))
-        outs = [np.empty(shape, np.float64) for _ in range(n_out)]
+        outs = [np.empty(s, np.float64) for s in out_shapes]
         run(raw, [o.reshape(-1) for o in outs])
         return tuple(outs)
 
     def out_kernel(*raw, out):
-        outs = tuple(o if _writable(o) else np.empty(shape, np.float64) for o in out)
+        outs = tuple(o if _writable(o) else np.empty(s, np.float64)
+                     for o, s in zip(out, out_shapes))
         run(raw, [o.reshape(-1) for o in outs])
         return outs
 
     kernel.tier = "tile machine"
     kernel.source = f"tile machine: {len(code)} instructions, {n_temps} temporaries"
-    kernel.source_names = ["tile machine"] + [f"vector_{c}" for op, c in
-                                              map(_machine_op, sub.eqns) if c]
+    kernel.source_names = ["tile machine"] + [
+        f"vector_{c}" for op, c in map(_machine_op, sub.eqns[:len(sub.eqns) - len(reductions)])
+        if c]
     return kernel, out_kernel
 
 
@@ -410,8 +458,8 @@ def make_kernel(sub):
     program = _machine_program(sub)
     if program is not None:
         return _machine_kernel(sub, program)
-    if not all(map(tileable, sub.eqns)):   # (a broadcast operand or a select: machine only)
-        return None
+    if not all(map(tileable, sub.eqns)) or _mixed(sub.eqns):   # (a broadcast operand, a
+        return None    # select, a reduction, a comparison in a float64 group: the machine's)
     ns = {}
     src = _source(sub, sub.backend, ns)
     exec(compile(src, f"<arrayad.jit tiles {sub.name}>", "exec"), ns)
@@ -425,6 +473,21 @@ def make_kernel(sub):
         return kernel(*raw, out=out)
 
     return kernel, out_kernel
+
+
+def _group_kind(e):
+    """What the instructions of one tiled group share (``fuse_elementwise``'s ``kind_of``): the
+    result's shape and dtype, but a comparison the machine runs joins its float64 operands'
+    group (its condition is read by a select or an astype there)."""
+    if e.prim.xp_name in _COMPARISONS and _machine_op(e) is not None:
+        return (e.outs[0].shape, next(a.dtype for a in e.ins if isinstance(a, Var)))
+    return (e.outs[0].shape, e.outs[0].dtype)
+
+
+def _mixed(eqns):
+    """Whether a group's elementwise instructions have results of more than one dtype (a
+    comparison in a float64 group: the machine's only)."""
+    return len({e.outs[0].dtype for e in eqns if _reduction(e) is None}) > 1
 
 
 def _vectorised(e):
@@ -536,23 +599,67 @@ def _sink_broadcasts(prog):
     return dce(prog.replace(eqns=eqns)) if changed else prog
 
 
+def _machine_reads(prog):
+    """``prog`` with what the tile machine reads as it is passed to it directly: the operand
+    of a ``broadcast_to`` (a column, (n, 1) to (n, k)) whose every reader the machine runs
+    (it reads broadcast operands: ``_period``), and a condition cast to float64 as a select of
+    1.0 or 0.0 (``where(c, 1.0, 0.0)``, an operation of the machine). NumPy's broadcasting and
+    ``where`` give the same values where a group does not take them."""
+    from .._ops.manipulation import where_p
+    readers = {}
+    for e in prog.eqns:
+        for a in e.ins:
+            if isinstance(a, Var):
+                readers.setdefault(a, []).append(e)
+    kept = set(prog.captured) | {a for a in prog.outs if isinstance(a, Var)}
+    swap, eqns, changed = {}, [], False
+    for e in prog.eqns:
+        out = e.outs[0] if len(e.outs) == 1 else None
+        machine_read = out is not None and out not in kept and all(
+            _machine_op(r) is not None and r.outs[0].shape == out.shape
+            for r in readers.get(out, ()))
+        if e.prim.name == "broadcast_to" and isinstance(e.ins[0], Var) and e.ins[0].shape \
+                and machine_read and out in readers:
+            swap[out] = e.ins[0]   # (the broadcast itself is then dead code)
+        elif (e.prim.name == "astype" and isinstance(e.ins[0], Var) and out is not None
+              and e.ins[0].dtype.name == "bool" and out.dtype.name == "float64"
+              and e.params.get("device") is None
+              and all(_machine_op(r) is not None or _reduction(r) for r in readers.get(out, ()))):
+            e = Eqn(where_p, (e.ins[0], Lit(1.0), Lit(0.0)), {}, e.outs)
+            changed = True
+        eqns.append(e)
+    if not swap and not changed:
+        return prog
+    eqns = [Eqn(e.prim, tuple(swap.get(a, a) if isinstance(a, Var) else a for a in e.ins),
+                e.params, e.outs) for e in eqns]
+    return dce(prog.replace(eqns=eqns))
+
+
 def lower(prog):
     """The fused program of ``prog`` with tiled kernels (NOTE [tiled replay]), or None."""
     if not wanted(prog):
         return None
-    base = _uniform_constants(_sink_broadcasts(prog))
+    base = _uniform_constants(_sink_broadcasts(_machine_reads(prog)))
     left_out = set()   # (ids of instructions only the machine runs, in groups it could not run)
     while True:
         out = fuse_elementwise(base, lambda e: id(e) not in left_out and accept(e),
-                               make_kernel, worth=_worth)
-        # A group the machine cannot run (another operation in it, or operands' periods that
-        # fit no tile) and that holds a broadcast operand or a select, which NumPy's calls on
-        # tiles cannot read, has no kernel: fused again without those, the rest keeps its tiles
-        failed = [e for e in out.eqns if getattr(e.prim, "fused", False)
+                               make_kernel, worth=_worth,
+                               epilogue=lambda e: id(e) not in left_out and _reduction(e),
+                               kind_of=_group_kind)
+        # A group the machine cannot run (another operation in it, operands' periods that fit
+        # no tile, a condition read outside it) and that holds what NumPy's calls on tiles
+        # cannot run (a broadcast operand, a select, a reduction, a comparison among float64
+        # operations) has no kernel: fused again without those, the rest keeps its tiles
+        # (a condition read outside, which the machine holds as 1.0 or 0.0: only its comparison)
+        failed = [e.prim.prog for e in out.eqns if getattr(e.prim, "fused", False)
                   and e.prim.kernel is None]
         if not failed:
             return out
-        left_out |= {id(m) for e in failed for m in e.prim.prog.eqns if not tileable(m)}
+        for sub in failed:
+            conditions = {v for v in sub.outs if v.dtype.name == "bool"}
+            left_out |= {id(m) for m in sub.eqns if m.outs[0] in conditions} if conditions else {
+                id(m) for m in sub.eqns
+                if not tileable(m) or _mixed(sub.eqns) and m.prim.xp_name in _COMPARISONS}
 
 
 def _why_not_tiled(e, prog):

@@ -566,6 +566,36 @@ def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_last_axis(
         _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), name)
 
 
+@pytest.mark.parametrize("shape, axis", [((1000, 10), 0), ((37, 129), (0,)), ((5, 1000), 0),
+                                         ((3, 4, 5), (0, 1)), ((6, 4, 5), 0), ((700, 3), -2)])
+@pytest.mark.parametrize("name", ["sum", "min", "max"])
+def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_leading_axes(
+        shape, axis, name, monkeypatch):
+    """A float64 group followed by a sum, min or max along its leading axes (a k-means
+    gradient's sum over points) accumulates each tile's rows into the result in order, as
+    NumPy does: the unfused replay's bits (a nan wherever one was met)."""
+    from arrayad._jit import lower_tiles, vector_math
+    if not vector_math.ADDRESSES:
+        pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
+    monkeypatch.setattr(lower_tiles, "MACHINE_MIN_OPS", 1)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(shape) * 1e3
+    x.reshape(-1)[:4] = [np.inf, -np.inf, 1e308, 0.0]
+    x.reshape(-1)[-2] = np.nan
+    reduce = getattr(ad, name)
+
+    def f(x):
+        d = x * x - 3.0 * x
+        return reduce(d, axis=axis), reduce(d + 1.0, axis=axis, keepdims=True)
+
+    prog = make_program(f)(x)
+    tiled = lower_tiles.lower(prog)
+    ending = [g for g in _machine_group_names(tiled) if g.endswith(f",{name}]")]
+    assert len(ending) == 2, _machine_group_names(tiled)
+    with np.errstate(all="ignore"):
+        _bits(compile_replay(tiled)(x), compile_replay(prog)(x), name)
+
+
 def test_comparisons_casts_and_broadcast_columns_run_in_the_tile_machine():
     """k-means' gradient counts each point's nearest centroids (``equal(d, min(d)[:, None])``
     cast to float64 and summed) and selects on comparisons: the condition stays in the machine

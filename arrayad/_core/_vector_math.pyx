@@ -73,12 +73,14 @@ cdef extern from *:
             }
         }
     }
-    /* The reduction a group may end with (NOTE [tile machine]): each row of ``len``
-       contiguous elements of a value to one element of an output, as NumPy reduces a
-       contiguous last axis: a sum is 0.0 plus NumPy's pairwise sum of the row (one
+    /* The reduction a group may end with (NOTE [tile machine]), as NumPy reduces a C-
+       contiguous value: along its last axis (kinds 1-3), each row of ``len`` elements to one
+       element of the output, a sum being 0.0 plus NumPy's pairwise sum of the row (one
        accumulator below eight elements, eight up to 128, halves above: the same bits), a
-       minimum or maximum the running comparison, stopped at the first NaN. */
-    enum { AD_REDUCE_SUM = 1, AD_REDUCE_MIN, AD_REDUCE_MAX };
+       minimum or maximum the running comparison, stopped at the first NaN; along its leading
+       axes (kinds 4-6), rows of ``len`` elements accumulated into the output in order (a sum
+       from 0.0, a minimum or maximum from the first row, NaN wherever one was met). */
+    enum { AD_REDUCE_SUM = 1, AD_REDUCE_MIN, AD_REDUCE_MAX, AD_REDUCE_LEADING };
     static double ad_pairwise_sum(const double *a, Py_ssize_t n) {
         if (n < 8) {
             double res = 0.0;
@@ -110,6 +112,27 @@ cdef extern from *:
             for (Py_ssize_t i = 1; i < len && acc == acc; i++)   /* (acc != acc: a NaN) */
                 if (kind == AD_REDUCE_MIN ? !(acc < a[i]) : !(acc > a[i])) acc = a[i];
             out[r] = acc;
+        }
+    }
+    static void ad_reduce_leading(int kind, const double *a, double *out, Py_ssize_t rows,
+                                  Py_ssize_t len, int first) {
+        Py_ssize_t r = 0;
+        if (first) {
+            for (Py_ssize_t j = 0; j < len; j++) out[j] = kind == AD_REDUCE_SUM ? 0.0 + a[j] : a[j];
+            r = 1;
+        }
+        for (; r < rows; r++) {
+            const double *x = a + r * len;
+            if (kind == AD_REDUCE_SUM)
+                for (Py_ssize_t j = 0; j < len; j++) out[j] += x[j];
+            else if (kind == AD_REDUCE_MIN)
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    if (out[j] == out[j] && !(out[j] < x[j])) out[j] = x[j];
+                }
+            else
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    if (out[j] == out[j] && !(out[j] > x[j])) out[j] = x[j];
+                }
         }
     }
     enum { AD_ADD, AD_SUBTRACT, AD_MULTIPLY, AD_DIVIDE, AD_NEGATIVE, AD_COPY, AD_SQUARE,
@@ -144,7 +167,8 @@ cdef extern from *:
                 }                                                                              \
                 for (Py_ssize_t k = 0; k < n_out; k++) slots[n_in + k] = out[k] + s;           \
                 for (Py_ssize_t r = 0; r < n_red; r++)   /* (a reduced output: s / row on) */ \
-                    slots[n_in + red[3 * r + 2]] = out[red[3 * r + 2]] + s / row;              \
+                    slots[n_in + red[3 * r + 2]] = out[red[3 * r + 2]]                         \
+                        + (red[3 * r] < AD_REDUCE_LEADING ? s / row : 0);                     \
                 for (Py_ssize_t c = 0; c < n_code; c++) {                                      \
                     const int *ins = code + 5 * c;                                             \
                     double *d = slots[ins[1]];                                                 \
@@ -180,9 +204,15 @@ cdef extern from *:
                         break;                                                                 \
                     }                                                                          \
                 }                                                                              \
-                for (Py_ssize_t r = 0; r < n_red; r++)                                         \
-                    ad_reduce_rows(red[3 * r], slots[red[3 * r + 1]],                          \
-                                   slots[n_in + red[3 * r + 2]], m / row, row);               \
+                for (Py_ssize_t r = 0; r < n_red; r++) {                                       \
+                    int kind = red[3 * r];                                                     \
+                    double *o = slots[n_in + red[3 * r + 2]];                                  \
+                    if (kind < AD_REDUCE_LEADING)                                              \
+                        ad_reduce_rows(kind, slots[red[3 * r + 1]], o, m / row, row);          \
+                    else                                                                       \
+                        ad_reduce_leading(kind - AD_REDUCE_LEADING + 1, slots[red[3 * r + 1]], \
+                                          o, m / row, row, s == 0);                            \
+                }                                                                              \
             }                                                                                  \
         }
     ARRAYAD_EXEC(arrayad_exec2, arrayad_run2)
@@ -307,7 +337,8 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
     the input's element strides, 0 along a broadcast axis), it is gathered tile by tile.
     ``reductions``: ``(kind, slot, output)`` triples, output ``output`` (of ``n / row``
     elements) is the sum (kind 1), minimum (2) or maximum (3) of each row of ``row`` elements
-    of the value in ``slot`` (``tile`` a multiple of ``row``)."""
+    of the value in ``slot``, or (of ``row`` elements) the sum (4), minimum (5) or maximum (6)
+    of its rows (``tile`` a multiple of ``row``)."""
     cdef double[:, ::1] block = None if isinstance(outputs, list) else outputs
     cdef Py_ssize_t n_in = len(inputs), k, p, j, reps, want
     cdef Py_ssize_t span = min(tile, n)
@@ -365,11 +396,11 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
             memset(reduced, 0, max(n_out, 1))
             for k in range(n_red):
                 r_kind, r_slot, r_out = reductions[k]
-                if not (1 <= r_kind <= 3 and 0 <= r_slot < n_slots and 0 <= r_out < n_out
+                if not (1 <= r_kind <= 6 and 0 <= r_slot < n_slots and 0 <= r_out < n_out
                         and not reduced[r_out]) or r_slot == n_in + r_out:
                     raise ValueError(f"tile machine: reduction {reductions[k]!r}")
                 red[3 * k], red[3 * k + 1], red[3 * k + 2] = r_kind, r_slot, r_out
-                reduced[r_out] = 1
+                reduced[r_out] = 1 if r_kind <= 3 else 2
         if not (ins and outs and slots and fn and temps and period and shape and gathered) or (
                 periods is not None and not repeated) or (layouts is not None and not (
                     spec and gbuf)):
@@ -428,7 +459,8 @@ def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, o
             if block is not None:
                 outs[k] = &block[k, 0] if n else NULL
                 continue
-            outs[k] = _data(outputs[k], n // row if n_red and reduced[k] else n, "output", k)
+            outs[k] = _data(outputs[k], (n // row if reduced[k] == 1 else row)
+                            if n_red and reduced[k] else n, "output", k)
         for k in range(n_temps):
             slots[n_in + n_out + k] = temps + k * span
         for k in range(len(fns)):

@@ -119,9 +119,10 @@ def _period(a, shape):
 # zeros] put one after each product with the basis) and comparisons (a condition, 1.0 or 0.0,
 # read by a select or a cast in the same group; ``_machine_reads`` hands it a broadcast column
 # and a cast condition as they are), and it ends a group with a sum, min or max along the
-# last axis of fewer than ``MACHINE_TILE`` values (``_reduction``: the tile a multiple of the
-# row, each tile's rows reduced after its operations, NumPy's pairwise sum done the same way
-# for the same bits), which NumPy's calls on tiles cannot: a group holding one of those that
+# last axis, or along the leading axes, rows of fewer than ``MACHINE_TILE`` values
+# (``_reduction``: the tile a multiple of the row, each tile's rows reduced after its
+# operations, or accumulated in order, NumPy's pairwise sum along a row done the same way: the
+# same bits), which NumPy's calls on tiles cannot: a group holding one of those that
 # the machine cannot run is fused again without them (``lower``). On the 16-element chain's
 # ``jit(hessian)`` the machine took 96 backend calls down to 20 and the time from 55 to 20-23
 # us (CPU time, ``benchmarks/compare.py --only hessian16 --cpu-time``, 2026-12-07); the
@@ -178,27 +179,32 @@ def _machine_op(e):
     return None
 
 
-_REDUCTIONS = {"sum": 1, "min": 2, "max": 3}   # (the machine's kinds: its C enum)
+_REDUCTIONS = {"sum": 1, "min": 2, "max": 3}   # (the machine's kinds: its C enum; +3 along
+# the leading axes)
 
 
 def _reduction(e):
-    """The tile machine's kind of reduction for ``e`` (NOTE [tile machine]: a sum, minimum or
-    maximum of a float64 value along its last axis, of fewer than ``MACHINE_TILE`` elements),
-    or None."""
+    """(the tile machine's kind of reduction, its row's length) for ``e`` (NOTE [tile
+    machine]): a sum, minimum or maximum of a float64 value along its last axis, or along all
+    its leading axes, rows of fewer than ``MACHINE_TILE`` elements; or None."""
     kind = _REDUCTIONS.get(e.prim.name)
     if kind is None or len(e.ins) != 1 or not set(e.params) <= {"axis", "keepdims"}:
         return None
     a = e.ins[0]
     if (not isinstance(a, Var) or getattr(a.dtype, "name", None) != "float64" or not a.shape
-            or not 0 < a.shape[-1] < MACHINE_TILE or not vector_math.addresses()):
+            or not vector_math.addresses()):
         return None
+    ndim = len(a.shape)
     axis = e.params.get("axis")
-    last = len(a.shape) - 1
-    if isinstance(axis, tuple) and len(axis) == 1:
-        axis = axis[0]
-    if axis is None and last == 0:
-        axis = 0
-    return kind if isinstance(axis, int) and axis % len(a.shape) == last else None
+    axes = (tuple(range(ndim)) if axis is None else
+            tuple(sorted(k % ndim for k in (axis if isinstance(axis, tuple) else (axis,)))))
+    if axes == (ndim - 1,):
+        row = a.shape[-1]
+    elif axes == tuple(range(len(axes))) and len(axes) < ndim:
+        row, kind = math.prod(a.shape[len(axes):]), kind + 3
+    else:
+        return None
+    return (kind, row) if 1 < row < MACHINE_TILE or row == 1 and kind <= 3 else None
 
 
 def _places(sub, buffered):
@@ -259,9 +265,9 @@ def _machine_program(sub):
 
     fns, code, reductions = [], [], []
     for e, (op, call) in zip(sub.eqns, ops):
-        if op == "reduce":   # (``call``: its kind; the rows are reduced after each tile)
+        if op == "reduce":   # (``call``: its kind and row; rows reduced after each tile)
             kind, index = places[e.outs[0]]
-            reductions.append((call, slot[e.ins[0]], index))
+            reductions.append((call[0], slot[e.ins[0]], index))
             continue
         a = operand(e.ins[0])
         c = 0
@@ -318,7 +324,7 @@ def _machine_kernel(sub, program):
     base = np.asarray(consts, dtype=np.float64)
     shape = tuple(sub.eqns[0].outs[0].shape)   # (the group's; a reduced output's is shorter)
     n = math.prod(shape)
-    row = shape[-1] if reductions else 1
+    row = next((r[1] for r in map(_reduction, sub.eqns) if r is not None), 1)
     full_pos = [i for i, v in enumerate(sub.in_vars) if v.shape != ()]
     reads = [_period(sub.in_vars[i], shape) for i in full_pos]
     periods = tuple(r if isinstance(r, int) else 0 for r in reads)

@@ -12,6 +12,8 @@ MODULES = CORE + ["_loop_machine", "_vector_math"]
 # all: the core reads NumPy arrays' shapes and dtypes through its C API where it is hot, and the
 # small arithmetic makes its results with it.
 MODULES = MODULES + ["_small_arith"]
+# and the greedy colouring of sparsity patterns' graphs (NOTE [colourings])
+MODULES = MODULES + ["_graphs"]
 extensions = [Extension(f"arrayad._core.{name}", [f"arrayad/_core/{name}.pyx"],
                         include_dirs=[numpy.get_include()],
                         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])

@@ -286,6 +286,33 @@ def test_colourings_are_valid_and_match_networkx_greedy():
         assert coloring.recoverable(h.tocsr(), star, symmetric=True)
 
 
+def test_greedy_colouring_is_the_smallest_free_colour_in_order():
+    """The compiled greedy colouring against the definition, written out in Python: in the
+    given order, each vertex takes the smallest colour none of its coloured neighbours has;
+    the graphs' self-loops and duplicate entries change nothing; bad arrays are refused."""
+    from arrayad._core._graphs import greedy_colors
+    from arrayad._sparsity import coloring
+    rng = np.random.default_rng(3)
+    for n, density in [(1, 0.5), (25, 0.1), (60, 0.3), (200, 0.02)]:
+        a = sp.random_array((n, n), density=density, rng=rng) != 0
+        g = sp.csr_array(a + a.T + sp.eye_array(n, dtype=bool))
+        order = rng.permutation(n)
+        want = [-1] * n
+        for v in order:
+            used = {want[w] for w in g.indices[g.indptr[v]:g.indptr[v + 1]]}
+            want[v] = min(set(range(n + 1)) - used)
+        got = coloring.greedy_coloring(g, order)
+        assert got.tolist() == want
+        for v in range(n):   # (a proper colouring)
+            nbrs = [w for w in g.indices[g.indptr[v]:g.indptr[v + 1]] if w != v]
+            assert got[v] not in got[nbrs]
+    indptr, indices = np.array([0, 1, 2]), np.array([1, 0])
+    with pytest.raises(ValueError, match="ordered once"):
+        greedy_colors(indptr, indices, np.array([0, 0]))
+    with pytest.raises(ValueError, match="not one of"):
+        greedy_colors(indptr, np.array([1, 5]), np.array([0, 1]))
+
+
 def test_reverse_mode_chosen_when_fewer_row_colours():
     def f(x):                            # two dense rows: 2 row colours, 8 column colours
         return ad.stack([ad.sum(x ** 2), ad.sum(ad.sin(x))])

@@ -40,11 +40,27 @@ def numpy_ufunc(eqn):
     return u if isinstance(u, np.ufunc) else None
 
 
+def _copy_into(x, out):
+    import numpy as np
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def _cast_into(eqn):
+    """``astype`` as a call writing into a given buffer, or None: a copy into an array of the
+    result's dtype is the cast, by NumPy's same loops (a large cast's fresh array, as a
+    log-sum-exp gradient's mask made float, cost more in page faults than the cast itself)."""
+    if (eqn.prim.name != "astype" or eqn.params.get("device") is not None
+            or not eqn.params.get("copy", True)):
+        return None
+    return _copy_into
+
+
 def writes_into(eqn):
     """Whether the replay's call for ``eqn`` on NumPy takes an ``out=`` buffer: a NumPy ufunc,
-    or a fused kernel that does (``FusedPrimitive.out_kernel``: a tuple, one buffer or None
-    per output)."""
-    return (numpy_ufunc(eqn) is not None
+    a cast (``_cast_into``), or a fused kernel that does (``FusedPrimitive.out_kernel``: a
+    tuple, one buffer or None per output)."""
+    return (numpy_ufunc(eqn) is not None or _cast_into(eqn) is not None
             or getattr(eqn.prim, "out_kernel", None) is not None)
 
 
@@ -52,7 +68,7 @@ def _out_callable(e, b):
     if b.name != "numpy":   # (plan_memory's writes_into is for NumPy only)
         raise AssertionError(f"jit: out= planned for {e.prim.name} on {b.name}")
     k = getattr(e.prim, "out_kernel", None)
-    return k if k is not None else numpy_ufunc(e)
+    return k if k is not None else numpy_ufunc(e) or _cast_into(e)
 
 
 def _callable(prim, b):

@@ -6,16 +6,29 @@ from array_api_compat import numpy as compat_numpy
 
 from . import NumpyLikeBackend
 from .._core import _small_arith
+from .._core._vector_math import reduce_short as _reduce_short
 from .._dtypes import _BY_NAME as _STANDARD_NAMES
 
 
 def _sum(x, axis=None, keepdims=False, dtype=None):
     """np.sum without its Python-level dispatch: np.sum of an ndarray is np.add.reduce (the
-    same upcast of small integers and bools), at a third of the cost on small arrays."""
+    same upcast of small integers and bools), at a third of the cost on small arrays; short
+    rows of float64 are summed by ``reduce_short`` (NOTE [short reductions]: NumPy's bits)."""
     if dtype is not None:
         from .._dtypes import to_backend
         return np.add.reduce(x, axis=axis, keepdims=keepdims, dtype=to_backend(dtype, np))
-    return np.add.reduce(x, axis=axis, keepdims=keepdims)
+    out = _reduce_short(1, x, axis, keepdims)
+    return np.add.reduce(x, axis=axis, keepdims=keepdims) if out is None else out
+
+
+def _extremum(kind, reduce):
+    def extremum(x, axis=None, keepdims=False):
+        out = _reduce_short(kind, x, axis, keepdims)
+        return reduce(x, axis=axis, keepdims=keepdims) if out is None else out
+    extremum.__name__ = reduce.__name__
+    extremum.__doc__ = (f"np.{reduce.__name__}, its short float64 rows reduced by "
+                        "``reduce_short`` (NOTE [short reductions])")
+    return extremum
 
 
 def _broadcast_to(x, shape):
@@ -51,7 +64,7 @@ class NumpyBackend(NumpyLikeBackend):
             "multiply": _small_arith.multiply, "divide": _small_arith.divide,
             "negative": _small_arith.negative, "pow": operator.pow,
             "matmul": operator.matmul, "broadcast_to": _broadcast_to,
-            "sum": _sum}
+            "sum": _sum, "max": _extremum(3, np.max), "min": _extremum(2, np.min)}
 
     # (NumPy's own function, not a method: the core calls it for every full reduction, and a
     # Python frame cost more than the conversion)

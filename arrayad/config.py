@@ -24,7 +24,9 @@ thread or asyncio task: a new thread starts with the process values, a task with
 of the context it was created in, and a block held across an ``await`` changes nothing another
 task computes. The exceptions are the settings an owner module binds to its own state
 (``Setting._bind``): ``default_backend`` is ``backends.backend``/``set_backend``'s choice (also
-per context), ``debug_nans`` is ``debug.detect_nans``'s hook, which is per thread.
+per context), ``debug_nans`` is ``debug.detect_nans``'s hook, which is per thread, and
+``reuse_freed_memory`` is the C library allocator's, which is the process's (NOTE [freed memory]
+in ``backends/numpy.py``).
 
 Reading a setting costs a ``ContextVar.get`` and a dict lookup (about 0.1 us), so the readers
 read once per unit of work, never per operation: per program staged, per scan call, per jit call.
@@ -46,7 +48,7 @@ import os
 
 __all__ = ["Setting", "read", "update", "debug_nans", "default_backend", "jit_tiles",
            "jit_vector_math", "jit_fuse", "jit_fuse_after", "jit_torch_compile_after",
-           "jit_check", "scan_compiled", "scan_numba", "cache_dir"]
+           "jit_check", "scan_compiled", "scan_numba", "cache_dir", "reuse_freed_memory"]
 
 
 # -- what a setting takes: (description, check of a Python value, parse of the environment's text)
@@ -480,5 +482,20 @@ cache_dir = _declare(
     ">>> with ad.config.cache_dir('kernels'):\n"
     "...     ad.config.read('cache_dir')\n"
     "'kernels'")
+
+reuse_freed_memory = _declare(
+    "reuse_freed_memory", "bool", True, "ARRAYAD_REUSE_FREED_MEMORY",
+    "Whether the C library's allocator keeps freed memory for the next arrays (glibc, on "
+    "Linux): NumPy arrays of up to 32 MiB come from its heap, and up to 64 MiB freed there "
+    "stays with the process, instead of pages of their own for each array of 128 KiB or more, "
+    "handed back when it is freed, whose page faults at the first write cost more than the "
+    "arithmetic on them (eager GradBench gmm and log-sum-exp: 2-4x slower). The price: a "
+    "process keeps up to 64 MiB it freed. Process-wide, as the allocator is: set it with "
+    "``update``, or ``ARRAYAD_REUSE_FREED_MEMORY=0``; arrayad leaves the allocator alone where "
+    "``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set (``docs/performance.md``, "
+    "\"Freed memory\").",
+    ">>> ad.config.read('reuse_freed_memory') in (True, False)\n"
+    "True",
+    scope="for the process only (a ``with`` block is refused: the allocator is the process's)")
 
 _process_key[0] = tuple(_values[n] for n in _COMPILE)

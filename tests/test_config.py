@@ -37,7 +37,8 @@ def test_environment_variables_are_the_defaults():
            "ARRAYAD_JIT_TORCH_COMPILE_AFTER": "7", "ARRAYAD_JIT_VECTOR_MATH": "0",
            "ARRAYAD_JIT_CHECK": "yes", "ARRAYAD_SCAN_COMPILED": "false",
            "ARRAYAD_SCAN_NUMBA": "0", "ARRAYAD_CACHE_DIR": "/tmp/arrayad-env-test",
-           "ARRAYAD_BACKEND": "array_api_strict", "ARRAYAD_DEBUG_NANS": "1"}
+           "ARRAYAD_BACKEND": "array_api_strict", "ARRAYAD_DEBUG_NANS": "1",
+           "ARRAYAD_REUSE_FREED_MEMORY": "0"}
     code = ("import json, threading, arrayad as ad\n"
             "seen = {}\n"
             "t = threading.Thread(target=lambda: seen.update(other=ad.config.read('debug_nans')))\n"
@@ -49,8 +50,31 @@ def test_environment_variables_are_the_defaults():
         "jit_fuse": True, "jit_tiles": False, "jit_fuse_after": 2.5,
         "jit_torch_compile_after": 7.0, "jit_vector_math": False, "jit_check": True,
         "scan_compiled": False, "scan_numba": False, "cache_dir": "/tmp/arrayad-env-test",
-        "default_backend": "array_api_strict",
+        "default_backend": "array_api_strict", "reuse_freed_memory": False,
         "debug_nans": True, "other": False}   # (debug_nans: the importing thread only)
+
+
+def test_freed_memory_is_reused_unless_the_user_tuned_the_allocator():
+    """NOTE [freed memory]: importing arrayad sets glibc's allocator to keep freed memory (a
+    large array made again takes no page faults), which ``update`` undoes and redoes, a block
+    cannot (the allocator is the process's), and where the user set glibc's own variables,
+    arrayad leaves the allocator alone."""
+    code = ("import arrayad as ad\n"
+            "from arrayad.backends import numpy as nb\n"
+            "print(ad.config.read('reuse_freed_memory'), nb._mallopt() is not None)\n"
+            "ad.config.update('reuse_freed_memory', False)\n"
+            "print(ad.config.read('reuse_freed_memory'))\n"
+            "try:\n"
+            "    ad.config.reuse_freed_memory(True)\n"
+            "except ValueError as e:\n"
+            "    print('refused' if 'update' in str(e) else e)\n")
+    out = _run({}, code)
+    assert out.returncode == 0, out.stderr
+    first, off, block = out.stdout.split("\n")[:3]
+    glibc = first.split()[1] == "True"
+    assert first.split()[0] == str(glibc) and off == "False" and block == "refused"
+    out = _run({"MALLOC_TRIM_THRESHOLD_": "1000000"}, code)
+    assert out.returncode == 0 and out.stdout.split()[0] == "False", out.stdout + out.stderr
 
 
 def test_a_bad_environment_value_stops_the_import_naming_the_variable():

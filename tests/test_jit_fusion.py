@@ -5,6 +5,7 @@ differentiable and batchable, and float32, nan and inf behave as unfused. Refere
 NumPy derivatives, finite differences (check_grads), the unfused replay of the same program."""
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -566,14 +567,15 @@ def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_last_axis(
         _bits(compile_replay(tiled)(x, y), compile_replay(prog)(x, y), name)
 
 
-@pytest.mark.parametrize("shape, axis", [((1000, 10), 0), ((37, 129), (0,)), ((5, 1000), 0),
+@pytest.mark.parametrize("shape, axis", [((1000, 10), 0), ((37, 64), (0,)), ((5, 1000), 0),
                                          ((3, 4, 5), (0, 1)), ((6, 4, 5), 0), ((700, 3), -2)])
 @pytest.mark.parametrize("name", ["sum", "min", "max"])
 def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_leading_axes(
         shape, axis, name, monkeypatch):
     """A float64 group followed by a sum, min or max along its leading axes (a k-means
     gradient's sum over points) accumulates each tile's rows into the result in order, as
-    NumPy does: the unfused replay's bits (a nan wherever one was met)."""
+    NumPy does: the unfused replay's bits (a nan wherever one was met); rows longer than
+    ``SHORT_ROW`` are left to NumPy's vectorised loop."""
     from arrayad._jit import lower_tiles, vector_math
     if not vector_math.ADDRESSES:
         pytest.skip("no vector math library here (glibc's libmvec on x86-64)")
@@ -591,7 +593,9 @@ def test_the_tile_machine_ends_a_group_with_a_reduction_along_the_leading_axes(
     prog = make_program(f)(x)
     tiled = lower_tiles.lower(prog)
     ending = [g for g in _machine_group_names(tiled) if g.endswith(f",{name}]")]
-    assert len(ending) == 2, _machine_group_names(tiled)
+    short = math.prod(shape[len(axis) if isinstance(axis, tuple) else 1:]) <= \
+        lower_tiles.SHORT_ROW
+    assert len(ending) == (2 if short else 0), _machine_group_names(tiled)
     with np.errstate(all="ignore"):
         _bits(compile_replay(tiled)(x), compile_replay(prog)(x), name)
 

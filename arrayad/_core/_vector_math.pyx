@@ -69,14 +69,12 @@ cdef extern from *:
             const double *x = a + r * len;
             if (kind == AD_REDUCE_SUM)
                 for (Py_ssize_t j = 0; j < len; j++) out[j] += x[j];
-            else if (kind == AD_REDUCE_MIN)
-                for (Py_ssize_t j = 0; j < len; j++) {
-                    if (out[j] == out[j] && !(out[j] < x[j])) out[j] = x[j];
-                }
+            else if (kind == AD_REDUCE_MIN)   /* (selects, no branch: vectorised) */
+                for (Py_ssize_t j = 0; j < len; j++)
+                    out[j] = out[j] != out[j] || out[j] < x[j] ? out[j] : x[j];
             else
-                for (Py_ssize_t j = 0; j < len; j++) {
-                    if (out[j] == out[j] && !(out[j] > x[j])) out[j] = x[j];
-                }
+                for (Py_ssize_t j = 0; j < len; j++)
+                    out[j] = out[j] != out[j] || out[j] > x[j] ? out[j] : x[j];
         }
     }
     #if defined(__GNUC__) && defined(__x86_64__)
@@ -327,12 +325,12 @@ cdef double *_data(object a, Py_ssize_t size, str what, Py_ssize_t k) except NUL
     return <double *>cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
-def run_program(const int[:, ::1] code, const double[::1] consts, list inputs, outputs,
+def run_program(const int[:, ::1] code, const double[::1] consts, inputs, outputs,
                 Py_ssize_t n_temps, tuple fns, Py_ssize_t n, Py_ssize_t tile,
                 tuple periods=None, tuple layouts=None, tuple reductions=None,
                 Py_ssize_t row=1):
-    """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` are
-    float64 arrays of ``n`` contiguous elements, or, where ``periods`` gives ``p > 0``, of
+    """Run the tile machine's ``code`` (NOTE [tile machine]) over ``n`` elements: ``inputs`` (a
+    list or tuple) are float64 arrays of ``n`` contiguous elements (of any shape), or, where ``periods`` gives ``p > 0``, of
     ``p`` elements (an operand broadcast along leading axes, repeated to a tile here where it is
     shorter; ``tile`` a multiple of ``p`` or ``p`` of ``tile``); ``outputs`` a list of arrays of
     ``n`` elements or one array of shape (outputs, n), ``fns`` the addresses of the vector

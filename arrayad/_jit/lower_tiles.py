@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import config as _config
 from . import vector_math
+from .._core._vector_math import SHORT_ROW
 from .fusion import _writable, fuse_elementwise, fusible, register_tiler
 from .ir import Eqn, Lit, Var
 from .passes import _fresh, dce
@@ -119,7 +120,8 @@ def _period(a, shape):
 # zeros] put one after each product with the basis) and comparisons (a condition, 1.0 or 0.0,
 # read by a select or a cast in the same group; ``_machine_reads`` hands it a broadcast column
 # and a cast condition as they are), and it ends a group with a sum, min or max along the
-# last axis, or along the leading axes, rows of fewer than ``MACHINE_TILE`` values
+# last axis (rows of fewer than ``MACHINE_TILE`` values), or along the leading axes (rows of at
+# most ``SHORT_ROW``, where NumPy's reduction is slow: NOTE [short reductions])
 # (``_reduction``: the tile a multiple of the row, each tile's rows reduced after its
 # operations, or accumulated in order, NumPy's pairwise sum along a row done the same way: the
 # same bits), which NumPy's calls on tiles cannot: a group holding one of those that
@@ -204,7 +206,10 @@ def _reduction(e):
         row, kind = math.prod(a.shape[len(axes):]), kind + 3
     else:
         return None
-    return (kind, row) if 1 < row < MACHINE_TILE or row == 1 and kind <= 3 else None
+    # (over the leading axes, NumPy's own loop runs along rows longer than ``SHORT_ROW``
+    # vectorised, faster than the machine's accumulation: NOTE [short reductions])
+    longest = MACHINE_TILE - 1 if kind <= 3 else SHORT_ROW
+    return (kind, row) if 1 < row <= longest or row == 1 and kind <= 3 else None
 
 
 def _places(sub, buffered):
@@ -342,17 +347,22 @@ def _machine_kernel(sub, program):
     # large ones are arrays of their own, so that each is freed when it dies)
     block = n * n_out <= BLOCK_ELEMENTS and n_out > 1 and not reductions
 
+    # (the machine reads and writes C-contiguous arrays of any shape by their element count,
+    # and copies a strided input itself: the arrays are handed over as they are, as the raw
+    # arguments themselves where every one is an array it reads, with no Python between)
+    direct = not scalar_pos and not masks and full_pos == list(range(len(sub.in_vars)))
+    reductions = reductions or None
+
     def run(raw, outputs):
         c = base
         if scalar_pos:
             c = base.copy()
             for k, i in enumerate(scalar_pos):
                 c[k] = raw[i]
-        # (reshape, a method: no NumPy dispatch; a view of a contiguous array, else a copy)
-        inputs = [raw[i].reshape(-1) if i not in masks else _as_condition(raw[i])
-                  for i in full_pos]
+        inputs = raw if direct else [raw[i] if i not in masks else _as_condition(raw[i])
+                                     for i in full_pos]
         run_program(code, c, inputs, outputs, n_temps, fns, n, tile, periods, layouts,
-                    reductions or None, row)
+                    reductions, row)
 
     def kernel(*raw):
         if block:
@@ -360,20 +370,18 @@ def _machine_kernel(sub, program):
             run(raw, outs)
             return tuple(outs.reshape((n_out,) + shape))
         outs = [np.empty(s, np.float64) for s in out_shapes]
-        run(raw, [o.reshape(-1) for o in outs])
+        run(raw, outs)
         return tuple(outs)
 
     def out_kernel(*raw, out):
-        outs = tuple(o if _writable(o) else np.empty(s, np.float64)
-                     for o, s in zip(out, out_shapes))
-        run(raw, [o.reshape(-1) for o in outs])
-        return outs
+        outs = [o if _writable(o) else np.empty(s, np.float64) for o, s in zip(out, out_shapes)]
+        run(raw, outs)
+        return tuple(outs)
 
     kernel.tier = "tile machine"
     kernel.source = f"tile machine: {len(code)} instructions, {n_temps} temporaries"
     kernel.source_names = ["tile machine"] + [
-        f"vector_{c}" for op, c in map(_machine_op, sub.eqns[:len(sub.eqns) - len(reductions)])
-        if c]
+        f"vector_{c}" for op, c in map(_machine_op, sub.eqns[:len(code)]) if c]
     return kernel, out_kernel
 
 

@@ -436,6 +436,41 @@ def test_tables_made_inside_from_python_data_are_folded(name):
     assert "pow" not in make_program(grad(loss))(be(c)).primitive_names()
 
 
+@pytest.mark.parametrize("name", JIT_BACKENDS)
+def test_the_fold_pass_takes_the_tables_the_trace_computed(name, monkeypatch):
+    """NOTE [the trace's constants]: tracing computed the table of constants already; the fold
+    pass takes those values instead of computing the table a second time (the first call took
+    twice the eager call), in a loop's body too, and the program is the same."""
+    from arrayad._jit import passes
+    from arrayad.func import fori_loop
+
+    be = Backend(name)
+    bound = []
+    real_bind = passes.bind
+    monkeypatch.setattr(passes, "bind", lambda prim, *a, **k: (bound.append(prim.name),
+                                                               real_bind(prim, *a, **k))[1])
+
+    def fit(c):
+        t = ad.linspace(-1.0, 1.0, 6, dtype=c.dtype)
+        return t[:, None] ** ad.arange(4, dtype=c.dtype)[None, :] @ c
+
+    c = np.array([0.5, -0.25, 1.0, 2.0])
+    t = np.linspace(-1.0, 1.0, 6)
+    want = (t[:, None] ** np.arange(4.0)[None, :]) @ c
+    j = ad.jit(fit)
+    close(j(be(c)), want)
+    close(j(be(c)), want)   # (the replay of the program the passes made)
+    prog = make_program(fit)(be(c))
+    assert "pow" not in prog.primitive_names() and "pow" in prog.unoptimized.primitive_names()
+    assert bound == []
+
+    # a loop's body is traced and optimised as a program of its own
+    cb = be(c)
+    step = lambda i, v: v + fit(cb) + ad.exp(ad.arange(6, dtype=cb.dtype) / 6)
+    close(fori_loop(0, 3, step, be(want)), 4 * want + 3 * np.exp(np.arange(6) / 6))
+    assert bound == []
+
+
 def test_the_backward_pass_reuses_forward_values():
     # grad of sin needs cos(x), of tanh its result: computed once each in the staged program
     prog = make_program(grad(lambda x: ad.sum(ad.sin(x) * ad.cos(x) + ad.tanh(x))))(X)

@@ -700,6 +700,14 @@ def test_multiplications_by_one_are_dropped():
     close(ad.jit(f)(X, XS[0]), 2 * (X - XS[0]))
     xi = np.arange(6)   # integer arrays: x * 1 keeps the dtype, so it goes too
     close(ad.jit(lambda x: x * 1 + x ** 1)(xi), 2 * xi)
+    # a table made inside is a one only if all of it is: its first element does not decide,
+    # except for one number broadcast (the pass looks at the first element before the rest)
+    almost = lambda x: x * ad.asarray([1.0, 1, 1, 1, 1, 2], dtype=x.dtype)
+    assert make_program(almost)(X).primitive_names() == ["multiply"]
+    close(ad.jit(almost)(X), X * np.array([1.0, 1, 1, 1, 1, 2]))
+    spread = lambda x: x * ad.broadcast_to(ad.asarray(1.0, dtype=x.dtype), x.shape)
+    assert "multiply" not in make_program(spread)(X).primitive_names()
+    close(ad.jit(spread)(X), X)
 
 
 # -- the transform tests of test_func.py, again with every transform jitted --------------------------

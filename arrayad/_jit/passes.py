@@ -127,7 +127,12 @@ def _is_value(atom, value, consts, captured):
     if atom in captured:
         return False
     c = consts.get(atom)
-    return type(c) is _ndarray and c.size > 0 and bool((c == value).all())
+    if type(c) is not _ndarray or c.size == 0 or not c.flat[0] == value:
+        return False   # (a constant of another number fails at its first element, not after a
+        # pass over it: a gradient's constants can be arrays of the data's size)
+    if not any(c.strides):   # (one number broadcast: its first element is all of it)
+        return True
+    return bool((c == value).all())
 
 
 def _unit_operand(e, consts, captured):

@@ -691,6 +691,24 @@ def test_arrays_made_inside_are_constants_of_the_program(be):
     close(ad.jit(loss)(be(X)), loss(be(X)))
 
 
+def test_a_constant_output_of_the_first_call_is_the_callers_own(be):
+    """An output that is a constant of the program (made inside, or folded from such) is the
+    trace's value on the first call: it is handed out as a copy, as the replay hands out
+    constants, so that a write into it does not change what later calls return."""
+    def f(x):
+        table = ad.arange(6, dtype=x.dtype) * 2
+        return x + 1, ad.zeros(3, dtype=x.dtype), ad.asarray([1.0, 2, 3], dtype=x.dtype), table[:3]
+
+    want = [X[:3] + 1, np.zeros(3), np.array([1.0, 2, 3]), np.array([0.0, 2, 4])]
+    j = ad.jit(f)
+    for _ in range(3):
+        out = j(be(X[:3]))
+        for got, w in zip(out, want):
+            close(got, w)
+        for got in out[1:]:
+            got[0] = 99.0
+
+
 def test_multiplications_by_one_are_dropped():
     # the gradient of sum((x - y) ** 2): 2 * (x - y) ** 1 * ones
     f = grad(lambda x, y: ad.sum((x - y) ** 2))

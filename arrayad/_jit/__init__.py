@@ -777,7 +777,12 @@ class _Jitted:
         """Run ``func`` under a staging interpreter: (the executable of the optimized program,
         this call's outputs)."""
         prog, values, folded = self._stage(args, kwargs, sig)
-        return executable(prog.optimized(folded)), values
+        exe = executable(prog.optimized(folded))
+        # (an output that is a constant of the program, the trace's own value of it, is copied
+        # as the replay copies it: the caller may write into it, and the program reuses it)
+        copy = exe.prog.backend.xp.asarray
+        return exe, [copy(v, copy=True) if isinstance(a, Var) and a in exe.prog.consts
+                     and not isinstance(v, Array) else v for a, v in zip(exe.prog.outs, values)]
 
     def _stage(self, args, kwargs, sig):
         """Run ``func`` under a staging interpreter: (the program as traced, before the passes;

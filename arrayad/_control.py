@@ -243,7 +243,7 @@ def _trace_once(api, fname, fn, leaves):
     spec = tree_flatten(tuple(range(len(outs))))[1]
     prog = Program(fname, closure_vars + [t.var for t in tracers], consts, list(interp.eqns),
                    outs, None, spec, backend or default_backend())
-    prog = prog.optimized()
+    prog = prog.optimized(interp.folded)   # (NOTE [the trace's constants] in _jit/passes.py)
     # (the passes keep every input; an output folded to a literal becomes a constant array)
     for k, a in enumerate(prog.outs):
         if not isinstance(a, Var):

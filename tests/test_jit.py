@@ -436,6 +436,41 @@ def test_tables_made_inside_from_python_data_are_folded(name):
     assert "pow" not in make_program(grad(loss))(be(c)).primitive_names()
 
 
+@pytest.mark.parametrize("name", JIT_BACKENDS)
+def test_the_fold_pass_takes_the_tables_the_trace_computed(name, monkeypatch):
+    """NOTE [the trace's constants]: tracing computed the table of constants already; the fold
+    pass takes those values instead of computing the table a second time (the first call took
+    twice the eager call), in a loop's body too, and the program is the same."""
+    from arrayad._jit import passes
+    from arrayad.func import fori_loop
+
+    be = Backend(name)
+    bound = []
+    real_bind = passes.bind
+    monkeypatch.setattr(passes, "bind", lambda prim, *a, **k: (bound.append(prim.name),
+                                                               real_bind(prim, *a, **k))[1])
+
+    def fit(c):
+        t = ad.linspace(-1.0, 1.0, 6, dtype=c.dtype)
+        return t[:, None] ** ad.arange(4, dtype=c.dtype)[None, :] @ c
+
+    c = np.array([0.5, -0.25, 1.0, 2.0])
+    t = np.linspace(-1.0, 1.0, 6)
+    want = (t[:, None] ** np.arange(4.0)[None, :]) @ c
+    j = ad.jit(fit)
+    close(j(be(c)), want)
+    close(j(be(c)), want)   # (the replay of the program the passes made)
+    prog = make_program(fit)(be(c))
+    assert "pow" not in prog.primitive_names() and "pow" in prog.unoptimized.primitive_names()
+    assert bound == []
+
+    # a loop's body is traced and optimised as a program of its own
+    cb = be(c)
+    step = lambda i, v: v + fit(cb) + ad.exp(ad.arange(6, dtype=cb.dtype) / 6)
+    close(fori_loop(0, 3, step, be(want)), 4 * want + 3 * np.exp(np.arange(6) / 6))
+    assert bound == []
+
+
 def test_the_backward_pass_reuses_forward_values():
     # grad of sin needs cos(x), of tanh its result: computed once each in the staged program
     prog = make_program(grad(lambda x: ad.sum(ad.sin(x) * ad.cos(x) + ad.tanh(x))))(X)
@@ -656,6 +691,24 @@ def test_arrays_made_inside_are_constants_of_the_program(be):
     close(ad.jit(loss)(be(X)), loss(be(X)))
 
 
+def test_a_constant_output_of_the_first_call_is_the_callers_own(be):
+    """An output that is a constant of the program (made inside, or folded from such) is the
+    trace's value on the first call: it is handed out as a copy, as the replay hands out
+    constants, so that a write into it does not change what later calls return."""
+    def f(x):
+        table = ad.arange(6, dtype=x.dtype) * 2
+        return x + 1, ad.zeros(3, dtype=x.dtype), ad.asarray([1.0, 2, 3], dtype=x.dtype), table[:3]
+
+    want = [X[:3] + 1, np.zeros(3), np.array([1.0, 2, 3]), np.array([0.0, 2, 4])]
+    j = ad.jit(f)
+    for _ in range(3):
+        out = j(be(X[:3]))
+        for got, w in zip(out, want):
+            close(got, w)
+        for got in out[1:]:
+            got[0] = 99.0
+
+
 def test_multiplications_by_one_are_dropped():
     # the gradient of sum((x - y) ** 2): 2 * (x - y) ** 1 * ones
     f = grad(lambda x, y: ad.sum((x - y) ** 2))
@@ -665,6 +718,14 @@ def test_multiplications_by_one_are_dropped():
     close(ad.jit(f)(X, XS[0]), 2 * (X - XS[0]))
     xi = np.arange(6)   # integer arrays: x * 1 keeps the dtype, so it goes too
     close(ad.jit(lambda x: x * 1 + x ** 1)(xi), 2 * xi)
+    # a table made inside is a one only if all of it is: its first element does not decide,
+    # except for one number broadcast (the pass looks at the first element before the rest)
+    almost = lambda x: x * ad.asarray([1.0, 1, 1, 1, 1, 2], dtype=x.dtype)
+    assert make_program(almost)(X).primitive_names() == ["multiply"]
+    close(ad.jit(almost)(X), X * np.array([1.0, 1, 1, 1, 1, 2]))
+    spread = lambda x: x * ad.broadcast_to(ad.asarray(1.0, dtype=x.dtype), x.shape)
+    assert "multiply" not in make_program(spread)(X).primitive_names()
+    close(ad.jit(spread)(X), X)
 
 
 # -- the transform tests of test_func.py, again with every transform jitted --------------------------

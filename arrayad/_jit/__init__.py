@@ -221,6 +221,7 @@ class JitInterpreter(Interpreter):
         self._made = {}       # id(raw) -> raw: arrays made inside from Python data (not captured)
         self.cacheable = True
         self._enclosing_staging = None   # (NOTE [staging everything] in the core)
+        self.folded = {}      # Var -> value: NOTE [the trace's constants]
 
     def new_var(self, value, label):
         self.count += 1
@@ -310,10 +311,28 @@ class JitInterpreter(Interpreter):
         if prim.multiple_results:
             outs = tuple(self.new_var(o, prim.name) for o in out)
             self.eqns.append(Eqn(prim, tuple(atoms), dict(params), outs))
+            if self._of_constants(atoms, vals, f) and not any(isinstance(o, Array) for o in out):
+                self.folded.update(zip(outs, out))
             return tuple(JitTracer(self, o, v) for o, v in zip(out, outs))
         var = self.new_var(out, prim.name)
         self.eqns.append(Eqn(prim, tuple(atoms), dict(params), (var,)))
+        if self._of_constants(atoms, vals, f) and not isinstance(out, Array):
+            self.folded[var] = out
         return JitTracer(self, out, var)
+
+    def _of_constants(self, atoms, vals, f):
+        """Whether an instruction on ``atoms`` (values ``vals``) is one the fold pass computes
+        (NOTE [the trace's constants]): no side effect, every argument a literal, a constant
+        the program made or the result of such an instruction, all of them raw values."""
+        if f.side_effects:
+            return False
+        for a, v in zip(atoms, vals):
+            if isinstance(a, Var) and not (
+                    a in self.folded or (a in self.consts and a not in self.captured)):
+                return False
+            if isinstance(v, Array):
+                return False
+        return True
 
     def _numpy_numbers(self, args, vals, atoms):
         """NOTE [NumPy numbers in a program]: a NumPy scalar (``np.log(2 * np.pi)`` is a
@@ -757,12 +776,18 @@ class _Jitted:
     def _trace(self, args, kwargs, sig):
         """Run ``func`` under a staging interpreter: (the executable of the optimized program,
         this call's outputs)."""
-        prog, values = self._stage(args, kwargs, sig)
-        return executable(prog.optimized()), values
+        prog, values, folded = self._stage(args, kwargs, sig)
+        exe = executable(prog.optimized(folded))
+        # (an output that is a constant of the program, the trace's own value of it, is copied
+        # as the replay copies it: the caller may write into it, and the program reuses it)
+        copy = exe.prog.backend.xp.asarray
+        return exe, [copy(v, copy=True) if isinstance(a, Var) and a in exe.prog.consts
+                     and not isinstance(v, Array) else v for a, v in zip(exe.prog.outs, values)]
 
     def _stage(self, args, kwargs, sig):
         """Run ``func`` under a staging interpreter: (the program as traced, before the passes;
-        this call's outputs)."""
+        this call's outputs; the values of its instructions of constants, for the fold pass:
+        NOTE [the trace's constants])."""
         labels = self._labels(args, kwargs, sig)
         nargs = len(args)
         static_nums = {i % nargs for i in self.static_argnums if -nargs <= i < nargs}
@@ -800,7 +825,7 @@ class _Jitted:
         prog = Program(self.__name__, in_vars, dict(interp.consts), list(interp.eqns), outs,
                        sig.spec, out_spec, backend or default_backend(), interp.cacheable,
                        dict(interp.captured))
-        return prog, values
+        return prog, values, interp.folded
 
     def lower(self, *args, **kwargs):
         """The program ``func`` stages to for these arguments (after the passes; its

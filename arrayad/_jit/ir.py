@@ -173,12 +173,13 @@ class Program:
     def primitive_names(self):
         return [e.prim.name for e in self.eqns]
 
-    def optimized(self):
+    def optimized(self, folded=None):
         """A new program after constant folding, identities, common subexpressions, negations
-        and dead code."""
+        and dead code (``folded``: the values the trace computed for instructions of constants,
+        Var -> value, which the fold pass takes instead of computing them again)."""
         # (passes.py and replay.py import this module: looked up, not imported, so that the
         # import graph keeps one direction; arrayad._jit imports both)
-        return sys.modules["arrayad._jit.passes"].optimize(self)
+        return sys.modules["arrayad._jit.passes"].optimize(self, folded)
 
     def __call__(self, *leaves):
         """Run on raw arrays of the program's signature (the replay of ``replay.py``)."""

@@ -29,12 +29,13 @@ def run_pass(fn, prog, *args):
     return out
 
 
-def optimize(prog):
-    """The program after the default passes; ``unoptimized`` holds the one before."""
+def optimize(prog, folded=None):
+    """The program after the default passes; ``unoptimized`` holds the one before. ``folded``:
+    values the trace computed for instructions of constants (NOTE [the trace's constants])."""
     if _config.read("jit_check"):
         check(prog, "the staged program")
-    out = prog
-    for p in (fold, identities, cse, negations, dce):
+    out = run_pass(fold, prog, folded)
+    for p in (identities, cse, negations, dce):
         out = run_pass(p, out)
     if out is prog:
         out = prog.replace()
@@ -67,8 +68,23 @@ def not_staging():
         st.staging = saved
 
 
-def fold(prog):
-    """Constant folding: an instruction whose inputs are all constants is computed now."""
+# NOTE [the trace's constants]
+# ----------------------------
+# Tracing computes every instruction on the call's values (NOTE [staging] in ``arrayad/_jit``),
+# those of the instructions that the fold pass computes again included: a table of constants
+# made inside (``t[:, None] ** arange(m)`` of a least-squares fit, 16 MB at n=16,392) was computed
+# twice on the first call, which took twice the eager call. So the staging interpreter keeps
+# the value of each instruction whose arguments are literals, constants the program made or
+# results of such instructions (raw values all, no side effect: what ``fold`` folds), and
+# ``fold`` takes that value instead of binding again. The trace computed it with the same
+# primitive, arguments and parameters, so the program is the one it would be otherwise. (The
+# values live until the passes run instead of until the trace drops them: the fold pass held
+# them all at once anyway.)
+
+
+def fold(prog, folded=None):
+    """Constant folding: an instruction whose inputs are all constants is computed now (or
+    taken from ``folded``, Var -> the value the trace computed: NOTE [the trace's constants])."""
     consts = dict(prog.consts)
     captured = prog.captured   # (read at every call: never folded, NOTE [captured arrays])
     eqns = []
@@ -77,9 +93,13 @@ def fold(prog):
                 not isinstance(a, Var) or (a in consts and a not in captured) for a in e.ins):
             vals = [consts[a] if isinstance(a, Var) else a.value for a in e.ins]
             if not any(isinstance(v, Array) for v in vals):   # raw values only
-                with not_staging():
-                    out = bind(e.prim, *vals, **e.params)
-                for var, o in zip(e.outs, out if e.prim.multiple_results else (out,)):
+                if folded and all(var in folded for var in e.outs):
+                    outs = [folded[var] for var in e.outs]
+                else:
+                    with not_staging():
+                        out = bind(e.prim, *vals, **e.params)
+                    outs = out if e.prim.multiple_results else (out,)
+                for var, o in zip(e.outs, outs):
                     consts[var] = o
                 continue
         eqns.append(e)
@@ -107,7 +127,12 @@ def _is_value(atom, value, consts, captured):
     if atom in captured:
         return False
     c = consts.get(atom)
-    return type(c) is _ndarray and c.size > 0 and bool((c == value).all())
+    if type(c) is not _ndarray or c.size == 0 or not c.flat[0] == value:
+        return False   # (a constant of another number fails at its first element, not after a
+        # pass over it: a gradient's constants can be arrays of the data's size)
+    if not any(c.strides):   # (one number broadcast: its first element is all of it)
+        return True
+    return bool((c == value).all())
 
 
 def _unit_operand(e, consts, captured):

@@ -652,6 +652,25 @@ def test_comparisons_casts_and_broadcast_columns_run_in_the_tile_machine():
     assert any(n.endswith(",min]") for n in _machine_group_names(executable(j.lower(c)).run_prog))
 
 
+def test_a_broadcast_is_read_as_it_is_only_where_the_result_keeps_its_shape():
+    """A broadcast whose reader's other operands are numbers stays a broadcast: where no group
+    takes the reader (a product alone), NumPy would give the operand's shape, not the
+    result's; read directly it is where another operand has the result's shape."""
+    a, x = np.arange(10.0), np.linspace(0, 1, 5000)
+    m = np.linspace(-1, 1, 3000).reshape(300, 10)
+
+    def f(a, x, m):
+        return (ad.broadcast_to(a, (300, 10)) * 2.0, ad.sin(x) * ad.cos(x),
+                ad.broadcast_to(a, (300, 10)) * m - m)
+
+    jf = ad.jit(f)
+    for _ in range(2):   # (the trace, then the replay)
+        got = jf(a, x, m)
+        assert got[0].shape == (300, 10)
+        np.testing.assert_array_equal(got[0], np.broadcast_to(a * 2.0, (300, 10)))
+        np.testing.assert_array_equal(got[2], a * m - m)
+
+
 def test_the_tile_machine_does_ieee_arithmetic_bit_for_bit(machine):
     from arrayad._jit import lower_tiles
     rng = np.random.default_rng(18)

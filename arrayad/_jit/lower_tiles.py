@@ -187,8 +187,9 @@ _REDUCTIONS = {"sum": 1, "min": 2, "max": 3}   # (the machine's kinds: its C enu
 
 def _reduction(e):
     """(the tile machine's kind of reduction, its row's length) for ``e`` (NOTE [tile
-    machine]): a sum, minimum or maximum of a float64 value along its last axis, or along all
-    its leading axes, rows of fewer than ``MACHINE_TILE`` elements; or None."""
+    machine]): a sum, minimum or maximum of a float64 value along its last axis (rows of fewer
+    than ``MACHINE_TILE`` elements) or along all its leading axes (rows of at most
+    ``SHORT_ROW``); or None."""
     kind = _REDUCTIONS.get(e.prim.name)
     if kind is None or len(e.ins) != 1 or not set(e.params) <= {"axis", "keepdims"}:
         return None
@@ -626,12 +627,20 @@ def _machine_reads(prog):
             if isinstance(a, Var):
                 readers.setdefault(a, []).append(e)
     kept = set(prog.captured) | {a for a in prog.outs if isinstance(a, Var)}
+    broadcasts = {e.outs[0] for e in prog.eqns if e.prim.name == "broadcast_to"}
+
+    def keeps_its_shape(r, v):
+        # (another operand, not a broadcast read as it is, has the result's shape: NumPy's
+        # broadcasting gives the same shape where no group takes ``r``)
+        return any(isinstance(b, Var) and b is not v and b not in broadcasts
+                   and b.shape == r.outs[0].shape for b in r.ins)
+
     swap, eqns, changed = {}, [], False
     for e in prog.eqns:
         out = e.outs[0] if len(e.outs) == 1 else None
         machine_read = out is not None and out not in kept and all(
             _machine_op(r) is not None and r.outs[0].shape == out.shape
-            for r in readers.get(out, ()))
+            and keeps_its_shape(r, out) for r in readers.get(out, ()))
         if e.prim.name == "broadcast_to" and isinstance(e.ins[0], Var) and e.ins[0].shape \
                 and machine_read and out in readers:
             swap[out] = e.ins[0]   # (the broadcast itself is then dead code)
@@ -661,10 +670,10 @@ def lower(prog):
                                epilogue=lambda e: id(e) not in left_out and _reduction(e),
                                kind_of=_group_kind)
         # A group the machine cannot run (another operation in it, operands' periods that fit
-        # no tile, a condition read outside it) and that holds what NumPy's calls on tiles
-        # cannot run (a broadcast operand, a select, a reduction, a comparison among float64
-        # operations) has no kernel: fused again without those, the rest keeps its tiles
-        # (a condition read outside, which the machine holds as 1.0 or 0.0: only its comparison)
+        # no tile) and that holds what NumPy's calls on tiles cannot run (a broadcast operand,
+        # a select, a reduction, a comparison among float64 operations) has no kernel: fused
+        # again without those, the rest keeps its tiles; one whose condition is read outside
+        # (the machine holds it as 1.0 or 0.0), again without that condition's comparison
         failed = [e.prim.prog for e in out.eqns if getattr(e.prim, "fused", False)
                   and e.prim.kernel is None]
         if not failed:

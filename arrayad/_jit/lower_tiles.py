@@ -545,6 +545,17 @@ def _reads_as_number(v, readers):
         for e in readers[v])
 
 
+def _readers_and_kept(prog):
+    """({variable: the instructions reading it}, the variables a rewrite must keep: captured
+    arrays and outputs)."""
+    readers = {}
+    for e in prog.eqns:
+        for a in e.ins:
+            if isinstance(a, Var):
+                readers.setdefault(a, []).append(e)
+    return readers, set(prog.captured) | {a for a in prog.outs if isinstance(a, Var)}
+
+
 def _uniform_constants(prog):
     """``prog`` with each value that is one number repeated, where every reader is an accepted
     instruction with another operand of its result's shape (``_reads_as_number``), read as a
@@ -553,12 +564,7 @@ def _uniform_constants(prog):
     value (a sum's or a max's cotangent, NOTE [tiled replay]; else each tile reads a stride-0
     view that the machine first copies whole: ``grad`` of a log-sum-exp spent more than half
     its time on such copies). The same values, bit for bit."""
-    readers = {}
-    for e in prog.eqns:
-        for a in e.ins:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(e)
-    kept = set(prog.captured) | {a for a in prog.outs if isinstance(a, Var)}
+    readers, kept = _readers_and_kept(prog)
     fresh = _fresh(prog)
     swap, consts = {}, {}
     for v, c in prog.consts.items():
@@ -621,12 +627,7 @@ def _machine_reads(prog):
     1.0 or 0.0 (``where(c, 1.0, 0.0)``, an operation of the machine). NumPy's broadcasting and
     ``where`` give the same values where a group does not take them."""
     from .._ops.manipulation import where_p
-    readers = {}
-    for e in prog.eqns:
-        for a in e.ins:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(e)
-    kept = set(prog.captured) | {a for a in prog.outs if isinstance(a, Var)}
+    readers, kept = _readers_and_kept(prog)
     broadcasts = {e.outs[0] for e in prog.eqns if e.prim.name == "broadcast_to"}
 
     def keeps_its_shape(r, v):

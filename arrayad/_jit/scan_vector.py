@@ -17,9 +17,39 @@ within an ulp of NumPy's), ``where``, casts between float64, int64 and bool, ind
 scatter-adds with keys of slices and integers, shape changes, sums (added in order: NumPy's
 pairwise sum may round otherwise beyond 8 elements, as in ``scan_numba.py``), products of
 vectors and matrices. Anything else raises ``Unsupported`` and the replay runs. A scan is
-compiled once the replay model says it has cost ``AFTER`` seconds (``scan.py``), since numba's
-first compilation takes about a second; numba's on-disk cache keeps the loop for other
-processes.
+compiled once the replay model says it has cost ``ARRAY_AFTER`` seconds (``scan.py``), since
+numba's first compilation takes about a second; numba's on-disk cache keeps the loop for other
+processes. A body of such values runs here from one step on (``ARRAY_MIN_STEPS``): GradBench's
+ode at s=1 is one step of a thousand values.
+
+NOTE [array loops]
+------------------
+An array expression of numba allocates its result and runs one loop per instruction: the ode
+body's 25 instructions cost 8 us a step at n=1000 that way, where its arithmetic is 1 us. So the
+1-d values of the body are not expressions but element loops (``_Loops``):
+
+- the float64 elementwise instructions (arithmetic, comparisons, ``where``, the functions
+  above; operands of the loop's length, or of one element, or literals) are grouped into loops
+  ``for q in range(m)``, one scalar statement per instruction, in the order of the program; an
+  instruction joins the first loop of its length that runs after its operands are made, so the
+  arithmetic that a slice or a concat interrupted still shares a loop with its operands. A value
+  read only inside its loop is a local and never stored;
+- a value read elsewhere is stored in a buffer: a slice of a workspace made once per scan
+  (``pool``: kept across calls, zeros when first made; a thread takes one no other thread
+  holds), and buffers whose uses do not overlap share a slot, so that a body of a hundred
+  thousand elements stays in the cache as the replay's freed temporaries do;
+- a concat writes its pieces into its buffer, and a loop value read only by it is stored there
+  directly (a view); an update or scatter-add of one slice of a value known to be zero
+  (``zeros_like``, a constant of +0.0: the pullback of a slice) keeps a buffer of its own, zero
+  where the key does not reach at every step, and its value is stored into the key's view as
+  ``0.0 + v`` (NumPy's ``zeros[key] += v`` turns -0.0 into +0.0), or ``v`` for ``setitem``;
+- slices (``getitem``) are views, as before; the carry is copied into its buffer at the end of
+  the step (a new carry may be an old one or a view of one).
+
+The arithmetic is the replay's bit for bit (each element is the same IEEE operation on the same
+operands: no fast-math, no contraction into fused multiply-adds), the functions within an ulp
+as above; only a nan's sign may differ, which IEEE leaves open. Everything else in the body
+(other dtypes, other shapes, reductions, products) stays an array expression.
 """
 
 import numpy as np
@@ -288,14 +318,14 @@ def _slice_of(key, n):
 
 
 class _Loops(_Body):
-    """The body's 1-d float64 values as element loops into buffers allocated once per call
-    (NOTE [array loops]); the other instructions as the array statements of ``_Body``."""
+    """The body's 1-d float64 values as element loops into buffers of a workspace kept across
+    calls (NOTE [array loops]); the other instructions as the array statements of ``_Body``."""
 
     def __init__(self, prog, outs):
         super().__init__(prog)
         self.pro = []         # statements before the step loop (buffers, views of buffers)
         self.own = set()      # the values whose storage is one of these buffers (or a view)
-        self.buffered = set() # those and the array statements' values that may view them
+        self.buffered = set()  # those and the array statements' values that may view them
         self.zero = set()     # the values known to be all zeros (+0.0)
         self.count = 0        # (numbers the buffers and the loops' scalars)
         self.space = {}       # dtype name -> elements of its workspace
@@ -340,8 +370,9 @@ class _Loops(_Body):
         return m if ok and _scalar_expr(e, ["x"] * len(e.ins)) is not None else None
 
     def one_slice(self, e):
-        """(start, step, count) of a 1-d ``index_add`` of one slice, or None."""
-        if e.prim.name != "index_add" or len(e.ins) != 2 or len(e.outs) != 1:
+        """(start, step, count) of a 1-d ``index_add`` (``x[key] += v``) or ``setitem``
+        (``x[key] = v``) of one slice, or None."""
+        if e.prim.name not in ("index_add", "setitem") or len(e.ins) != 2 or len(e.outs) != 1:
             return None
         base, v = e.ins
         out = e.outs[0]
@@ -426,8 +457,8 @@ class _Loops(_Body):
                     stop = start + step * count
                     stop = "" if stop < 0 else stop
                     # (the scatter-add's 0.0 + v: -0.0 becomes +0.0, as NumPy's add)
-                    self.into[v] = (f"{{}}[{start}:{stop}:{step}]", "0.0 + ", e.outs[0],
-                                    True)
+                    add = "0.0 + " if e.prim.name == "index_add" else ""
+                    self.into[v] = (f"{{}}[{start}:{stop}:{step}]", add, e.outs[0], True)
 
     def concat_ok(self, e):
         out = e.outs[0]
@@ -568,8 +599,9 @@ class _Loops(_Body):
             if v in self.into:
                 return
             val = self.read(v, {}, count) if hasattr(v, "shape") else _literal(v.value)
+            add = "0.0 + " if e.prim.name == "index_add" else ""
             self.lines.append(f"for q in range({count}):")
-            self.lines.append(f"    {n}[{start} + q * {step}] = 0.0 + {val}")
+            self.lines.append(f"    {n}[{start} + q * {step}] = {add}{val}")
             return
         n = self.buffer(out)
         self.touch(out)
@@ -578,7 +610,8 @@ class _Loops(_Body):
         self.lines.append(f"    {n}[q] = {self.names[base]}[q]")
         val = self.read(v, {}, count) if hasattr(v, "shape") else _literal(v.value)
         self.lines.append(f"for q in range({count}):")
-        self.lines.append(f"    {n}[{start} + q * {step}] += {val}")
+        self.lines.append(f"    {n}[{start} + q * {step}] "
+                          f"{'+=' if e.prim.name == 'index_add' else '='} {val}")
 
     def finish(self):
         """The buffers placed in the workspace (a buffer shares its slot with one no longer in
@@ -646,6 +679,7 @@ class ArrayScan:
             params.append(f"y{j}")
             loop.append(f"y{j}[i] = {low.name(v)}")
         post, update = [], []
+        self.carry_at, self.carry_slices = {}, []
         for j, v in enumerate(outs[:ncarry]):
             src = low.name(v)
             new = f"v{nc + j}"
@@ -662,8 +696,14 @@ class ArrayScan:
                             f"n{j} = {src}.copy()" if v in low.buffered else
                             f"n{j} = np.ascontiguousarray({src})")
                 update.append(f"{new} = n{j}")
-            params.append(f"r{j}")
-            post.append(f"r{j}[0] = {new}" if v.shape == () else f"r{j}[:] = {new}.ravel()")
+            # (the last carries packed in one array per dtype: numba's call costs about a
+            # quarter of a microsecond per argument)
+            at = self.carry_at.setdefault(v.dtype.name, 0)
+            self.carry_at[v.dtype.name] = at + _size(v.shape)
+            self.carry_slices.append((v.dtype.name, at, tuple(v.shape)))
+            post.append(f"c_{v.dtype.name}[{at}] = {new}" if v.shape == () else
+                        f"c_{v.dtype.name}[{at}:{at + _size(v.shape)}] = {new}.ravel()")
+        params += [f"c_{dt}" for dt in sorted(self.carry_at)]
         loop += update
         step = "i = n - 1 - it" if reverse else "i = it"
         self.space = sorted(low.space.items())
@@ -689,16 +729,17 @@ class ArrayScan:
         nc, ncarry = self.nc, self.ncarry
         ins = []
         for j, (a, (shape, dtype)) in enumerate(zip(args, self.in_avals)):
-            a = np.ascontiguousarray(a, dtype=dtype)
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a, dtype=dtype)
             ins.append(a.reshape(1) if j < nc + ncarry and shape == () else a)
         hist = ([np.empty((length,) + s, d) for s, d in self.in_avals[nc:nc + ncarry]]
                 if self.save else [])
         ys = [np.empty((length,) + s, d) for s, d in self.out_avals[ncarry:]]
-        carry = [np.empty(_size(s), d) for s, d in self.out_avals[:ncarry]]
+        packed = {dt: np.empty(n, np.dtype(dt)) for dt, n in sorted(self.carry_at.items())}
         # (a list's pop and append are atomic: two threads never share a workspace)
         space = self.pool.pop() if self.pool else \
             [np.zeros(n, np.dtype(dt)) for dt, n in self.space]
-        self.fn(length, *ins, *self.consts, *hist, *ys, *carry, *space)
+        self.fn(length, *ins, *self.consts, *hist, *ys, *packed.values(), *space)
         self.pool.append(space)
-        carry = [c.reshape(s) for c, (s, _) in zip(carry, self.out_avals[:ncarry])]
+        carry = [packed[dt][at:at + _size(s)].reshape(s) for dt, at, s in self.carry_slices]
         return tuple(carry + ys + hist)

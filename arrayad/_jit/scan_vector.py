@@ -729,8 +729,7 @@ class ArrayScan:
         nc, ncarry = self.nc, self.ncarry
         ins = []
         for j, (a, (shape, dtype)) in enumerate(zip(args, self.in_avals)):
-            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a, dtype=dtype)
+            a = np.ascontiguousarray(a, dtype=dtype)
             ins.append(a.reshape(1) if j < nc + ncarry and shape == () else a)
         hist = ([np.empty((length,) + s, d) for s, d in self.in_avals[nc:nc + ncarry]]
                 if self.save else [])

@@ -806,3 +806,30 @@ def test_element_loops_keep_numpy_special_values(array_loops):
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(ref[ref == 0]))
     assert np.signbit(ref[ref == 0]).any() and not np.signbit(ref[ref == 0]).all()
+
+
+def test_array_tier_from_the_second_call_where_numba_has_the_loop(monkeypatch):
+    """Before the replay model says so, the array tier runs from a scan's second call where
+    numba's cache has its loop (here: compiled earlier in this process); the first call is the
+    replay's, and a loop numba has not compiled waits for the model."""
+    if not lower_numba.available():
+        pytest.skip("numba is not installed")
+    x = np.random.default_rng(4).random(300)
+    solve = ode_solve(ad, 3)
+    monkeypatch.setattr(tiers, "ARRAY_AFTER", 0.0)
+    with ad.config.scan_compiled(True), ad.config.scan_numba(True):
+        want = ad.jit(solve)(x)   # (compiled at once)
+        monkeypatch.setattr(tiers, "ARRAY_AFTER", float("inf"))
+        fresh = ode_solve(ad, 3)   # (another body: its own tiers)
+        f, start = ad.jit(fresh), tiers.runs["array"]
+        np.testing.assert_array_equal(f(x), want)
+        assert tiers.runs["array"] == start
+        for _ in range(2):
+            np.testing.assert_array_equal(f(x), want)
+        assert tiers.runs["array"] == start + 2
+        h = 1.0 + np.random.default_rng().random()   # (a body whose loop no cache holds)
+        g = ad.jit(lambda x: F.scan(lambda y, _: (y * h + x, None), x, None, length=3)[0])
+        start = tiers.runs["array"]
+        for _ in range(3):
+            g(x)
+        assert tiers.runs["array"] == start

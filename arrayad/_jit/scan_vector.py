@@ -58,6 +58,9 @@ from .lower_numba import _load, _size
 from .scan_lower import Unsupported
 
 _DTYPES = ("float64", "int64", "bool")
+# carries of at most this many elements are packed into one output array per dtype (numba's
+# call costs about a quarter of a microsecond per argument)
+PACK_MAX = 1024
 _ARITH = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 _COMPARE = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=",
             "greater": ">", "greater_equal": ">="}
@@ -679,7 +682,7 @@ class ArrayScan:
             params.append(f"y{j}")
             loop.append(f"y{j}[i] = {low.name(v)}")
         post, update = [], []
-        self.carry_at, self.carry_slices = {}, []
+        self.carry_at, self.carry_slices, self.carry_own = {}, [], []
         for j, v in enumerate(outs[:ncarry]):
             src = low.name(v)
             new = f"v{nc + j}"
@@ -696,8 +699,14 @@ class ArrayScan:
                             f"n{j} = {src}.copy()" if v in low.buffered else
                             f"n{j} = np.ascontiguousarray({src})")
                 update.append(f"{new} = n{j}")
-            # (the last carries packed in one array per dtype: numba's call costs about a
-            # quarter of a microsecond per argument)
+            # (a large carry has its own array: a large packed one, dropped after the call,
+            # costs page faults at every call)
+            if _size(v.shape) > PACK_MAX:
+                self.carry_slices.append((None, len(self.carry_own), tuple(v.shape)))
+                self.carry_own.append((_size(v.shape), np.dtype(v.dtype.name)))
+                params.append(f"r{j}")
+                post.append(f"r{j}[:] = {new}.ravel()")
+                continue
             at = self.carry_at.setdefault(v.dtype.name, 0)
             self.carry_at[v.dtype.name] = at + _size(v.shape)
             self.carry_slices.append((v.dtype.name, at, tuple(v.shape)))
@@ -734,11 +743,13 @@ class ArrayScan:
         hist = ([np.empty((length,) + s, d) for s, d in self.in_avals[nc:nc + ncarry]]
                 if self.save else [])
         ys = [np.empty((length,) + s, d) for s, d in self.out_avals[ncarry:]]
+        own = [np.empty(n, d) for n, d in self.carry_own]
         packed = {dt: np.empty(n, np.dtype(dt)) for dt, n in sorted(self.carry_at.items())}
         # (a list's pop and append are atomic: two threads never share a workspace)
         space = self.pool.pop() if self.pool else \
             [np.zeros(n, np.dtype(dt)) for dt, n in self.space]
-        self.fn(length, *ins, *self.consts, *hist, *ys, *packed.values(), *space)
+        self.fn(length, *ins, *self.consts, *hist, *ys, *own, *packed.values(), *space)
         self.pool.append(space)
-        carry = [packed[dt][at:at + _size(s)].reshape(s) for dt, at, s in self.carry_slices]
+        carry = [own[at].reshape(s) if dt is None else packed[dt][at:at + _size(s)].reshape(s)
+                 for dt, at, s in self.carry_slices]
         return tuple(carry + ys + hist)

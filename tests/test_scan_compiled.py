@@ -694,3 +694,142 @@ def test_reductions_against_the_replay_and_jax(compiled):
         rep = to_numpy(replayed(F.scan, step(ad), np.array(1.0), nan_edges)[1])
     np.testing.assert_array_equal(got, rep)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(rep))
+
+
+# -- the array tier's element loops (NOTE [array loops] in arrayad/_jit/scan_vector.py)
+
+@pytest.fixture
+def array_loops(monkeypatch):
+    """Every scan on NumPy in the array tier from its first call and first step; the sources
+    of the loops it compiles (to see which path each instruction took)."""
+    if not lower_numba.available():
+        pytest.skip("numba is not installed")
+    from arrayad._jit import scan_vector
+    monkeypatch.setattr(tiers, "ARRAY_AFTER", 0.0)
+    monkeypatch.setattr(tiers, "REPLAY_US", 0.0)
+    monkeypatch.setattr(tiers, "NUMBA_MIN_WORK", float("inf"))
+    monkeypatch.setattr(_control, "_PLAIN_STEPS", 0)
+    sources, init = [], scan_vector.ArrayScan.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        sources.append(self.source)
+    monkeypatch.setattr(scan_vector.ArrayScan, "__init__", record)
+    start = tiers.runs["array"]
+    with ad.config.scan_compiled(True), ad.config.scan_numba(True):
+        yield lambda: (tiers.runs["array"] - start, sources)
+
+
+def ode_solve(xp, s):
+    """GradBench's ode as its arrayad tool writes it: RK4 of y_0' = x_0, y_i' = x_i y_{i-1},
+    a concat of slices in the body."""
+    def rhs(x, y):
+        return xp.concat([x[:1], x[1:] * y[:-1]])
+
+    def solve(x):
+        h = 2.0 / s
+
+        def step(y, _):
+            k1 = rhs(x, y)
+            k2 = rhs(x, y + h / 2 * k1)
+            k3 = rhs(x, y + h / 2 * k2)
+            k4 = rhs(x, y + h * k3)
+            return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+        scan = F.scan if xp is ad else lax.scan
+        return scan(step, xp.zeros_like(x), None, length=s)[0]
+    return solve
+
+
+@pytest.mark.parametrize("s", [1, 7])
+def test_ode_body_runs_as_element_loops_equal_to_the_replay(array_loops, s):
+    """The primal and the gradient of GradBench's ode (300 values: past the scalar tiers)
+    under jit run as fused element loops (no NumPy array statement left for the concats, the
+    slices' arithmetic and the scatter-adds of the pullback), from one step on, and give the
+    replay's values bit for bit; JAX's lax.scan agrees."""
+    x = np.random.default_rng(3).random(300) + 0.5
+    solve = ode_solve(ad, s)
+    grad = F.grad(lambda x: solve(x)[-1])
+    got_y, got_g = ad.jit(solve)(x), ad.jit(grad)(x)
+    runs, sources = array_loops()
+    assert runs == 3 and len(sources) == 3   # (the primal; the gradient's forward, backward)
+    for src in sources:
+        assert "for q in range(300):" in src
+        assert "np.concatenate" not in src and "+= " not in src and ".copy()" not in src
+    with ad.config.scan_compiled(False):
+        ref_y, ref_g = ad.jit(solve)(x), ad.jit(grad)(x)
+    assert array_loops()[0] == 3   # (the replay ran)
+    for got, ref in ((got_y, ref_y), (got_g, ref_g)):
+        np.testing.assert_array_equal(got, ref)
+    if jax is not None:
+        jsolve = ode_solve(jnp, s)
+        np.testing.assert_allclose(got_y, jsolve(x), rtol=1e-13)
+        np.testing.assert_allclose(got_g, jax.grad(lambda x: jsolve(x)[-1])(x), rtol=1e-12)
+    for again in range(2):   # (the workspace is kept: the zeros a scatter-add needs stay zero)
+        np.testing.assert_array_equal(ad.jit(grad)(x), ref_g)
+    assert array_loops()[0] == 7
+
+
+def test_ode_body_on_other_backends_matches(backend):
+    """The same program on array-api-strict and torch (replayed: the compiled tiers are
+    NumPy's) gives NumPy's values."""
+    x = np.random.default_rng(3).random(40) + 0.5
+    solve = ode_solve(ad, 3)
+    grad = F.grad(lambda x: solve(x)[-1])
+    for f in (solve, grad):
+        np.testing.assert_allclose(to_numpy(ad.jit(f)(backend(x))), ad.jit(f)(x), rtol=1e-14)
+
+
+def test_element_loops_keep_numpy_special_values(array_loops):
+    """Elementwise arithmetic, maximum, sign, where and comparisons on 1-d values as loops, on
+    infinities, nan and signed zeros, with updates and scatter-adds of slices (of zeros: -0.0
+    added to +0.0 is +0.0, as NumPy adds) and a concat of a slice of a loop's value: the
+    replay's values and zeros' signs (a nan's sign is IEEE's to choose)."""
+    from arrayad._ops.indexing import index_add
+    edges = np.concatenate([_EDGES, -_EDGES, np.linspace(-2.0, 3.0, 290)])
+
+    def step(c, x):
+        d = x * c - x / (c + 0.5)
+        e = ad.where(d > 0.25, ad.maximum(d, x), ad.sign(d) * -0.0)
+        z = ad.zeros_like(e)
+        z[1:] += e[:-1] * -1.0                                    # (a setitem)
+        u = index_add(ad.zeros_like(e), (slice(1, None),), e[:-1] * -1.0)
+        w = index_add(d * 0.0, (slice(None, None, 2),), e[::2] * 2.0)
+        return c, ad.concat([d[:3], e[3:] + z[3:], e, z, u, w])
+    c0 = np.linspace(-1.0, 1.0, edges.size)
+    xs = np.stack([edges, edges[::-1], -edges])
+    with np.errstate(all="ignore"):
+        got = F.scan(step, c0, xs)[1]
+        runs, sources = array_loops()
+        with ad.config.scan_compiled(False):
+            ref = F.scan(step, c0, xs)[1]
+    assert runs == 1 and "for q in range" in sources[0]
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(np.signbit(got[got == 0]), np.signbit(ref[ref == 0]))
+    assert np.signbit(ref[ref == 0]).any() and not np.signbit(ref[ref == 0]).all()
+
+
+def test_array_tier_from_the_second_call_where_numba_has_the_loop(monkeypatch):
+    """Before the replay model says so, the array tier runs from a scan's second call where
+    numba's cache has its loop (here: compiled earlier in this process); the first call is the
+    replay's, and a loop numba has not compiled waits for the model."""
+    if not lower_numba.available():
+        pytest.skip("numba is not installed")
+    x = np.random.default_rng(4).random(300)
+    solve = ode_solve(ad, 3)
+    monkeypatch.setattr(tiers, "ARRAY_AFTER", 0.0)
+    with ad.config.scan_compiled(True), ad.config.scan_numba(True):
+        want = ad.jit(solve)(x)   # (compiled at once)
+        monkeypatch.setattr(tiers, "ARRAY_AFTER", float("inf"))
+        fresh = ode_solve(ad, 3)   # (another body: its own tiers)
+        f, start = ad.jit(fresh), tiers.runs["array"]
+        np.testing.assert_array_equal(f(x), want)
+        assert tiers.runs["array"] == start
+        for _ in range(2):
+            np.testing.assert_array_equal(f(x), want)
+        assert tiers.runs["array"] == start + 2
+        h = 1.0 + np.random.default_rng().random()   # (a body whose loop no cache holds)
+        g = ad.jit(lambda x: F.scan(lambda y, _: (y * h + x, None), x, None, length=3)[0])
+        start = tiers.runs["array"]
+        for _ in range(3):
+            g(x)
+        assert tiers.runs["array"] == start

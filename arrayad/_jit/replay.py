@@ -82,6 +82,30 @@ def _callable(prim, b):
     return prim.impl, True
 
 
+def _index_add_basic(base, v, key):
+    """NumPy's ``index_add`` of a key of slices and integers (``NumpyBackend.index_add``), for
+    the replay without the primitive's impl: the pullback of every slice is one."""
+    out = base.copy()
+    out[key] += v
+    return out
+
+
+def _basic_index_add(e, b):
+    """Whether the replay may call ``_index_add_basic`` for ``e``: NumPy's own ``index_add``,
+    a key of slices and integers (no index array), a value of the base's dtype (the impl
+    casts it first: ``+=`` would compute in the wider dtype)."""
+    if e.prim.name != "index_add" or len(e.ins) != 2 or b.name != "numpy" \
+            or not hasattr(e.ins[0], "dtype"):
+        return False
+    from ..backends.numpy import NumpyBackend
+    if type(b).index_add is not NumpyBackend.index_add:
+        return False
+    base, v = e.ins
+    return all(k is None or k is Ellipsis or type(k) in (int, slice) for k in e.params["key"]) \
+        and (v.dtype == base.dtype if hasattr(v, "dtype") else
+             isinstance(v.value, float) and base.dtype.name.startswith("float"))
+
+
 def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
     """The replay function of ``prog``: generated Python source, compiled once. With ``bound``,
     each line binds the primitive instead (``Program.evaluate``); with ``flat`` it returns the
@@ -160,6 +184,10 @@ def compile_replay(prog, bound=False, flat=False, owner=None, plan=None):
             # written here without the primitive's impl and the key's filling)
             ns[f"p{k}"] = e.params["key"]
             call = f"{args[0]}[p{k}]"
+        elif not bound and _basic_index_add(e, b):
+            # (the same: a copy of the base, its slice's elements added to)
+            ns[f"p{k}"], ns["_index_add_basic"] = e.params["key"], _index_add_basic
+            call = f"_index_add_basic({args[0]}, {args[1]}, p{k})"
         else:
             if bound:
                 fn, takes_xp = e.prim, False

@@ -40,13 +40,16 @@ import numpy as np
 
 from .. import config as _config
 from . import lower_numba
-from .scan_lower import Unsupported, scalar_statements
+from .lower_numba import _size
+from .scan_lower import MAX_ELEMENTS, Unsupported, scalar_statements
 from .scan_machine import ScanMachine
 from .scan_numba import CompiledScan, CompiledSweep
 from .scan_vector import ArrayScan
 
-# no tier below this many steps
+# no scalar tier below this many steps; the array tier from one step (a body of large values
+# runs its fused loops once: GradBench's ode at s=1)
 MIN_STEPS = 2
+ARRAY_MIN_STEPS = 1
 # The machine's cost model, in microseconds, measured on bodies of 4 to 200 elements per value:
 # the replay spends about REPLAY_US per instruction and step (NumPy's dispatch), the machine
 # about MACHINE_US per scalar statement and step (a libm function costs more than arithmetic)
@@ -124,11 +127,14 @@ class _Tiers:
 
 class _ArrayTier:
     """The array tier of one scan (NOTE [array scan] in ``scan_vector.py``): the replay runs
-    (``None``) until the replay model says it has cost ``ARRAY_AFTER`` seconds, then numba's
-    loop of array statements, or the replay for good where it cannot be had."""
+    (``None``) until the replay model says it has cost ``ARRAY_AFTER`` seconds, or from the
+    second call where numba's cache has the loop already (loading it costs milliseconds: the
+    first call stays the replay's), then numba's loop, or the replay for good where it cannot
+    be had."""
 
     def __init__(self, spec, eqns):
         self.spec, self.eqns, self.spent, self.scan = spec, eqns, 0.0, None
+        self.calls, self.lowered = 0, None
 
     def __call__(self, args, length):
         global refused
@@ -136,10 +142,14 @@ class _ArrayTier:
             return None
         if self.scan is None:
             self.spent += length * self.eqns * REPLAY_US * 1e-6
-            if self.spent < ARRAY_AFTER or not lower_numba.available():
+            self.calls += 1
+            due = self.spent >= ARRAY_AFTER
+            if not due and self.calls == 2 and self.lowered is None:
+                due = lower_numba.available() and self.on_disk()
+            if not due or not lower_numba.available():
                 return None
             try:
-                self.scan = ArrayScan(*self.spec)
+                self.scan = self.lowered or ArrayScan(*self.spec)
             except Unsupported as exc:
                 refused, self.scan = f"array tier: {exc}", False
         if not self.scan:
@@ -152,17 +162,35 @@ class _ArrayTier:
         runs["array"] += 1
         return out
 
+    def on_disk(self):
+        """Whether numba's on-disk cache has this scan's loop (asked once: the body is lowered
+        to know its source, and kept)."""
+        global refused
+        try:
+            self.lowered = ArrayScan(*self.spec)
+        except Unsupported as exc:
+            refused, self.lowered, self.scan = f"array tier: {exc}", False, False
+            return False
+        return lower_numba.on_disk(self.lowered.source)
+
 
 def compiled_scan(body, args, length, reverse, nc, ncarry, save):
     """The tiers of this scan (cached on ``body``, a ``_Body``: its program's shapes and dtypes
     are fixed), or None: the replay runs."""
-    if length < MIN_STEPS or body.prog.backend.name != "numpy" \
+    if length < min(MIN_STEPS, ARRAY_MIN_STEPS) or body.prog.backend.name != "numpy" \
             or not _config.read("scan_compiled"):
         return None
-    if not all(isinstance(a, (np.ndarray, np.generic)) for a in args):
-        return None
+    for a in args:
+        if not isinstance(a, (np.ndarray, np.generic)):
+            return None
     key = (reverse, save, nc)
     cache = body.compiled
+    if length < MIN_STEPS:   # (the array tier only, for a body of values too large for scalars)
+        tiers = cache.get(key)
+        if tiers is None and _large(body.prog):
+            tiers = cache[key] = _ArrayTier((body, nc, ncarry, reverse, save),
+                                            len(body.prog.eqns))
+        return tiers if isinstance(tiers, _ArrayTier) else None
     if key not in cache:
         statements = scalar_statements(body.prog)
         eqns = len(body.prog.eqns)
@@ -174,6 +202,12 @@ def compiled_scan(body, args, length, reverse, nc, ncarry, save):
         else:   # (values too large to be scalars: numba's array statements, once hot)
             cache[key] = _ArrayTier(spec, eqns)
     return cache[key]
+
+
+def _large(prog):
+    """Whether a value of ``prog`` has more elements than the scalar tiers take."""
+    vals = list(prog.in_vars) + [v for e in prog.eqns for v in e.outs]
+    return any(_size(getattr(v, "shape", ())) > MAX_ELEMENTS for v in vals)
 
 
 class _Sweep:

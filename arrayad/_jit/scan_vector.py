@@ -17,9 +17,39 @@ within an ulp of NumPy's), ``where``, casts between float64, int64 and bool, ind
 scatter-adds with keys of slices and integers, shape changes, sums (added in order: NumPy's
 pairwise sum may round otherwise beyond 8 elements, as in ``scan_numba.py``), products of
 vectors and matrices. Anything else raises ``Unsupported`` and the replay runs. A scan is
-compiled once the replay model says it has cost ``AFTER`` seconds (``scan.py``), since numba's
-first compilation takes about a second; numba's on-disk cache keeps the loop for other
-processes.
+compiled once the replay model says it has cost ``ARRAY_AFTER`` seconds (``scan.py``), since
+numba's first compilation takes about a second; numba's on-disk cache keeps the loop for other
+processes. A body of such values runs here from one step on (``ARRAY_MIN_STEPS``): GradBench's
+ode at s=1 is one step of a thousand values.
+
+NOTE [array loops]
+------------------
+An array expression of numba allocates its result and runs one loop per instruction: the ode
+body's 25 instructions cost 8 us a step at n=1000 that way, where its arithmetic is 1 us. So the
+1-d values of the body are not expressions but element loops (``_Loops``):
+
+- the float64 elementwise instructions (arithmetic, comparisons, ``where``, the functions
+  above; operands of the loop's length, or of one element, or literals) are grouped into loops
+  ``for q in range(m)``, one scalar statement per instruction, in the order of the program; an
+  instruction joins the first loop of its length that runs after its operands are made, so the
+  arithmetic that a slice or a concat interrupted still shares a loop with its operands. A value
+  read only inside its loop is a local and never stored;
+- a value read elsewhere is stored in a buffer: a slice of a workspace made once per scan
+  (``pool``: kept across calls, zeros when first made; a thread takes one no other thread
+  holds), and buffers whose uses do not overlap share a slot, so that a body of a hundred
+  thousand elements stays in the cache as the replay's freed temporaries do;
+- a concat writes its pieces into its buffer, and a loop value read only by it is stored there
+  directly (a view); an update or scatter-add of one slice of a value known to be zero
+  (``zeros_like``, a constant of +0.0: the pullback of a slice) keeps a buffer of its own, zero
+  where the key does not reach at every step, and its value is stored into the key's view as
+  ``0.0 + v`` (NumPy's ``zeros[key] += v`` turns -0.0 into +0.0), or ``v`` for ``setitem``;
+- slices (``getitem``) are views, as before; the carry is copied into its buffer at the end of
+  the step (a new carry may be an old one or a view of one).
+
+The arithmetic is the replay's bit for bit (each element is the same IEEE operation on the same
+operands: no fast-math, no contraction into fused multiply-adds), the functions within an ulp
+as above; only a nan's sign may differ, which IEEE leaves open. Everything else in the body
+(other dtypes, other shapes, reductions, products) stays an array expression.
 """
 
 import numpy as np
@@ -28,6 +58,9 @@ from .lower_numba import _load, _size
 from .scan_lower import Unsupported
 
 _DTYPES = ("float64", "int64", "bool")
+# carries of at most this many elements are packed into one output array per dtype (numba's
+# call costs about a quarter of a microsecond per argument)
+PACK_MAX = 1024
 _ARITH = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 _COMPARE = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=",
             "greater": ">", "greater_equal": ">="}
@@ -242,6 +275,366 @@ class _Body:
         return f"np.ascontiguousarray({expr}).reshape({shape})" if keepdims else expr
 
 
+def _scalar_expr(e, ins):
+    """The NumPy meaning of elementwise instruction ``e`` at one element, as a numba scalar
+    expression of the operands' scalars ``ins`` (float64 arithmetic, comparisons of float64,
+    ``where``, logical operations of bools), or None."""
+    name = e.prim.xp_name or e.prim.name
+    if name in _ARITH and len(ins) == 2:
+        return f"({ins[0]} {_ARITH[name]} {ins[1]})"
+    if name in _COMPARE and len(ins) == 2:
+        return f"({ins[0]} {_COMPARE[name]} {ins[1]})"
+    if name in _LOGICAL and len(ins) == 2:
+        return f"({ins[0]} {'!=' if name.endswith('xor') else name.split('_')[-1]} {ins[1]})"
+    if name in ("logical_not", "bitwise_invert") and len(ins) == 1:
+        return f"(not {ins[0]})"
+    if name in _UNARY and len(ins) == 1:
+        return _UNARY[name].format(ins[0])
+    if name in _BINARY_FUNCTIONS and len(ins) == 2:
+        return f"{_BINARY_FUNCTIONS[name]}({ins[0]}, {ins[1]})"
+    if name == "pow" and len(ins) == 2:
+        y = e.ins[1]
+        if not hasattr(y, "shape"):   # (as the array statements: 0.5 is a sqrt, 2 a square)
+            if y.value == 0.5:
+                return f"np.sqrt({ins[0]})"
+            if y.value == 2:
+                return f"({ins[0]} * {ins[0]})"
+        elif y.shape == () or tuple(y.shape) != tuple(e.outs[0].shape):
+            return f"(np.sqrt({ins[0]}) if {ins[1]} == 0.5 else {ins[0]} ** {ins[1]})"
+        return f"({ins[0]} ** {ins[1]})"
+    if name in _SPECIAL:
+        return _SPECIAL[name](True, *ins)
+    if name == "where" and len(ins) == 3:
+        return f"({ins[1]} if {ins[0]} else {ins[2]})"
+    return None
+
+
+def _slice_of(key, n):
+    """(start, step, count) of the elements of a 1-d value of ``n`` elements that ``key``
+    selects, where it is one slice (and Ellipsis), else None."""
+    parts = [k for k in key if k is not Ellipsis]
+    if len(parts) != 1 or type(parts[0]) is not slice or not all(
+            p is None or type(p) is int for p in (parts[0].start, parts[0].stop, parts[0].step)):
+        return None
+    r = range(n)[parts[0]]
+    return r.start, r.step, len(r)
+
+
+class _Loops(_Body):
+    """The body's 1-d float64 values as element loops into buffers of a workspace kept across
+    calls (NOTE [array loops]); the other instructions as the array statements of ``_Body``."""
+
+    def __init__(self, prog, outs):
+        super().__init__(prog)
+        self.pro = []         # statements before the step loop (buffers, views of buffers)
+        self.own = set()      # the values whose storage is one of these buffers (or a view)
+        self.buffered = set()  # those and the array statements' values that may view them
+        self.zero = set()     # the values known to be all zeros (+0.0)
+        self.count = 0        # (numbers the buffers and the loops' scalars)
+        self.space = {}       # dtype name -> elements of its workspace
+        self.bufs = []        # (name, dtype name, elements, of zeros) of each buffer
+        self.views = []       # statements making the views of buffers
+        self.roots = {}       # value -> the buffers it is in (or may view)
+        self.unit = 0         # the statement being made (a loop, a concat...)
+        self.first, self.last = {}, {}   # buffer -> the first and last statements using it
+        self.plan(outs)
+
+    def fresh(self, prefix):
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    # -- the plan: which instructions run as loops, grouped, and where each value is stored
+    def loop_length(self, e):
+        """The element count of elementwise instruction ``e``'s loop, or None (an array
+        statement computes it)."""
+        if not e.prim.elementwise or e.params or len(e.outs) != 1 or e.prim.multiple_results:
+            return None
+        out = e.outs[0]
+        if len(out.shape) != 1 or out.shape[0] < 1:
+            return None
+        m = out.shape[0]
+        name = e.prim.xp_name or e.prim.name
+        arrays = [a for a in e.ins if hasattr(a, "shape")]
+        if any(tuple(a.shape) not in ((m,), (1,), ()) for a in arrays):
+            return None
+        dts = [getattr(a.dtype, "name", None) for a in arrays]
+        lits = [a.value for a in e.ins if not hasattr(a, "shape")]
+        if any(not isinstance(x, (int, float)) or isinstance(x, bool) for x in lits):
+            return None   # (a bool or complex literal: the array statement)
+        if name in _LOGICAL or name in ("logical_not", "bitwise_invert"):
+            ok = out.dtype.name == "bool" and all(d == "bool" for d in dts) and not lits
+        elif name == "where":
+            ok = out.dtype.name == "float64" and len(e.ins) == 3 and dts[:1] == ["bool"] \
+                and hasattr(e.ins[0], "shape") and all(d == "float64" for d in dts[1:])
+        elif name in _COMPARE:
+            ok = out.dtype.name == "bool" and all(d == "float64" for d in dts)
+        else:
+            ok = out.dtype.name == "float64" and all(d == "float64" for d in dts)
+        return m if ok and _scalar_expr(e, ["x"] * len(e.ins)) is not None else None
+
+    def one_slice(self, e):
+        """(start, step, count) of a 1-d ``index_add`` (``x[key] += v``) or ``setitem``
+        (``x[key] = v``) of one slice, or None."""
+        if e.prim.name not in ("index_add", "setitem") or len(e.ins) != 2 or len(e.outs) != 1:
+            return None
+        base, v = e.ins
+        out = e.outs[0]
+        if not hasattr(base, "shape") or len(out.shape) != 1 \
+                or getattr(out.dtype, "name", None) != "float64" \
+                or getattr(base.dtype, "name", None) != "float64" \
+                or (hasattr(v, "shape") and getattr(v.dtype, "name", None) != "float64"):
+            return None
+        sl = _slice_of(e.params.get("key", ()), out.shape[0])
+        if sl is None or (hasattr(v, "shape") and tuple(v.shape) not in ((sl[2],), (1,), ())):
+            return None
+        return sl
+
+    def plan(self, outs):
+        eqns = self.prog.eqns
+        # the statements in the order they run: ("g", loop number) or ("e", instruction
+        # number); an elementwise instruction joins the first loop of its length that runs
+        # after its operands are made (in that loop, or before it), so that a value and the
+        # arithmetic on it share a loop even where other instructions were written between
+        self.order, self.groups, self.group = [], [], {}
+        at, loops = {}, {}   # value -> its statement's place in order; length -> loops' places
+        for k, e in enumerate(eqns):
+            m = self.loop_length(e)
+            after = max((at.get(a, -1) for a in e.ins if hasattr(a, "shape")), default=-1)
+            if m is None:
+                self.order.append(("e", k))
+                for o in e.outs:
+                    at[o] = len(self.order) - 1
+                continue
+            place = next((u for u in loops.get(m, []) if u >= after), None)
+            if place is None:
+                place = len(self.order)
+                self.order.append(("g", len(self.groups)))
+                self.groups.append([])
+                loops.setdefault(m, []).append(place)
+            g = self.order[place][1]
+            self.groups[g].append(k)
+            self.group[k] = g
+            at[e.outs[0]] = place
+        defined_in = {e.outs[0]: self.group[k] for k, e in enumerate(eqns) if k in self.group}
+        # a loop's value is stored where something outside its loop reads it
+        self.stored = set(v for v in outs if v in defined_in)
+        self.uses = {}
+        for k, e in enumerate(eqns):
+            for a in e.ins:
+                if hasattr(a, "shape"):
+                    self.uses[a] = self.uses.get(a, 0) + 1
+                    if a in defined_in and self.group.get(k) != defined_in[a]:
+                        self.stored.add(a)
+        for v in outs:
+            if hasattr(v, "shape"):
+                self.uses[v] = self.uses.get(v, 0) + 1
+        for e in eqns:
+            if e.prim.name == "zeros_like" and len(e.outs[0].shape) == 1 \
+                    and e.outs[0].dtype.name == "float64" \
+                    and not (e.params.get("dtype") or e.params.get("device")):
+                self.zero.add(e.outs[0])
+        # a zeros_like read only as the base of scatter-adds into zeros needs no buffer
+        self.read_zeros = set(v for v in outs if v in self.zero)
+        for e in eqns:
+            skip = 1 if self.one_slice(e) is not None else 0
+            self.read_zeros.update(a for a in e.ins[skip:] if a in self.zero)
+        # where a stored loop value is read only by a concat or a scatter-add into zeros, its
+        # loop writes into that instruction's buffer (no copy)
+        # value -> (the view's source, prefix of the store, the value whose buffer it views,
+        # whether that buffer is one of zeros)
+        self.into = {}
+        for k, e in enumerate(eqns):
+            if e.prim.name == "concat" and self.concat_ok(e):
+                off = 0
+                for a in e.ins:
+                    if a in defined_in and self.uses[a] == 1 and a not in outs:
+                        self.into[a] = (f"{{}}[{off}:{off + a.shape[0]}]", "", e.outs[0],
+                                        False)
+                    off += a.shape[0]
+            sl = self.one_slice(e)
+            if sl is not None and self.is_zero(e.ins[0]):
+                v = e.ins[1]
+                if v in defined_in and self.uses[v] == 1 and v not in outs \
+                        and tuple(v.shape) == (sl[2],):
+                    start, step, count = sl
+                    stop = start + step * count
+                    stop = "" if stop < 0 else stop
+                    # (the scatter-add's 0.0 + v: -0.0 becomes +0.0, as NumPy's add)
+                    add = "0.0 + " if e.prim.name == "index_add" else ""
+                    self.into[v] = (f"{{}}[{start}:{stop}:{step}]", add, e.outs[0], True)
+
+    def concat_ok(self, e):
+        out = e.outs[0]
+        return len(out.shape) == 1 and e.params.get("axis", 0) in (0, -1) and all(
+            hasattr(a, "shape") and len(a.shape) == 1 and a.dtype == out.dtype for a in e.ins) \
+            and getattr(out.dtype, "name", None) in _DTYPES
+
+    def is_zero(self, a):
+        if a in self.zero:
+            return True
+        c = self.prog.consts.get(a) if hasattr(a, "shape") else None
+        return c is not None and np.asarray(c).dtype == np.float64 \
+            and not np.any(np.asarray(c)) and not np.any(np.signbit(np.asarray(c)))
+
+    # -- the statements
+    def slot(self, dt, n):
+        """The source of ``n`` elements of the workspace of dtype ``dt`` (NOTE [array loops]:
+        zeros when first made, kept across calls)."""
+        at = self.space.get(dt, 0)
+        self.space[dt] = at + -(-n // 8) * 8   # (each slot 64-byte aligned)
+        return f"w_{dt}[{at}:{at + n}]"
+
+    def touch(self, a):
+        """Value ``a`` is read or written by the statement being made: the buffers it is in
+        stay in use until then."""
+        for r in self.roots.get(a, ()):
+            self.first.setdefault(r, self.unit)
+            self.last[r] = self.unit
+
+    def buffer(self, v, zeros=False):
+        """The buffer of value ``v`` (``zeros``: a value that stays zero, in the parts of it
+        no statement writes: its buffer is its own), placed in the workspace by ``finish``."""
+        if v in self.names and v in self.own:
+            return self.names[v]
+        n = self.fresh("b")
+        self.names[v] = n
+        self.own.add(v)
+        self.buffered.add(v)
+        self.bufs.append((n, v.dtype.name, v.shape[0], zeros))
+        self.roots[v] = {n}
+        return n
+
+    def place(self, v):
+        """The name of loop value ``v``'s storage: its buffer, or a view of the buffer of the
+        concat or scatter-add that reads it (made before the step loop)."""
+        if v not in self.into:
+            return self.buffer(v)
+        view, _, host, zeros = self.into[v]
+        hn = self.buffer(host, zeros=zeros)
+        n = self.fresh("b")
+        self.views.append(f"{n} = {view.format(hn)}")
+        self.names[v] = n
+        self.own.add(v)
+        self.buffered.add(v)
+        self.roots[v] = {hn}
+        return n
+
+    def read(self, a, local, m):
+        """Operand ``a`` at element ``q`` of a loop of ``m`` elements."""
+        if not hasattr(a, "shape"):
+            return _literal(a.value)
+        if a in local:
+            return local[a]
+        self.touch(a)
+        if a.shape == ():
+            return self.names[a]
+        return f"{self.names[a]}[{'q' if a.shape[0] == m else 0}]"
+
+    def run(self, outs):
+        eqns = self.prog.eqns
+        for kind, k in self.order:
+            self.unit += 1
+            if kind == "g":
+                self.loop([eqns[j] for j in self.groups[k]])
+                continue
+            e = eqns[k]
+            self.dtype(e.outs[0]) if len(e.outs) == 1 else None
+            if e.prim.name == "concat" and self.concat_ok(e):
+                self.concat(e)
+            elif self.one_slice(e) is not None:
+                self.scatter_add(e)
+            elif e.outs[0] in self.zero:
+                if e.outs[0] in self.read_zeros:   # (never written: zero at every step)
+                    self.buffer(e.outs[0], zeros=True)
+            else:
+                for a in e.ins:
+                    self.touch(a)
+                self.eqn(e)
+                # (an array statement may return a view of a buffer: it keeps the buffer in
+                # use, and a carry made of it is copied, see ArrayScan)
+                roots = set().union(*(self.roots.get(a, ()) for a in e.ins))
+                if roots:
+                    self.buffered.update(e.outs)
+                    for o in e.outs:
+                        self.roots[o] = roots
+        self.unit += 1   # (the ys and carries are read at the end of the step)
+        for v in outs:
+            self.touch(v)
+
+    def loop(self, members):
+        m = members[0].outs[0].shape[0]
+        local, body = {}, []
+        for e in members:
+            v = e.outs[0]
+            s = self.fresh("s")
+            local[v] = s
+            expr = _scalar_expr(e, [self.read(a, local, m) for a in e.ins])
+            body.append(f"{s} = {expr}")
+            if v in self.stored or v in self.into:
+                name = self.place(v)
+                self.touch(v)
+                prefix = self.into[v][1] if v in self.into else ""
+                body.append(f"{name}[q] = {prefix}{s}")
+            else:
+                self.names[v] = s   # (read by its loop only)
+        self.lines.append(f"for q in range({m}):")
+        self.lines += ["    " + b for b in body]
+
+    def concat(self, e):
+        out = e.outs[0]
+        n = self.buffer(out)
+        self.touch(out)
+        off = 0
+        for a in e.ins:
+            if a not in self.into:
+                self.touch(a)
+                self.lines.append(f"for q in range({a.shape[0]}):")
+                self.lines.append(f"    {n}[{off} + q] = {self.names[a]}[q]")
+            off += a.shape[0]
+
+    def scatter_add(self, e):
+        base, v = e.ins
+        start, step, count = self.one_slice(e)
+        out = e.outs[0]
+        if self.is_zero(base):
+            n = self.buffer(out, zeros=True)   # (zero where the key does not reach, always)
+            self.touch(out)
+            if v in self.into:
+                return
+            val = self.read(v, {}, count) if hasattr(v, "shape") else _literal(v.value)
+            add = "0.0 + " if e.prim.name == "index_add" else ""
+            self.lines.append(f"for q in range({count}):")
+            self.lines.append(f"    {n}[{start} + q * {step}] = {add}{val}")
+            return
+        n = self.buffer(out)
+        self.touch(out)
+        self.touch(base)
+        self.lines.append(f"for q in range({out.shape[0]}):")
+        self.lines.append(f"    {n}[q] = {self.names[base]}[q]")
+        val = self.read(v, {}, count) if hasattr(v, "shape") else _literal(v.value)
+        self.lines.append(f"for q in range({count}):")
+        self.lines.append(f"    {n}[{start} + q * {step}] "
+                          f"{'+=' if e.prim.name == 'index_add' else '='} {val}")
+
+    def finish(self):
+        """The buffers placed in the workspace (a buffer shares its slot with one no longer in
+        use when it is first written; a buffer of zeros has its own), before the views of
+        them."""
+        slots = {}   # (dtype, elements) -> [[source, last use]]
+        for n, dt, size, zeros in self.bufs:
+            first, last = self.first.get(n, 0), self.last.get(n, 0)
+            free = None if zeros else next(
+                (sl for sl in slots.get((dt, size), []) if sl[1] < first), None)
+            if free is None:
+                free = [self.slot(dt, size), last]
+                if not zeros:
+                    slots.setdefault((dt, size), []).append(free)
+            free[1] = max(free[1], last)
+            self.pro.append(f"{n} = {free[0]}")
+        self.pro += self.views
+        return self.lines
+
+
 class ArrayScan:
     """A scan's whole loop as one numba function of array statements (NOTE [array scan]):
     ``self(args, length)`` returns the primitive's outputs (carry, stacked ys, history when
@@ -250,15 +643,21 @@ class ArrayScan:
     def __init__(self, body, nc, ncarry, reverse, save):
         prog = body.prog
         self.nc, self.ncarry, self.save = nc, ncarry, save
-        low = _Body(prog)
         ins, outs = prog.in_vars, prog.outs
+        low = _Loops(prog, [v for v in outs if hasattr(v, "shape")])
         params, pro, loop = [], [], []
         for j, v in enumerate(ins):
             low.dtype(v)
             params.append(f"a{j}")
             low.names[v] = f"v{j}"
             if j < nc + ncarry:   # (closure and carry: one value; a 0-d one as a number)
-                pro.append(f"v{j} = a{j}[0]" if v.shape == () else f"v{j} = a{j}")
+                if v.shape == ():
+                    pro.append(f"v{j} = a{j}[0]")
+                elif j >= nc and len(v.shape) == 1:
+                    # (a 1-d carry is a buffer, overwritten at the end of each step)
+                    pro += [f"v{j} = {low.slot(v.dtype.name, v.shape[0])}", f"v{j}[:] = a{j}"]
+                else:
+                    pro.append(f"v{j} = a{j}")
             else:                 # (xs: the step's row)
                 loop.append(f"v{j} = a{j}[i]")
         self.consts = []
@@ -273,25 +672,51 @@ class ArrayScan:
             for j in range(ncarry):
                 params.append(f"h{j}")
                 loop.append(f"h{j}[i] = v{nc + j}")
-        for e in prog.eqns:
-            low.eqn(e)
-        loop += low.lines
+        low.run(outs)
+        loop += low.finish()
+        pro += low.pro
         for j, v in enumerate(outs[ncarry:]):
             if not hasattr(v, "shape"):
                 raise Unsupported("a literal output")
             low.dtype(v)
             params.append(f"y{j}")
             loop.append(f"y{j}[i] = {low.name(v)}")
-        post = []
+        post, update = [], []
+        self.carry_at, self.carry_slices, self.carry_own = {}, [], []
         for j, v in enumerate(outs[:ncarry]):
             src = low.name(v)
             new = f"v{nc + j}"
-            loop.append(f"n{j} = {src}" if v.shape == ()
-                        else f"n{j} = np.ascontiguousarray({src})")
-            params.append(f"r{j}")
-            post.append(f"r{j}[0] = {new}" if v.shape == () else f"r{j}[:] = {new}.ravel()")
-        loop += [f"v{nc + j} = n{j}" for j in range(ncarry)]
+            if v.shape != () and len(v.shape) == 1:
+                # (copied into the carry's buffer once every new carry is known: a new carry
+                # other than a buffer of its own may be an old carry, or a view of one)
+                if v in low.own:
+                    update.append(f"{new}[:] = {src}")
+                else:
+                    loop.append(f"n{j} = {src}.copy()")
+                    update.append(f"{new}[:] = n{j}")
+            else:   # (a buffer, or a view of one, is overwritten at the next step: copied)
+                loop.append(f"n{j} = {src}" if v.shape == () else
+                            f"n{j} = {src}.copy()" if v in low.buffered else
+                            f"n{j} = np.ascontiguousarray({src})")
+                update.append(f"{new} = n{j}")
+            # (a large carry has its own array: a large packed one, dropped after the call,
+            # costs page faults at every call)
+            if _size(v.shape) > PACK_MAX:
+                self.carry_slices.append((None, len(self.carry_own), tuple(v.shape)))
+                self.carry_own.append((_size(v.shape), np.dtype(v.dtype.name)))
+                params.append(f"r{j}")
+                post.append(f"r{j}[:] = {new}.ravel()")
+                continue
+            at = self.carry_at.setdefault(v.dtype.name, 0)
+            self.carry_at[v.dtype.name] = at + _size(v.shape)
+            self.carry_slices.append((v.dtype.name, at, tuple(v.shape)))
+            post.append(f"c_{v.dtype.name}[{at}] = {new}" if v.shape == () else
+                        f"c_{v.dtype.name}[{at}:{at + _size(v.shape)}] = {new}.ravel()")
+        params += [f"c_{dt}" for dt in sorted(self.carry_at)]
+        loop += update
         step = "i = n - 1 - it" if reverse else "i = it"
+        self.space = sorted(low.space.items())
+        params += [f"w_{dt}" for dt, _ in self.space]
         src = ["import numpy as np", "import numba", "", "",
                "@numba.njit(cache=True, error_model='numpy', nogil=True)",
                f"def kernel(n, {', '.join(params)}):"]
@@ -303,6 +728,7 @@ class ArrayScan:
         self.in_avals = [(tuple(v.shape), np.dtype(v.dtype.name)) for v in ins]
         self.out_avals = [(tuple(v.shape), np.dtype(v.dtype.name)) for v in outs]
         self.fn = None
+        self.pool = []   # workspaces not in use (a call takes one, or makes one)
 
     def __call__(self, args, length):
         """The outputs of the scan; compiles the loop at the first call (numba's errors are
@@ -317,7 +743,13 @@ class ArrayScan:
         hist = ([np.empty((length,) + s, d) for s, d in self.in_avals[nc:nc + ncarry]]
                 if self.save else [])
         ys = [np.empty((length,) + s, d) for s, d in self.out_avals[ncarry:]]
-        carry = [np.empty(_size(s), d) for s, d in self.out_avals[:ncarry]]
-        self.fn(length, *ins, *self.consts, *hist, *ys, *carry)
-        carry = [c.reshape(s) for c, (s, _) in zip(carry, self.out_avals[:ncarry])]
+        own = [np.empty(n, d) for n, d in self.carry_own]
+        packed = {dt: np.empty(n, np.dtype(dt)) for dt, n in sorted(self.carry_at.items())}
+        # (a list's pop and append are atomic: two threads never share a workspace)
+        space = self.pool.pop() if self.pool else \
+            [np.zeros(n, np.dtype(dt)) for dt, n in self.space]
+        self.fn(length, *ins, *self.consts, *hist, *ys, *own, *packed.values(), *space)
+        self.pool.append(space)
+        carry = [own[at].reshape(s) if dt is None else packed[dt][at:at + _size(s)].reshape(s)
+                 for dt, at, s in self.carry_slices]
         return tuple(carry + ys + hist)

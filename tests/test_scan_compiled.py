@@ -2,6 +2,9 @@
 [compiled scan]): each tier against the replay, a plain Python loop and JAX's ``lax.scan`` (values
 and gradients), every transform of a compiled scan, the tiering, the fallbacks to the replay, and
 the other backends (replayed)."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,9 @@ from arrayad import _control
 from arrayad._pytree import tree_flatten, tree_unflatten
 
 from conftest import to_numpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gradbench"))
+from arrayad_tool import ode as gradbench_ode
 
 try:   # (the control-flow suite's table of cases, run below with every scan compiled)
     import test_control_flow as control_cases
@@ -720,23 +726,27 @@ def array_loops(monkeypatch):
         yield lambda: (tiers.runs["array"] - start, sources)
 
 
-def ode_solve(xp, s):
-    """GradBench's ode as its arrayad tool writes it: RK4 of y_0' = x_0, y_i' = x_i y_{i-1},
-    a concat of slices in the body."""
-    def rhs(x, y):
-        return xp.concat([x[:1], x[1:] * y[:-1]])
+def ode_solve(s):
+    """GradBench's ode, its arrayad tool's own module (RK4 of y_0' = x_0, y_i' = x_i y_{i-1},
+    a concat of slices in the body), as a function of x (each call a new function)."""
+    return lambda x: gradbench_ode.solve(x, s)
 
+
+def jax_ode_solve(s):
+    """The same ode written for JAX (lax.scan), the independent reference."""
     def solve(x):
         h = 2.0 / s
 
+        def rhs(y):
+            return jnp.concatenate([x[:1], x[1:] * y[:-1]])
+
         def step(y, _):
-            k1 = rhs(x, y)
-            k2 = rhs(x, y + h / 2 * k1)
-            k3 = rhs(x, y + h / 2 * k2)
-            k4 = rhs(x, y + h * k3)
+            k1 = rhs(y)
+            k2 = rhs(y + h / 2 * k1)
+            k3 = rhs(y + h / 2 * k2)
+            k4 = rhs(y + h * k3)
             return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
-        scan = F.scan if xp is ad else lax.scan
-        return scan(step, xp.zeros_like(x), None, length=s)[0]
+        return lax.scan(step, jnp.zeros_like(x), None, length=s)[0]
     return solve
 
 
@@ -747,7 +757,7 @@ def test_ode_body_runs_as_element_loops_equal_to_the_replay(array_loops, s):
     slices' arithmetic and the scatter-adds of the pullback), from one step on, and give the
     replay's values bit for bit; JAX's lax.scan agrees."""
     x = np.random.default_rng(3).random(300) + 0.5
-    solve = ode_solve(ad, s)
+    solve = ode_solve(s)
     grad = F.grad(lambda x: solve(x)[-1])
     got_y, got_g = ad.jit(solve)(x), ad.jit(grad)(x)
     runs, sources = array_loops()
@@ -761,7 +771,7 @@ def test_ode_body_runs_as_element_loops_equal_to_the_replay(array_loops, s):
     for got, ref in ((got_y, ref_y), (got_g, ref_g)):
         np.testing.assert_array_equal(got, ref)
     if jax is not None:
-        jsolve = ode_solve(jnp, s)
+        jsolve = jax_ode_solve(s)
         np.testing.assert_allclose(got_y, jsolve(x), rtol=1e-13)
         np.testing.assert_allclose(got_g, jax.grad(lambda x: jsolve(x)[-1])(x), rtol=1e-12)
     for again in range(2):   # (the workspace is kept: the zeros a scatter-add needs stay zero)
@@ -773,7 +783,7 @@ def test_ode_body_on_other_backends_matches(backend):
     """The same program on array-api-strict and torch (replayed: the compiled tiers are
     NumPy's) gives NumPy's values."""
     x = np.random.default_rng(3).random(40) + 0.5
-    solve = ode_solve(ad, 3)
+    solve = ode_solve(3)
     grad = F.grad(lambda x: solve(x)[-1])
     for f in (solve, grad):
         np.testing.assert_allclose(to_numpy(ad.jit(f)(backend(x))), ad.jit(f)(x), rtol=1e-14)
@@ -815,12 +825,12 @@ def test_array_tier_from_the_second_call_where_numba_has_the_loop(monkeypatch):
     if not lower_numba.available():
         pytest.skip("numba is not installed")
     x = np.random.default_rng(4).random(300)
-    solve = ode_solve(ad, 3)
+    solve = ode_solve(3)
     monkeypatch.setattr(tiers, "ARRAY_AFTER", 0.0)
     with ad.config.scan_compiled(True), ad.config.scan_numba(True):
         want = ad.jit(solve)(x)   # (compiled at once)
         monkeypatch.setattr(tiers, "ARRAY_AFTER", float("inf"))
-        fresh = ode_solve(ad, 3)   # (another body: its own tiers)
+        fresh = ode_solve(3)   # (another body: its own tiers)
         f, start = ad.jit(fresh), tiers.runs["array"]
         np.testing.assert_array_equal(f(x), want)
         assert tiers.runs["array"] == start
